@@ -1,0 +1,25 @@
+"""hf-elmo: ELMo deep contextualised word representations as a Hugging Face model family.
+
+Importing this package registers the ELMo classes with the `Auto*` factories of transformers.
+"""
+
+from transformers import AutoConfig, AutoModel, AutoTokenizer
+
+from .configuration_elmo import ElmoConfig
+from .modeling_elmo import ElmoModel, ElmoModelOutput, ElmoPreTrainedModel, ElmoScalarMix
+from .tokenization_elmo import ElmoTokenizer
+
+__version__ = "0.1.0"
+
+AutoConfig.register(ElmoConfig.model_type, ElmoConfig, exist_ok=True)
+AutoModel.register(ElmoConfig, ElmoModel, exist_ok=True)
+AutoTokenizer.register(ElmoConfig, tokenizer_class=ElmoTokenizer, exist_ok=True)
+
+__all__ = [
+    "ElmoConfig",
+    "ElmoModel",
+    "ElmoModelOutput",
+    "ElmoPreTrainedModel",
+    "ElmoScalarMix",
+    "ElmoTokenizer",
+]

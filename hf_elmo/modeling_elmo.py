@@ -1,0 +1,530 @@
+"""PyTorch ELMo: character CNN -> highway -> projection -> biLSTM language model -> layer mix.
+
+The file reads top-down in the order data flows through the model:
+
+1. `ElmoCharacterEncoder`   character ids (words, 50) -> context-insensitive token vectors (words, P)
+2. `ElmoBiLstm`             token vectors -> forward and backward LSTM layers with cell/projection clipping
+3. `ElmoScalarMix`          L+1 layers -> gamma * sum_j softmax(w)_j * layer_j
+4. `ElmoModel`              the encoder users load; adds sentence boundaries, returns all layers and mixes
+5. task heads               thin layers over `ElmoModel`
+
+Numerics follow AllenNLP / bilm-tf exactly; weights are kept in bilm-tf's (in, out) layout so that
+conversion is a pure reshuffle and round-trips bit for bit.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+from transformers import PreTrainedModel
+from transformers import initialization as init
+from transformers.utils import ModelOutput
+
+from .configuration_elmo import ElmoConfig
+
+# Raw character ids of the byte scheme (before the +1 shift that reserves 0 for padding).
+BEGINNING_OF_SENTENCE_CHARACTER = 256
+END_OF_SENTENCE_CHARACTER = 257
+BEGINNING_OF_WORD_CHARACTER = 258
+END_OF_WORD_CHARACTER = 259
+PADDING_CHARACTER = 260
+
+
+def _boundary_token_char_ids(boundary_character: int, max_characters_per_token: int) -> list[int]:
+    """Character ids (shifted by +1) of the `<S>` or `</S>` pseudo-word."""
+    ids = [PADDING_CHARACTER] * max_characters_per_token
+    ids[0:3] = [BEGINNING_OF_WORD_CHARACTER, boundary_character, END_OF_WORD_CHARACTER]
+    return [i + 1 for i in ids]
+
+
+@dataclass
+class ElmoModelOutput(ModelOutput):
+    """
+    Output of [`ElmoModel`].
+
+    Args:
+        last_hidden_state (`torch.FloatTensor` of shape `(batch_size, num_words, 2 * projection_dim)`):
+            Top biLSTM layer, `[forward; backward]`.
+        elmo_representations (`tuple(torch.FloatTensor)`):
+            `config.num_output_representations` learned mixes, each `(batch_size, num_words, 2 * projection_dim)`.
+        hidden_states (`tuple(torch.FloatTensor)`):
+            All L+1 layers, each `(batch_size, num_words, 2 * projection_dim)`: layer 0 is `[token; token]`,
+            layer j >= 1 is `[forward_j; backward_j]`.
+        mask (`torch.BoolTensor` of shape `(batch_size, num_words)`): True at real words.
+        final_state (`tuple(torch.FloatTensor)`, *optional*):
+            `(h, c)` after each sentence, shapes `(num_layers, 2, batch_size, projection_dim)` and
+            `(num_layers, 2, batch_size, lstm_cell_dim)`; direction 0 is forward, 1 backward.
+            Returned when `return_state=True`; feed it back as `initial_state` to continue statefully.
+
+    `num_words` excludes the `<S>`/`</S>` positions unless `keep_sentence_boundaries=True` was passed,
+    in which case it is the number of words + 2.
+    """
+
+    last_hidden_state: torch.FloatTensor | None = None
+    elmo_representations: tuple[torch.FloatTensor, ...] | None = None
+    hidden_states: tuple[torch.FloatTensor, ...] | None = None
+    mask: torch.BoolTensor | None = None
+    final_state: tuple[torch.FloatTensor, torch.FloatTensor] | None = None
+
+
+# 1. Characters -> token vectors -------------------------------------------------------------
+
+
+class ElmoHighwayLayer(nn.Linear):
+    """One highway layer's linear map, `size` -> `[transform; carry]` (2 * size)."""
+
+    def __init__(self, size: int):
+        super().__init__(size, 2 * size)
+
+
+class ElmoHighway(nn.Module):
+    """Highway layers (TensorFlow convention): ``x <- g * relu(x W_t + b_t) + (1 - g) * x``, ``g = sigmoid(x W_c + b_c)``.
+
+    Each layer is one linear map producing ``[transform; carry]`` side by side.
+    """
+
+    def __init__(self, size: int, num_layers: int):
+        super().__init__()
+        self.layers = nn.ModuleList([ElmoHighwayLayer(size) for _ in range(num_layers)])
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        for layer in self.layers:
+            transform, carry = layer(x).chunk(2, dim=-1)
+            gate = torch.sigmoid(carry)
+            x = gate * F.relu(transform) + (1 - gate) * x
+        return x
+
+
+class ElmoCharacterEncoder(nn.Module):
+    """Context-insensitive token representation (ELMo layer 0).
+
+    char ids `(num_tokens, max_characters_per_token)` -> embedding -> one Conv1d per filter width ->
+    max over positions -> activation -> highway -> linear projection -> `(num_tokens, projection_dim)`.
+    An optional word embedding (ELMoForManyLangs models) is concatenated before the projection.
+    """
+
+    def __init__(self, config: ElmoConfig):
+        super().__init__()
+        self.char_embedding = nn.Embedding(config.char_vocab_size, config.char_embedding_dim, padding_idx=0)
+        self.convolutions = nn.ModuleList(
+            [nn.Conv1d(config.char_embedding_dim, count, width) for width, count in config.char_cnn_filters]
+        )
+        self.activation = torch.tanh if config.char_cnn_activation == "tanh" else F.relu
+        num_filters = config.num_char_filters
+        self.highway = ElmoHighway(num_filters, config.num_highway_layers)
+        self.word_embedding = (
+            nn.Embedding(config.word_vocab_size, config.word_embedding_dim) if config.word_vocab_size else None
+        )
+        self.projection = nn.Linear(num_filters + (config.word_embedding_dim if config.word_vocab_size else 0), config.projection_dim)
+
+    def forward(self, char_ids: torch.Tensor, word_ids: torch.Tensor | None = None) -> torch.Tensor:
+        """`char_ids` (N, max_characters_per_token) -> (N, projection_dim)."""
+        chars = self.char_embedding(char_ids).transpose(1, 2)  # (N, d_char, positions)
+        # Max-pooling before the activation is equivalent for the monotone relu/tanh and cheaper.
+        pooled = [conv(chars).amax(dim=-1) for conv in self.convolutions]
+        tokens = self.highway(self.activation(torch.cat(pooled, dim=-1)))
+        if self.word_embedding is not None:
+            if word_ids is None:
+                raise ValueError("this model has a word embedding: pass `word_ids` along with `input_ids`")
+            tokens = torch.cat([self.word_embedding(word_ids), tokens], dim=-1)
+        return self.projection(tokens)
+
+
+# 2. The biLSTM ------------------------------------------------------------------------------
+
+
+class ElmoBiLstmLayer(nn.Module):
+    """One layer of both LSTM directions, weights stacked on a leading axis of size 2 (forward, backward).
+
+    Weights use the (in, out) layout: `input_weight` (2, input_dim, 4C), `recurrent_weight` (2, P, 4C),
+    `bias` (2, 4C), `projection_weight` (2, C, P). Gate blocks are ordered i, f, g, o.
+    """
+
+    def __init__(self, input_dim: int, cell_dim: int, projection_dim: int):
+        super().__init__()
+        self.input_weight = nn.Parameter(torch.empty(2, input_dim, 4 * cell_dim))
+        self.recurrent_weight = nn.Parameter(torch.empty(2, projection_dim, 4 * cell_dim))
+        self.bias = nn.Parameter(torch.empty(2, 4 * cell_dim))
+        self.projection_weight = nn.Parameter(torch.empty(2, cell_dim, projection_dim))
+
+    @property
+    def cell_dim(self) -> int:
+        return self.projection_weight.shape[1]
+
+
+def _lstm_recurrence(
+    input_gates: torch.Tensor,
+    batch_sizes: list[int],
+    recurrent_weight: torch.Tensor,
+    projection_weight: torch.Tensor,
+    state: tuple[torch.Tensor, torch.Tensor],
+    cell_clip: float | None,
+    proj_clip: float | None,
+) -> torch.Tensor:
+    """Step both directions of one layer through time.
+
+    Args:
+        input_gates: (2, T, B, 4C) input products plus bias for every step, time-major, rows sorted by
+            decreasing length so that the rows still running at step t are the first `batch_sizes[t]`.
+        state: (h (2, B, P), c (2, B, C)), updated in place; rows stop updating after their last step,
+            so on return each row holds the state after its own last step.
+
+    Returns: (2, T, B, P) outputs, exactly zero past each row's length.
+    """
+    h, c = state
+    num_steps, projection_dim = input_gates.shape[1], h.shape[-1]
+    outputs = input_gates.new_zeros(2, num_steps, input_gates.shape[2], projection_dim)
+    for t, active in enumerate(batch_sizes):
+        if active == 0:
+            break
+        gates = torch.baddbmm(input_gates[:, t, :active], h[:, :active], recurrent_weight)
+        input_gate, forget_gate, cell_input, output_gate = gates.chunk(4, dim=-1)
+        cell = torch.sigmoid(input_gate) * torch.tanh(cell_input) + torch.sigmoid(forget_gate) * c[:, :active]
+        if cell_clip:
+            cell = cell.clamp(-cell_clip, cell_clip)
+        hidden = torch.bmm(torch.sigmoid(output_gate) * torch.tanh(cell), projection_weight)
+        if proj_clip:
+            hidden = hidden.clamp(-proj_clip, proj_clip)
+        c[:, :active] = cell
+        h[:, :active] = hidden
+        outputs[:, t, :active] = hidden
+    return outputs
+
+
+class ElmoBiLstm(nn.Module):
+    """Forward and backward multi-layer LSTM language-model encoders (no weight sharing between directions).
+
+    The backward direction reads each sentence reversed within its own length. Layers >= 1 add
+    their input to their output when `use_skip_connections` is set.
+    """
+
+    def __init__(self, config: ElmoConfig):
+        super().__init__()
+        self.config = config
+        self.layers = nn.ModuleList(
+            [
+                ElmoBiLstmLayer(config.projection_dim, config.lstm_cell_dim, config.projection_dim)
+                for _ in range(config.num_lstm_layers)
+            ]
+        )
+
+    def _forget_bias_offset(self, like: torch.Tensor) -> torch.Tensor:
+        cell_dim = self.config.lstm_cell_dim
+        offset = torch.zeros(4 * cell_dim, dtype=like.dtype, device=like.device)
+        offset[cell_dim : 2 * cell_dim] = self.config.lstm_forget_bias
+        return offset
+
+    def forward(
+        self,
+        inputs: torch.Tensor,
+        lengths: torch.Tensor,
+        initial_state: tuple[torch.Tensor, torch.Tensor] | None = None,
+        dropout: float = 0.0,
+    ) -> tuple[list[torch.Tensor], tuple[torch.Tensor, torch.Tensor]]:
+        """
+        Args:
+            inputs: (B, T, P) token representations, zero past each row's length.
+            lengths: (B,) number of real positions per row (boundaries included), each >= 1.
+            initial_state: optional (h (L, 2, B, P), c (L, 2, B, C)); zeros when omitted.
+            dropout: dropout on each layer's output (pretraining only).
+
+        Returns:
+            `layers`: L tensors of shape (B, T, 2P), `[forward; backward]`, zero past each length;
+            `final_state`: (h, c) shaped like `initial_state`, in the caller's row order.
+        """
+        batch, steps, _ = inputs.shape
+        config = self.config
+        lengths = lengths.to(inputs.device)
+        order = torch.argsort(lengths, descending=True, stable=True)
+        sorted_lengths = lengths[order]
+        positions = torch.arange(steps, device=inputs.device)
+        batch_sizes = (sorted_lengths.unsqueeze(0) > positions.unsqueeze(1)).sum(dim=1).tolist()
+        # Index that reverses every row within its own length; applying it twice is the identity.
+        reverse_index = torch.where(
+            positions.unsqueeze(0) < sorted_lengths.unsqueeze(1),
+            sorted_lengths.unsqueeze(1) - 1 - positions.unsqueeze(0),
+            positions.unsqueeze(0),
+        ).t()  # (T, B)
+
+        forward_inputs = inputs[order].transpose(0, 1)  # (T, B, P)
+        backward_inputs = forward_inputs.gather(0, reverse_index.unsqueeze(-1).expand_as(forward_inputs))
+        layer_input = torch.stack([forward_inputs, backward_inputs])  # (2, T, B, P)
+
+        if initial_state is None:
+            h = inputs.new_zeros(config.num_lstm_layers, 2, batch, config.projection_dim)
+            c = inputs.new_zeros(config.num_lstm_layers, 2, batch, config.lstm_cell_dim)
+        else:
+            h, c = self._check_state(initial_state, batch, inputs)
+            h, c = h[:, :, order].clone(), c[:, :, order].clone()
+
+        layer_outputs = []
+        for index, layer in enumerate(self.layers):
+            bias = layer.bias + self._forget_bias_offset(layer.bias)
+            input_gates = torch.baddbmm(
+                bias.unsqueeze(1), layer_input.reshape(2, steps * batch, -1), layer.input_weight
+            ).view(2, steps, batch, -1)
+            output = _lstm_recurrence(
+                input_gates,
+                batch_sizes,
+                layer.recurrent_weight,
+                layer.projection_weight,
+                (h[index], c[index]),
+                config.cell_clip,
+                config.proj_clip,
+            )
+            if config.use_skip_connections and index > 0:
+                output = output + layer_input
+            if dropout and self.training:
+                output = F.dropout(output, dropout, training=True)
+            layer_outputs.append(output)
+            layer_input = output
+
+        inverse_order = torch.argsort(order)
+        index = reverse_index.unsqueeze(-1).expand(steps, batch, config.projection_dim)
+        layers = []
+        for output in layer_outputs:
+            forward_output = output[0]
+            backward_output = output[1].gather(0, index)
+            both = torch.cat([forward_output, backward_output], dim=-1).transpose(0, 1)
+            layers.append(both[inverse_order])
+        return layers, (h[:, :, inverse_order], c[:, :, inverse_order])
+
+    def _check_state(self, state, batch: int, like: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        config = self.config
+        if not (isinstance(state, (tuple, list)) and len(state) == 2):
+            raise ValueError("initial_state must be a pair (h, c)")
+        h, c = state
+        expected_h = (config.num_lstm_layers, 2, batch, config.projection_dim)
+        expected_c = (config.num_lstm_layers, 2, batch, config.lstm_cell_dim)
+        if tuple(h.shape) != expected_h or tuple(c.shape) != expected_c:
+            raise ValueError(
+                f"initial_state shapes must be h {expected_h} and c {expected_c}, "
+                f"got h {tuple(h.shape)} and c {tuple(c.shape)}"
+            )
+        return h.to(like), c.to(like)
+
+
+# 3. Mixing the layers -----------------------------------------------------------------------
+
+
+class ElmoScalarMix(nn.Module):
+    """``gamma * sum_j softmax(w)_j * layer_j`` with w initialised to 0 and gamma to 1 (the paper's eq. 1).
+
+    With `layer_norm`, each layer is first normalised by one mean and variance over all of its
+    unmasked elements in the batch (AllenNLP's definition, not a per-token LayerNorm).
+    """
+
+    def __init__(self, num_layers: int, layer_norm: bool = False, trainable: bool = True):
+        super().__init__()
+        self.layer_norm = layer_norm
+        self.scalar_parameters = nn.Parameter(torch.zeros(num_layers), requires_grad=trainable)
+        self.gamma = nn.Parameter(torch.ones(1), requires_grad=trainable)
+
+    def forward(self, layers: list[torch.Tensor] | tuple[torch.Tensor, ...], mask: torch.Tensor | None = None):
+        if len(layers) != self.scalar_parameters.numel():
+            raise ValueError(f"expected {self.scalar_parameters.numel()} layers, got {len(layers)}")
+        weights = torch.softmax(self.scalar_parameters, dim=0)
+        if self.layer_norm:
+            if mask is None:
+                raise ValueError("layer-normalised mixing needs the word mask")
+            layers = [_masked_layer_norm(layer, mask) for layer in layers]
+        mixed = sum(weight * layer for weight, layer in zip(weights, layers))
+        return self.gamma * mixed
+
+
+def _masked_layer_norm(layer: torch.Tensor, mask: torch.Tensor, eps: float = 1e-12) -> torch.Tensor:
+    mask = mask.unsqueeze(-1).to(layer.dtype)
+    count = mask.sum() * layer.shape[-1]
+    mean = (layer * mask).sum() / count
+    variance = (((layer - mean) * mask) ** 2).sum() / count
+    return (layer - mean) / torch.sqrt(variance + eps)
+
+
+# 4. The model -------------------------------------------------------------------------------
+
+
+class ElmoPreTrainedModel(PreTrainedModel):
+    config: ElmoConfig
+    config_class = ElmoConfig
+    base_model_prefix = "elmo"
+    main_input_name = "input_ids"
+    supports_gradient_checkpointing = False
+
+    @torch.no_grad()
+    def _init_weights(self, module):
+        if isinstance(module, ElmoBiLstmLayer):
+            bound = module.cell_dim**-0.5
+            for weight in (module.input_weight, module.recurrent_weight, module.projection_weight):
+                init.uniform_(weight, -bound, bound)
+            init.zeros_(module.bias)
+        elif isinstance(module, ElmoHighwayLayer):
+            init.normal_(module.weight, std=module.in_features**-0.5)
+            # A negative carry bias starts every highway layer close to the identity (as bilm-tf does).
+            init.copy_(module.bias, torch.cat([torch.zeros(module.in_features), torch.full((module.in_features,), -2.0)]))
+        elif isinstance(module, ElmoScalarMix):
+            init.zeros_(module.scalar_parameters)
+            init.ones_(module.gamma)
+        elif isinstance(module, nn.Embedding):
+            init.uniform_(module.weight, -1.0, 1.0)
+            # Slicing drops the "already loaded" flag, so check it on the full weight.
+            if module.padding_idx is not None and not getattr(module.weight, "_is_hf_initialized", False):
+                init.zeros_(module.weight[module.padding_idx])
+        elif isinstance(module, nn.Conv1d):
+            init.normal_(module.weight, std=(module.in_channels * module.kernel_size[0]) ** -0.5)
+            init.zeros_(module.bias)
+        elif isinstance(module, nn.Linear):
+            init.normal_(module.weight, std=module.in_features**-0.5)
+            if module.bias is not None:
+                init.zeros_(module.bias)
+
+
+class ElmoModel(ElmoPreTrainedModel):
+    """The ELMo encoder: character ids of words in, every biLM layer and the learned ELMo mixes out.
+
+    Stateless by default: each sentence starts from a zero LSTM state, so its vectors depend
+    neither on the batch it is in nor on earlier calls. Pass `initial_state` / `return_state=True`
+    to carry state between calls the way AllenNLP and bilm-tf do.
+    """
+
+    def __init__(self, config: ElmoConfig):
+        super().__init__(config)
+        self.char_encoder = ElmoCharacterEncoder(config)
+        self.bilstm = ElmoBiLstm(config)
+        self.scalar_mixes = nn.ModuleList(
+            [
+                ElmoScalarMix(config.num_lstm_layers + 1, layer_norm=config.scalar_mix_layer_norm)
+                for _ in range(config.num_output_representations)
+            ]
+        )
+        self.post_init()
+
+    def get_input_embeddings(self):
+        return self.char_encoder.char_embedding
+
+    def _validate_input_ids(self, input_ids: torch.Tensor) -> None:
+        width = self.config.max_characters_per_token
+        if not isinstance(input_ids, torch.Tensor):
+            raise TypeError(f"input_ids must be a torch.Tensor, got {type(input_ids).__name__}")
+        if input_ids.dim() != 3 or input_ids.shape[-1] != width:
+            raise ValueError(
+                f"input_ids must have shape (batch, words, {width}) of character ids, got {tuple(input_ids.shape)}"
+            )
+        if input_ids.dtype.is_floating_point or input_ids.dtype == torch.bool:
+            raise TypeError(f"input_ids must be integer character ids, got dtype {input_ids.dtype}")
+        if input_ids.shape[0] == 0:
+            raise ValueError("empty batch: input_ids has batch size 0")
+        if input_ids.numel():
+            low, high = int(input_ids.min()), int(input_ids.max())
+            if low < 0 or high >= self.config.char_vocab_size:
+                raise ValueError(
+                    f"input_ids contains character id {low if low < 0 else high}, "
+                    f"outside [0, {self.config.char_vocab_size - 1}]"
+                )
+
+    def word_mask(self, input_ids: torch.Tensor, attention_mask: torch.Tensor | None = None) -> torch.Tensor:
+        """(batch, words) bool mask of real words; checks that real words come first in every row."""
+        if attention_mask is None:
+            mask = (input_ids > 0).any(dim=-1)
+        else:
+            if tuple(attention_mask.shape) != tuple(input_ids.shape[:2]):
+                raise ValueError(
+                    f"attention_mask must have shape {tuple(input_ids.shape[:2])} (batch, words), "
+                    f"got {tuple(attention_mask.shape)}"
+                )
+            mask = attention_mask.to(device=input_ids.device).bool()
+        lengths = mask.sum(dim=1)
+        if not torch.equal(mask, torch.arange(mask.shape[1], device=mask.device) < lengths.unsqueeze(1)):
+            raise ValueError("padding must come after the words: each row's mask must be ones then zeros")
+        return mask
+
+    def token_representations(
+        self, input_ids: torch.Tensor, mask: torch.Tensor, word_ids: torch.Tensor | None = None
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """Layer 0 with `<S>`/`</S>` added: returns ((B, W+2, P) zero past each end, lengths (B,) = words + 2)."""
+        batch, num_words, width = input_ids.shape
+        device = input_ids.device
+        lengths = mask.sum(dim=1) + 2
+        steps = num_words + 2
+        positions = torch.arange(steps, device=device)
+        char_ids = input_ids.new_zeros(batch, steps, width)
+        char_ids[:, 0] = self._boundary_ids(BEGINNING_OF_SENTENCE_CHARACTER, input_ids)
+        char_ids[:, 1:-1] = input_ids * mask.unsqueeze(-1).to(input_ids.dtype)
+        end = positions.unsqueeze(0) == (lengths - 1).unsqueeze(1)
+        char_ids[end] = self._boundary_ids(END_OF_SENTENCE_CHARACTER, input_ids)
+        real = positions.unsqueeze(0) < lengths.unsqueeze(1)
+        token_word_ids = None
+        if self.char_encoder.word_embedding is not None:
+            token_word_ids = self._word_ids_with_boundaries(word_ids, mask, lengths, steps)[real]
+        encoded = self.char_encoder(char_ids[real], token_word_ids)
+        tokens = encoded.new_zeros(batch, steps, encoded.shape[-1])
+        tokens[real] = encoded
+        return tokens, lengths
+
+    def _boundary_ids(self, boundary_character: int, like: torch.Tensor) -> torch.Tensor:
+        ids = _boundary_token_char_ids(boundary_character, self.config.max_characters_per_token)
+        return torch.tensor(ids, dtype=like.dtype, device=like.device)
+
+    def _word_ids_with_boundaries(self, word_ids, mask, lengths, steps):
+        raise NotImplementedError("word embeddings are added by the ELMoForManyLangs input layer")
+
+    def forward(
+        self,
+        input_ids: torch.Tensor,
+        attention_mask: torch.Tensor | None = None,
+        word_ids: torch.Tensor | None = None,
+        initial_state: tuple[torch.Tensor, torch.Tensor] | None = None,
+        return_state: bool = False,
+        keep_sentence_boundaries: bool = False,
+        return_dict: bool | None = None,
+        **kwargs,
+    ) -> ElmoModelOutput | tuple:
+        r"""
+        Args:
+            input_ids (`torch.LongTensor` of shape `(batch_size, num_words, max_characters_per_token)`):
+                Character ids from [`ElmoTokenizer`]; a padded word position is all zeros.
+            attention_mask (`torch.Tensor` of shape `(batch_size, num_words)`, *optional*):
+                1 for real words, 0 for padding; derived from `input_ids` when omitted.
+            initial_state (`tuple(torch.FloatTensor)`, *optional*):
+                `(h, c)` with shapes `(num_layers, 2, batch_size, projection_dim)` and
+                `(num_layers, 2, batch_size, lstm_cell_dim)` to start the LSTMs from (default zeros).
+            return_state (`bool`): also return the state after each sentence as `final_state`.
+            keep_sentence_boundaries (`bool`): keep the `<S>` and `</S>` positions in the outputs.
+        """
+        return_dict = return_dict if return_dict is not None else self.config.return_dict
+        self._validate_input_ids(input_ids)
+        mask = self.word_mask(input_ids, attention_mask)
+        tokens, lengths = self.token_representations(input_ids, mask, word_ids)
+        lstm_layers, final_state = self.bilstm(tokens, lengths, initial_state)
+        layers = [torch.cat([tokens, tokens], dim=-1)] + lstm_layers
+
+        if keep_sentence_boundaries:
+            output_mask = torch.arange(tokens.shape[1], device=tokens.device) < lengths.unsqueeze(1)
+        else:
+            output_mask = mask
+            keep = mask.unsqueeze(-1).to(tokens.dtype)
+            layers = [layer[:, 1:-1] * keep for layer in layers]
+        mixes = tuple(mix(layers, output_mask) for mix in self.scalar_mixes)
+        outputs = ElmoModelOutput(
+            last_hidden_state=layers[-1],
+            elmo_representations=mixes,
+            hidden_states=tuple(layers),
+            mask=output_mask,
+            final_state=final_state if return_state else None,
+        )
+        return outputs if return_dict else outputs.to_tuple()
+
+
+__all__ = [
+    "ElmoModelOutput",
+    "ElmoHighwayLayer",
+    "ElmoHighway",
+    "ElmoCharacterEncoder",
+    "ElmoBiLstmLayer",
+    "ElmoBiLstm",
+    "ElmoScalarMix",
+    "ElmoPreTrainedModel",
+    "ElmoModel",
+]
