@@ -11,11 +11,18 @@ from .tokenization_elmo import ElmoTokenizer
 
 __version__ = "0.1.0"
 
+from pathlib import Path as _Path
+
+#: Folder of the small Chinese ELMo shipped inside the package (works offline):
+#: ``AutoModel.from_pretrained(hf_elmo.DEFAULT_MODEL)``.
+DEFAULT_MODEL = str(_Path(__file__).resolve().parent / "pretrained" / "elmo-zh-small")
+
 AutoConfig.register(ElmoConfig.model_type, ElmoConfig, exist_ok=True)
 AutoModel.register(ElmoConfig, ElmoModel, exist_ok=True)
 AutoTokenizer.register(ElmoConfig, tokenizer_class=ElmoTokenizer, exist_ok=True)
 
 __all__ = [
+    "DEFAULT_MODEL",
     "ElmoConfig",
     "ElmoModel",
     "ElmoModelOutput",
