@@ -58,7 +58,9 @@ class ElmoConfig(PretrainedConfig):
             How words become character ids; ``"bytes"`` is the AllenNLP / bilm-tf UTF-8 byte scheme.
         word_vocab_size (`int`, defaults to 0): Size of an optional word embedding table (0 = none).
         word_embedding_dim (`int`, defaults to 0): Size of the optional word embedding.
-        lm_vocab_size (`int`, defaults to 0): Output vocabulary of the language-model head (pretraining only).
+        lm_vocab (`list[str]`, *optional*):
+            Word vocabulary of the language-model head (pretraining only): `<S>`, `</S>`, `<UNK>` first, then
+            words by decreasing frequency. The inputs stay characters; this only names the softmax rows.
         lm_softmax (`str`, defaults to `"full"`): ``"full"`` or ``"sampled"`` softmax for pretraining.
         lm_num_sampled (`int`, defaults to 8192): Negative samples per batch for the sampled softmax.
         lm_dropout (`float`, defaults to 0.1): Dropout used while pretraining.
@@ -86,7 +88,7 @@ class ElmoConfig(PretrainedConfig):
         char_scheme: str = "bytes",
         word_vocab_size: int = 0,
         word_embedding_dim: int = 0,
-        lm_vocab_size: int = 0,
+        lm_vocab: list[str] | None = None,
         lm_softmax: str = "full",
         lm_num_sampled: int = 8192,
         lm_dropout: float = 0.1,
@@ -112,7 +114,7 @@ class ElmoConfig(PretrainedConfig):
         self.char_scheme = char_scheme
         self.word_vocab_size = word_vocab_size
         self.word_embedding_dim = word_embedding_dim
-        self.lm_vocab_size = lm_vocab_size
+        self.lm_vocab = list(lm_vocab) if lm_vocab else None
         self.lm_softmax = lm_softmax
         self.lm_num_sampled = lm_num_sampled
         self.lm_dropout = lm_dropout
@@ -123,6 +125,10 @@ class ElmoConfig(PretrainedConfig):
     def hidden_size(self) -> int:
         """Width of every ELMo layer: forward and backward outputs side by side (2P)."""
         return 2 * self.projection_dim
+
+    @property
+    def lm_vocab_size(self) -> int:
+        return len(self.lm_vocab) if self.lm_vocab else 0
 
     @property
     def num_char_filters(self) -> int:
@@ -154,6 +160,8 @@ class ElmoConfig(PretrainedConfig):
             problems.append("num_output_representations must be >= 0")
         if self.lm_softmax not in ("full", "sampled"):
             problems.append(f"lm_softmax must be 'full' or 'sampled', got {self.lm_softmax!r}")
+        if self.lm_vocab and list(self.lm_vocab[:3]) != ["<S>", "</S>", "<UNK>"]:
+            problems.append("lm_vocab must start with '<S>', '</S>', '<UNK>'")
         if problems:
             raise ValueError("Invalid ElmoConfig: " + "; ".join(problems))
 
