@@ -12,6 +12,12 @@ from __future__ import annotations
 
 import argparse
 import sys
+from pathlib import Path
+
+try:
+    import hf_elmo  # noqa: F401  (installed with `pip install .`)
+except ImportError:  # run from a source checkout without installing
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 
 def build_parser() -> argparse.ArgumentParser:
