@@ -11,12 +11,11 @@ The folder holds config.json, model.safetensors and the tokenizer files, and loa
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import sys
 from pathlib import Path
 
-try:
-    import hf_elmo  # noqa: F401  (installed with `pip install .`)
-except ImportError:  # run from a source checkout without installing
+if importlib.util.find_spec("hf_elmo") is None:  # run from a source checkout without `pip install .`
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 

@@ -267,5 +267,8 @@ def export_folder_to_bilm(model_dir, output_dir, overwrite: bool = False) -> Pat
     """A saved hf-elmo folder (encoder or any head) -> ``options.json`` + ``weights.hdf5``."""
     from .modeling_elmo import ElmoModel
 
+    # Only local folders: a missing path would otherwise be looked up on the Hub as a repo id.
+    if not os.path.isdir(model_dir):
+        raise ValueError(f"model folder not found: {os.fspath(model_dir)}")
     model = ElmoModel.from_pretrained(model_dir)
     return write_bilm_files(model, output_dir, overwrite=overwrite)
