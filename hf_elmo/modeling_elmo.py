@@ -470,6 +470,8 @@ class ElmoModel(ElmoPreTrainedModel):
         lengths = mask.sum(dim=1)
         if not torch.equal(mask, torch.arange(mask.shape[1], device=mask.device) < lengths.unsqueeze(1)):
             raise ValueError("padding must come after the words: each row's mask must be ones then zeros")
+        if attention_mask is not None and (mask & ~(input_ids > 0).any(dim=-1)).any():
+            raise ValueError("attention_mask marks a padded (all-zero) word position as a real word")
         return mask
 
     def token_representations(

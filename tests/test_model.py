@@ -262,6 +262,7 @@ def test_bad_inputs(model):
         (ValueError, "empty batch", dict(input_ids=ids[:0])),
         (ValueError, "ones then zeros", dict(input_ids=ids, attention_mask=mask.flip(1))),
         (ValueError, "attention_mask must have shape", dict(input_ids=ids, attention_mask=mask[:, :1])),
+        (ValueError, "padded .* as a real word", dict(input_ids=ids, attention_mask=torch.ones_like(mask))),
         (ValueError, "pair", dict(input_ids=ids, initial_state=torch.zeros(3))),
         (
             ValueError,
