@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import numbers
 import os
 from typing import Any
 
@@ -98,7 +99,7 @@ class ElmoConfig(PretrainedConfig):
             char_cnn_filters = [[1, 32], [2, 32], [3, 64], [4, 128], [5, 256], [6, 512], [7, 1024]]
         self.char_vocab_size = char_vocab_size
         self.char_embedding_dim = char_embedding_dim
-        self.char_cnn_filters = [list(map(int, f)) for f in char_cnn_filters]
+        self.char_cnn_filters = [list(f) if isinstance(f, (list, tuple)) else f for f in char_cnn_filters]
         self.num_highway_layers = num_highway_layers
         self.char_cnn_activation = char_cnn_activation
         self.max_characters_per_token = max_characters_per_token
@@ -135,9 +136,39 @@ class ElmoConfig(PretrainedConfig):
         return sum(n for _, n in self.char_cnn_filters)
 
     def _validate(self) -> None:
+        def is_int(value) -> bool:
+            return isinstance(value, numbers.Integral) and not isinstance(value, bool)
+
+        integer_fields = (
+            "char_vocab_size",
+            "char_embedding_dim",
+            "num_highway_layers",
+            "max_characters_per_token",
+            "projection_dim",
+            "lstm_cell_dim",
+            "num_lstm_layers",
+            "num_output_representations",
+        )
+        type_problems = [
+            f"{name} must be an integer, got {getattr(self, name)!r}"
+            for name in integer_fields
+            if not is_int(getattr(self, name))
+        ]
+        if not isinstance(self.char_cnn_filters, (list, tuple)) or not all(
+            isinstance(f, list) and len(f) == 2 and is_int(f[0]) and is_int(f[1]) for f in self.char_cnn_filters
+        ):
+            type_problems.append(f"char_cnn_filters must be a list of [width, count] integer pairs, got {self.char_cnn_filters!r}")
+        for name in ("cell_clip", "proj_clip"):
+            value = getattr(self, name)
+            if value is not None and (isinstance(value, bool) or not isinstance(value, numbers.Real) or value < 0):
+                type_problems.append(f"{name} must be a non-negative number or None, got {value!r}")
+        if type_problems:  # the checks below need numbers
+            raise ValueError("Invalid ElmoConfig: " + "; ".join(type_problems))
+        self.char_cnn_filters = [[int(width), int(count)] for width, count in self.char_cnn_filters]
+
         problems = []
         for name in ("char_vocab_size", "char_embedding_dim", "projection_dim", "lstm_cell_dim", "num_lstm_layers"):
-            if int(getattr(self, name)) <= 0:
+            if getattr(self, name) <= 0:
                 problems.append(f"{name} must be positive, got {getattr(self, name)}")
         if self.num_highway_layers < 0:
             problems.append(f"num_highway_layers must be >= 0, got {self.num_highway_layers}")
@@ -220,7 +251,7 @@ class ElmoConfig(PretrainedConfig):
         use_skip = lstm.get("use_skip_connections", False)
         if not isinstance(use_skip, bool):
             raise ValueError(f"{source}: lstm.use_skip_connections must be true or false, got {use_skip!r}")
-        return cls(
+        architecture = dict(
             char_vocab_size=262,
             char_embedding_dim=embedding["dim"],
             char_cnn_filters=filters,
@@ -233,8 +264,11 @@ class ElmoConfig(PretrainedConfig):
             cell_clip=lstm.get("cell_clip"),
             proj_clip=lstm.get("proj_clip"),
             use_skip_connections=use_skip,
-            **kwargs,
         )
+        try:
+            return cls(**architecture, **kwargs)
+        except ValueError as error:  # say which file the inconsistent values came from
+            raise ValueError(f"{source}: {error}") from None
 
     def to_allennlp_options(self) -> dict[str, Any]:
         """The prediction-time ``options.json`` that AllenNLP and bilm-tf read."""

@@ -440,6 +440,38 @@ class ElmoModel(ElmoPreTrainedModel):
     def get_input_embeddings(self):
         return self.char_encoder.char_embedding
 
+    def sentence_boundary_char_ids(self) -> torch.LongTensor:
+        """`(2, max_characters_per_token)` character ids of the `<S>` and `</S>` pseudo-words the model adds."""
+        width = self.config.max_characters_per_token
+        return torch.tensor(
+            [
+                _boundary_token_char_ids(BEGINNING_OF_SENTENCE_CHARACTER, width),
+                _boundary_token_char_ids(END_OF_SENTENCE_CHARACTER, width),
+            ],
+            device=self.device,
+        )
+
+    def token_embeddings(self, char_ids: torch.Tensor) -> torch.Tensor:
+        """Layer 0 (the context-insensitive token vectors) of single words, without running the LSTMs.
+
+        Args:
+            char_ids (`torch.LongTensor` of shape `(..., max_characters_per_token)`): one row per word,
+                e.g. `ElmoTokenizer.word_to_char_ids` rows or `sentence_boundary_char_ids()`.
+
+        Returns: `torch.FloatTensor` of shape `(..., projection_dim)`.
+        """
+        if self.char_encoder.word_embedding is not None:
+            raise ValueError("this model also needs word ids for its token vectors; use forward()")
+        if char_ids.dim() < 1 or char_ids.shape[-1] != self.config.max_characters_per_token:
+            raise ValueError(
+                f"char_ids must end in a dimension of {self.config.max_characters_per_token}, "
+                f"got shape {tuple(char_ids.shape)}"
+            )
+        # Reuse the input checks of forward(): a (1, words, width) view has the same ids.
+        self._validate_input_ids(char_ids.reshape(1, -1, char_ids.shape[-1]))
+        flat = char_ids.reshape(-1, char_ids.shape[-1])
+        return self.char_encoder(flat).reshape(*char_ids.shape[:-1], self.config.projection_dim)
+
     def _validate_input_ids(self, input_ids: torch.Tensor) -> None:
         width = self.config.max_characters_per_token
         if not isinstance(input_ids, torch.Tensor):
@@ -474,6 +506,8 @@ class ElmoModel(ElmoPreTrainedModel):
         lengths = mask.sum(dim=1)
         if not torch.equal(mask, torch.arange(mask.shape[1], device=mask.device) < lengths.unsqueeze(1)):
             raise ValueError("padding must come after the words: each row's mask must be ones then zeros")
+        if attention_mask is not None and (mask & ~(input_ids > 0).any(dim=-1)).any():
+            raise ValueError("attention_mask marks a padded (all-zero) word position as a real word")
         return mask
 
     def token_representations(

@@ -12,9 +12,11 @@ Raw text is split into words as follows:
 * ``segmenter="whitespace"`` splits on whitespace only.
 
 Edge cases: an empty string is a sentence of zero words (the model still runs ``<S> </S>``);
-a word longer than 48 UTF-8 bytes is cut to its first 48 bytes (a multi-byte character may be cut,
-as in the references); emoji and other 4-byte characters are ordinary bytes; control characters
-are whitespace to the pre-tokenizer; lone surrogates cannot be UTF-8 encoded and are dropped.
+an empty batch is a `ValueError`; a word longer than 48 UTF-8 bytes is cut to its first 48 bytes
+(a multi-byte character may be cut, as in the references); emoji and other 4-byte characters are
+ordinary bytes; in raw text, control characters (C0/C1, e.g. NUL, BEL, DEL) separate words like
+whitespace, while pre-split words keep them as bytes; a surrogate pair written as two code points
+is joined into its character and lone surrogates (not encodable as UTF-8) are dropped.
 """
 
 from __future__ import annotations
@@ -36,6 +38,16 @@ _CJK_RUN = re.compile(
     "\uf900-\ufaff\U00020000-\U0002ffff\U00030000-\U0003134f]+)"
 )
 _SEGMENTERS = ("auto", "jieba", "chars", "whitespace")
+_SURROGATE = re.compile("[\ud800-\udfff]")
+# C0 and C1 control characters other than tab, newline, vertical tab, form feed, carriage return and NEL.
+_CONTROL = re.compile("[\x00-\x08\x0e-\x1f\x7f-\x84\x86-\x9f]")
+
+
+def _without_surrogates(text: str) -> str:
+    """Join surrogate pairs into their character and drop lone surrogates, which UTF-8 cannot encode."""
+    if _SURROGATE.search(text) is None:
+        return text
+    return text.encode("utf-16-le", "surrogatepass").decode("utf-16-le", "ignore")
 
 
 def _load_jieba():
@@ -106,6 +118,8 @@ class ElmoTokenizer(PreTrainedTokenizerBase):
         """Split raw text into words (see the module docstring for the rules)."""
         if not isinstance(text, str):
             raise TypeError(f"text must be a string, got {type(text).__name__}")
+        # The Rust pre-tokenizer cannot take surrogates, and control characters should not glue words.
+        text = _CONTROL.sub(" ", _without_surrogates(text))
         if self.segmenter == "whitespace":
             pieces = text.split()
         else:
@@ -132,7 +146,7 @@ class ElmoTokenizer(PreTrainedTokenizerBase):
         """The `max_characters_per_token` ids of one word (already shifted by +1)."""
         if self.do_lower_case:
             word = word.lower()
-        data = word.encode("utf-8", "ignore")[: self.max_characters_per_token - 2]
+        data = _without_surrogates(word).encode("utf-8")[: self.max_characters_per_token - 2]
         ids = [BEGINNING_OF_WORD_CHARACTER + 1] + [byte + 1 for byte in data] + [END_OF_WORD_CHARACTER + 1]
         return ids + [PADDING_CHARACTER + 1] * (self.max_characters_per_token - len(ids))
 
@@ -183,6 +197,11 @@ class ElmoTokenizer(PreTrainedTokenizerBase):
             if max_length is None:
                 raise ValueError("padding='max_length' needs max_length")
             target = max_length
+            longest = max(len(ids) for ids in input_ids)
+            if longest > target:
+                raise ValueError(
+                    f"a sentence has {longest} words, more than max_length={max_length}: pass truncation=True"
+                )
         elif padding in (False, None, "do_not_pad"):
             target = None
         else:
