@@ -160,7 +160,9 @@ def load_state_dict_file(path: str | os.PathLike) -> dict[str, torch.Tensor]:
     return dict(state)
 
 
-def read_model_folder(model_dir: str | os.PathLike, config_path: str | os.PathLike | None = None) -> ElmoForManyLangsFolder:
+def read_model_folder(
+    model_dir: str | os.PathLike, config_path: str | os.PathLike | None = None
+) -> ElmoForManyLangsFolder:
     model_dir = Path(model_dir)
     if not model_dir.is_dir():
         raise ValueError(f"model folder not found: {model_dir}")

@@ -473,7 +473,8 @@ class ElmoModel(ElmoPreTrainedModel):
             raise TypeError("word_ids must be an integer torch.Tensor of shape (batch, words)")
         if tuple(word_ids.shape) != tuple(mask.shape):
             raise ValueError(
-                f"word_ids must have shape {tuple(mask.shape)} (batch, words) like input_ids, got {tuple(word_ids.shape)}"
+                f"word_ids must have shape {tuple(mask.shape)} (batch, words) like input_ids, "
+                f"got {tuple(word_ids.shape)}"
             )
         word_ids = word_ids.to(mask.device)
         real_ids = word_ids[mask]

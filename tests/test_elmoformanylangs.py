@@ -137,7 +137,8 @@ def test_config_describes_the_dictionary_input_layer(model_and_tokenizer):
     pad = chars["<pad>"] + 1
     assert config.bos_char_ids == [chars["<eow>"] + 1, chars["<bos>"] + 1, chars["<bow>"] + 1] + [pad] * 47
     assert config.eos_char_ids == [chars["<eow>"] + 1, chars["<eos>"] + 1, chars["<bow>"] + 1] + [pad] * 47
-    assert (config.word_vocab_size, config.bos_word_id, config.eos_word_id) == (len(words), words["<bos>"], words["<eos>"])
+    assert config.word_vocab_size == len(words)
+    assert (config.bos_word_id, config.eos_word_id) == (words["<bos>"], words["<eos>"])
     assert torch.all(model.char_encoder.char_embedding.weight[0] == 0)
     assert torch.any(model.char_encoder.char_embedding.weight[pad] != 0), "the <pad> character row is trained"
 
@@ -202,7 +203,7 @@ def test_model_checks_word_ids(model_and_tokenizer):
                    lstm_cell_dim=8, num_lstm_layers=1)
     )
     with pytest.raises(ValueError, match="no word embedding"):
-        tiny(input_ids=ElmoTokenizer()("好", return_tensors="pt")["input_ids"], word_ids=torch.zeros(1, 1, dtype=torch.long))
+        tiny(input_ids=ElmoTokenizer()("好", return_tensors="pt")["input_ids"], word_ids=torch.zeros(1, 1).long())
 
 
 def test_config_rejects_bad_input_layers():
