@@ -25,19 +25,13 @@ from transformers.utils import ModelOutput
 
 from .configuration_elmo import ElmoConfig
 
-# Raw character ids of the byte scheme (before the +1 shift that reserves 0 for padding).
+# Raw character ids of the byte scheme (before the +1 shift that reserves 0 for padding). The model itself
+# reads its `<S>` / `</S>` rows from `config.bos_char_ids` / `config.eos_char_ids`, so it works with any scheme.
 BEGINNING_OF_SENTENCE_CHARACTER = 256
 END_OF_SENTENCE_CHARACTER = 257
 BEGINNING_OF_WORD_CHARACTER = 258
 END_OF_WORD_CHARACTER = 259
 PADDING_CHARACTER = 260
-
-
-def _boundary_token_char_ids(boundary_character: int, max_characters_per_token: int) -> list[int]:
-    """Character ids (shifted by +1) of the `<S>` or `</S>` pseudo-word."""
-    ids = [PADDING_CHARACTER] * max_characters_per_token
-    ids[0:3] = [BEGINNING_OF_WORD_CHARACTER, boundary_character, END_OF_WORD_CHARACTER]
-    return [i + 1 for i in ids]
 
 
 @dataclass
@@ -520,25 +514,48 @@ class ElmoModel(ElmoPreTrainedModel):
         steps = num_words + 2
         positions = torch.arange(steps, device=device)
         char_ids = input_ids.new_zeros(batch, steps, width)
-        char_ids[:, 0] = self._boundary_ids(BEGINNING_OF_SENTENCE_CHARACTER, input_ids)
+        char_ids[:, 0] = self._boundary_ids(self.config.bos_char_ids, input_ids)
         char_ids[:, 1:-1] = input_ids * mask.unsqueeze(-1).to(input_ids.dtype)
         end = positions.unsqueeze(0) == (lengths - 1).unsqueeze(1)
-        char_ids[end] = self._boundary_ids(END_OF_SENTENCE_CHARACTER, input_ids)
+        char_ids[end] = self._boundary_ids(self.config.eos_char_ids, input_ids)
         real = positions.unsqueeze(0) < lengths.unsqueeze(1)
         token_word_ids = None
         if self.char_encoder.word_embedding is not None:
-            token_word_ids = self._word_ids_with_boundaries(word_ids, mask, lengths, steps)[real]
+            token_word_ids = self._word_ids_with_boundaries(word_ids, mask, steps)[real]
+        elif word_ids is not None:
+            raise ValueError("this model has no word embedding: word_ids must be None")
         encoded = self.char_encoder(char_ids[real], token_word_ids)
         tokens = encoded.new_zeros(batch, steps, encoded.shape[-1])
         tokens[real] = encoded
         return tokens, lengths
 
-    def _boundary_ids(self, boundary_character: int, like: torch.Tensor) -> torch.Tensor:
-        ids = _boundary_token_char_ids(boundary_character, self.config.max_characters_per_token)
+    @staticmethod
+    def _boundary_ids(ids: list[int], like: torch.Tensor) -> torch.Tensor:
+        """The character ids of `<S>` or `</S>` (from the config, so any character scheme works)."""
         return torch.tensor(ids, dtype=like.dtype, device=like.device)
 
-    def _word_ids_with_boundaries(self, word_ids, mask, lengths, steps):
-        raise NotImplementedError("word embeddings are added by the ELMoForManyLangs input layer")
+    def _word_ids_with_boundaries(self, word_ids: torch.Tensor | None, mask: torch.Tensor, steps: int) -> torch.Tensor:
+        """(B, W) word ids -> (B, W + 2) with `<S>` first and `</S>` at every padded position (incl. each end)."""
+        config = self.config
+        if word_ids is None:
+            raise ValueError("this model has a word embedding: pass `word_ids` (from the tokenizer) with `input_ids`")
+        if not isinstance(word_ids, torch.Tensor) or word_ids.dtype.is_floating_point or word_ids.dtype == torch.bool:
+            raise TypeError("word_ids must be an integer torch.Tensor of shape (batch, words)")
+        if tuple(word_ids.shape) != tuple(mask.shape):
+            raise ValueError(
+                f"word_ids must have shape {tuple(mask.shape)} (batch, words) like input_ids, "
+                f"got {tuple(word_ids.shape)}"
+            )
+        word_ids = word_ids.to(mask.device)
+        real_ids = word_ids[mask]
+        if real_ids.numel() and (int(real_ids.min()) < 0 or int(real_ids.max()) >= config.word_vocab_size):
+            bad = int(real_ids.min()) if int(real_ids.min()) < 0 else int(real_ids.max())
+            raise ValueError(f"word_ids contains word id {bad}, outside [0, {config.word_vocab_size - 1}]")
+        ids = word_ids.new_full((mask.shape[0], steps), config.eos_word_id)
+        ids[:, 0] = config.bos_word_id
+        # `</S>` lands at each row's end because every position past the words holds it.
+        ids[:, 1:-1] = torch.where(mask, word_ids, torch.full_like(word_ids, config.eos_word_id))
+        return ids
 
     def forward(
         self,
@@ -557,6 +574,9 @@ class ElmoModel(ElmoPreTrainedModel):
                 Character ids from [`ElmoTokenizer`]; a padded word position is all zeros.
             attention_mask (`torch.Tensor` of shape `(batch_size, num_words)`, *optional*):
                 1 for real words, 0 for padding; derived from `input_ids` when omitted.
+            word_ids (`torch.LongTensor` of shape `(batch_size, num_words)`, *optional*):
+                Word-vocabulary ids from the tokenizer; required exactly when the model has a word embedding
+                (`config.word_vocab_size > 0`, e.g. converted ELMoForManyLangs models). Padded positions are ignored.
             initial_state (`tuple(torch.FloatTensor)`, *optional*):
                 `(h, c)` with shapes `(num_layers, 2, batch_size, projection_dim)` and
                 `(num_layers, 2, batch_size, lstm_cell_dim)` to start the LSTMs from (default zeros).
