@@ -8,6 +8,7 @@ from transformers import AutoConfig, AutoModel, AutoTokenizer
 from .configuration_elmo import ElmoConfig
 from .modeling_elmo import ElmoModel, ElmoModelOutput, ElmoPreTrainedModel, ElmoScalarMix
 from .tokenization_elmo import ElmoTokenizer
+from .embedder import Embedder
 
 __version__ = "0.1.0"
 
@@ -23,6 +24,7 @@ AutoTokenizer.register(ElmoConfig, tokenizer_class=ElmoTokenizer, exist_ok=True)
 
 __all__ = [
     "DEFAULT_MODEL",
+    "Embedder",
     "ElmoConfig",
     "ElmoModel",
     "ElmoModelOutput",
