@@ -436,14 +436,7 @@ class ElmoModel(ElmoPreTrainedModel):
 
     def sentence_boundary_char_ids(self) -> torch.LongTensor:
         """`(2, max_characters_per_token)` character ids of the `<S>` and `</S>` pseudo-words the model adds."""
-        width = self.config.max_characters_per_token
-        return torch.tensor(
-            [
-                _boundary_token_char_ids(BEGINNING_OF_SENTENCE_CHARACTER, width),
-                _boundary_token_char_ids(END_OF_SENTENCE_CHARACTER, width),
-            ],
-            device=self.device,
-        )
+        return torch.tensor([self.config.bos_char_ids, self.config.eos_char_ids], device=self.device)
 
     def token_embeddings(self, char_ids: torch.Tensor) -> torch.Tensor:
         """Layer 0 (the context-insensitive token vectors) of single words, without running the LSTMs.
@@ -656,7 +649,7 @@ class ElmoLanguageModelSoftmax(nn.Module):
         self, hidden: torch.Tensor, targets: torch.Tensor, reduction: str = "sum", generator: torch.Generator | None = None
     ) -> torch.Tensor:
         vocab_size = self.weight.shape[0]
-        num_sampled = min(self.num_sampled, vocab_size)
+        num_sampled = self.num_sampled
         log_range = torch.log1p(torch.tensor(float(vocab_size), dtype=torch.float64))
         uniform = torch.rand(num_sampled, dtype=torch.float64, generator=generator).to(hidden.device)
         samples = (torch.exp(uniform * log_range.to(hidden.device)).long() - 1).clamp_(0, vocab_size - 1)
