@@ -41,7 +41,21 @@ def test_push_then_pull_main_pinned_revision_and_offline(hub, tmp_path):
     v2.save_pretrained(tmp_path / "v2")
     tokenizer.save_pretrained(tmp_path / "tokenizer")
 
-    # 1. push: model v1 + tokenizer, then model v2 on top
+    # 1. push model v1 + tokenizer, then model v2 on top; 2. pull main and the pinned v1 into the empty cache
+    def pull(prefix: str, v1_commit: str) -> str:
+        return f"""
+        import hf_elmo
+        from transformers import AutoModel, AutoTokenizer
+        tokenizer = AutoTokenizer.from_pretrained("org/elmo-zh")
+        assert type(tokenizer).__name__ == "ElmoTokenizer" and tokenizer.segmenter == "chars", tokenizer
+        main = AutoModel.from_pretrained("org/elmo-zh").eval()
+        pinned = AutoModel.from_pretrained("org/elmo-zh", revision={v1_commit}).eval()
+        pinned_tokenizer = AutoTokenizer.from_pretrained("org/elmo-zh", revision={v1_commit})
+        save_file(encoder_outputs(main, tokenizer), {str(tmp_path / prefix) + "-main.safetensors"!r})
+        save_file(encoder_outputs(pinned, pinned_tokenizer), {str(tmp_path / prefix) + "-pinned.safetensors"!r})
+        """
+
+    home = tmp_path / "hf-home"
     pushed = run_python(
         f"""
         from hf_elmo import ElmoModel, ElmoTokenizer
@@ -49,8 +63,9 @@ def test_push_then_pull_main_pinned_revision_and_offline(hub, tmp_path):
         v1 = ElmoTokenizer.from_pretrained({str(tmp_path / "tokenizer")!r}).push_to_hub("org/elmo-zh")
         v2 = ElmoModel.from_pretrained({str(tmp_path / "v2")!r}).push_to_hub("org/elmo-zh", commit_message="v2")
         report({{"v1": v1.oid, "v2": v2.oid}})
-        """,
-        hub_env(hub, tmp_path / "push-home"),
+        """
+        + pull("online", "v1.oid"),
+        hub_env(hub, home),
         cwd=tmp_path,
     )
     commits = last_json(pushed)
@@ -63,22 +78,6 @@ def test_push_then_pull_main_pinned_revision_and_offline(hub, tmp_path):
     assert files["model.safetensors"] == (tmp_path / "v2" / "model.safetensors").read_bytes()
     assert hub.files("org/elmo-zh", commits["v1"])["model.safetensors"] == (tmp_path / "v1" / "model.safetensors").read_bytes()
 
-    # 2. pull main and the pinned first version into an empty cache
-    def pull(prefix: str) -> str:
-        return f"""
-        import hf_elmo
-        from transformers import AutoModel, AutoTokenizer
-        tokenizer = AutoTokenizer.from_pretrained("org/elmo-zh")
-        assert type(tokenizer).__name__ == "ElmoTokenizer" and tokenizer.segmenter == "chars", tokenizer
-        main = AutoModel.from_pretrained("org/elmo-zh").eval()
-        pinned = AutoModel.from_pretrained("org/elmo-zh", revision={commits["v1"]!r}).eval()
-        pinned_tokenizer = AutoTokenizer.from_pretrained("org/elmo-zh", revision={commits["v1"]!r})
-        save_file(encoder_outputs(main, tokenizer), {str(tmp_path / prefix) + "-main.safetensors"!r})
-        save_file(encoder_outputs(pinned, pinned_tokenizer), {str(tmp_path / prefix) + "-pinned.safetensors"!r})
-        """
-
-    home = tmp_path / "pull-home"
-    run_python(pull("online"), hub_env(hub, home), cwd=tmp_path)
     assert_same_outputs(load_file(tmp_path / "online-main.safetensors"), expected_v2)
     assert_same_outputs(load_file(tmp_path / "online-pinned.safetensors"), expected_v1)
     snapshots = {p.name for p in (home / "hub" / "models--org--elmo-zh" / "snapshots").iterdir()}
@@ -86,7 +85,7 @@ def test_push_then_pull_main_pinned_revision_and_offline(hub, tmp_path):
 
     # 3. the same loads with HF_HUB_OFFLINE=1 from that cache, without a single request to the Hub
     requests_before = hub.request_count()
-    run_python(pull("offline"), hub_env(hub, home, offline=True), cwd=tmp_path)
+    run_python(pull("offline", repr(commits["v1"])), hub_env(hub, home, offline=True), cwd=tmp_path)
     assert hub.request_count() == requests_before
     assert_same_outputs(load_file(tmp_path / "offline-main.safetensors"), expected_v2)
     assert_same_outputs(load_file(tmp_path / "offline-pinned.safetensors"), expected_v1)
@@ -159,6 +158,8 @@ def test_clear_errors_for_missing_repo_revision_weights_and_foreign_model_type(h
             "model_type": attempt(lambda: ElmoModel.from_pretrained("org/bert-tiny")),
             "model_type_config": attempt(lambda: ElmoConfig.from_pretrained({str(tmp_path / "bert")!r})),
             "good": attempt(lambda: AutoModel.from_pretrained("org/elmo-good")),
+            # package installed AND the repo's remote code trusted: the shipped files are the package's own
+            "good_trusted": attempt(lambda: AutoModel.from_pretrained("org/elmo-good", trust_remote_code=True)),
         }}
         report(errors)
         """,
@@ -166,7 +167,7 @@ def test_clear_errors_for_missing_repo_revision_weights_and_foreign_model_type(h
         cwd=tmp_path,
     )
     errors = last_json(stdout)
-    assert errors["good"] is None
+    assert errors["good"] is None and errors["good_trusted"] is None
     for key in ("repo", "repo_tokenizer"):
         kind, message = errors[key]
         assert kind == "OSError" and "org/does-not-exist" in message and "not a valid model identifier" in message

@@ -120,3 +120,20 @@ def test_remote_code_loads_without_the_package(hub, tmp_path):
         assert_same_outputs(load_file(tmp_path / f"{name}.safetensors"), expected)
     expected_classes = {k: v.split(".")[1] for k, v in expected_auto_map().items() if k != "AutoConfig"}
     assert found["auto_map"] == expected_classes
+
+
+def test_auto_map_lists_every_head_registered_for_remote_code(tmp_path, monkeypatch):
+    """A head class in modeling_elmo.py registered for an auto class appears in the encoder's saved auto_map."""
+
+    class ElmoForTestHead(hf_elmo.ElmoPreTrainedModel):
+        def __init__(self, config):
+            super().__init__(config)
+            self.elmo = hf_elmo.ElmoModel(config)
+            self.post_init()
+
+    monkeypatch.setattr(ElmoForTestHead, "_auto_class", "AutoModelForSequenceClassification", raising=False)
+    monkeypatch.setattr(hf_elmo.modeling_elmo, "ElmoForTestHead", ElmoForTestHead, raising=False)
+    tiny_model(seed=0).save_pretrained(tmp_path)
+    auto_map = json.loads((tmp_path / "config.json").read_text())["auto_map"]
+    assert auto_map["AutoModelForSequenceClassification"] == "modeling_elmo.ElmoForTestHead"
+    assert auto_map["AutoModel"] == "modeling_elmo.ElmoModel"
