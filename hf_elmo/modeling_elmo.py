@@ -359,6 +359,18 @@ class ElmoScalarMix(nn.Module):
         return self.gamma * mixed
 
 
+def _remote_code_auto_map() -> dict[str, str]:
+    """`{auto class: "modeling_elmo.Class"}` for the classes of this file registered for remote code."""
+    module = __name__.rsplit(".", 1)[-1]
+    auto_map = {}
+    for value in list(globals().values()):
+        if isinstance(value, type) and issubclass(value, ElmoPreTrainedModel):
+            auto_class = value.__dict__.get("_auto_class")  # set on the class itself, not inherited
+            if auto_class is not None:
+                auto_map[auto_class] = f"{module}.{value.__name__}"
+    return auto_map
+
+
 def _masked_layer_norm(layer: torch.Tensor, mask: torch.Tensor, eps: float = 1e-12) -> torch.Tensor:
     mask = mask.unsqueeze(-1).to(layer.dtype)
     count = mask.sum() * layer.shape[-1]
@@ -376,6 +388,30 @@ class ElmoPreTrainedModel(PreTrainedModel):
     base_model_prefix = "elmo"
     main_input_name = "input_ids"
     supports_gradient_checkpointing = False
+
+    @classmethod
+    def from_pretrained(cls, pretrained_model_name_or_path, *args, **kwargs):
+        # Weights come from safetensors only: never fall back to unpickling a pytorch_model.bin.
+        kwargs.setdefault("use_safetensors", True)
+        try:
+            return super().from_pretrained(pretrained_model_name_or_path, *args, **kwargs)
+        except OSError as error:
+            message = str(error)
+            if "model.safetensors" in message and ("does not appear to have" in message or "no file named" in message):
+                raise OSError(
+                    f"{pretrained_model_name_or_path} has no model.safetensors: ELMo weights are loaded from "
+                    "safetensors files only (pytorch_model.bin is not unpickled). Save the model with "
+                    "`save_pretrained`, or convert bilm-tf / AllenNLP files (options.json + weights.hdf5) with "
+                    "conversion/convert_allennlp.py."
+                ) from error
+            raise
+
+    def save_pretrained(self, save_directory, *args, **kwargs):
+        # transformers writes only the saved class's own entry into `config.auto_map`; list every ELMo class
+        # registered for remote code (see `register_for_auto_class`), so any head loads from this folder.
+        if self.is_remote_code():
+            self.config.auto_map = {**(getattr(self.config, "auto_map", None) or {}), **_remote_code_auto_map()}
+        return super().save_pretrained(save_directory, *args, **kwargs)
 
     @torch.no_grad()
     def _init_weights(self, module):
