@@ -28,6 +28,7 @@ from pathlib import Path
 
 # Sub-commands that live in other modules and parse their own arguments.
 _DELEGATED = {
+    "corpus": ("hf_elmo.lm_data", "prepare a pretraining corpus: segment raw text, build the vocabulary"),
     "pretrain": ("hf_elmo.pretrain", "pretrain a biLM language model from text"),
     "finetune": ("hf_elmo.finetune", "fine-tune ELMo with a task head"),
 }

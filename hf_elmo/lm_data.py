@@ -161,3 +161,54 @@ class LanguageModelCollator:
                 labels[row, : len(words)] = torch.tensor([self.word_to_id.get(w, UNK_ID) for w in words])
         attention_mask = (labels != -100).long()
         return {"input_ids": input_ids, "attention_mask": attention_mask, "labels": labels}
+
+
+def main(argv: list[str] | None = None) -> int:
+    """`hf-elmo corpus segment|vocab`: prepare a pretraining corpus and its vocabulary."""
+    import argparse
+    import sys
+
+    parser = argparse.ArgumentParser(prog="hf-elmo corpus", description=main.__doc__)
+    commands = parser.add_subparsers(dest="command", required=True)
+    segment = commands.add_parser("segment", help="raw text (one sentence or paragraph a line) -> words split by spaces")
+    segment.add_argument("--input", required=True)
+    segment.add_argument("--output", required=True)
+    segment.add_argument("--segmenter", choices=["jieba", "chars", "whitespace"], default="jieba")
+    segment.add_argument("--overwrite", action="store_true")
+    vocab = commands.add_parser("vocab", help="build <S>, </S>, <UNK> + words by frequency")
+    vocab.add_argument("--corpus", nargs="+", required=True)
+    vocab.add_argument("--output", required=True)
+    vocab.add_argument("--min-count", type=int, default=1)
+    vocab.add_argument("--max-size", type=int, default=None)
+    vocab.add_argument("--overwrite", action="store_true")
+    args = parser.parse_args(argv)
+    try:
+        if os.path.exists(args.output) and not args.overwrite:
+            raise ValueError(f"{args.output} already exists (pass --overwrite to replace it)")
+        if args.command == "segment":
+            tmp = Path(f"{args.output}.tmp")
+            count = 0
+            try:
+                with open(tmp, "w", encoding="utf-8") as out:
+                    raw = (" ".join(words) for _, words in read_corpus_lines(args.input))
+                    for line in segment_raw_text(raw, args.segmenter):
+                        out.write(line + "\n")
+                        count += 1
+                if count == 0:
+                    raise ValueError(f"{args.input}: no text to segment")
+                os.replace(tmp, args.output)
+            finally:
+                tmp.unlink(missing_ok=True)
+            print(f"wrote {count} lines to {args.output}")
+        else:
+            words = build_vocabulary(args.corpus, min_count=args.min_count, max_size=args.max_size)
+            save_vocabulary(words, args.output)
+            print(f"wrote {len(words)} words to {args.output}")
+    except (ValueError, FileNotFoundError) as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -271,3 +271,21 @@ def test_two_cpu_processes_train_one_model(tmp_path):
     assert math.isclose(first, second, rel_tol=0, abs_tol=0)
     model = ElmoModel.from_pretrained(tmp_path / "ddp" / "checkpoint-6")
     assert model.config.lstm_cell_dim == 32
+
+
+def test_corpus_command_segments_chinese_and_builds_the_vocabulary(tmp_path, capsys):
+    from hf_elmo.cli import main as cli_main
+
+    raw = tmp_path / "raw.txt"
+    raw.write_text("我喜欢吃小米。\n\n   \n小米手机挺好用\n", encoding="utf-8")
+    assert cli_main(["corpus", "segment", "--input", str(raw), "--output", str(tmp_path / "c.txt")]) == 0
+    lines = (tmp_path / "c.txt").read_text(encoding="utf-8").splitlines()
+    assert len(lines) == 2 and "小米" in lines[0].split() and "小米" in lines[1].split()
+    assert cli_main(["corpus", "vocab", "--corpus", str(tmp_path / "c.txt"), "--output", str(tmp_path / "v.txt")]) == 0
+    assert load_vocabulary(tmp_path / "v.txt")[3] == "小米"
+    assert cli_main(["corpus", "vocab", "--corpus", str(tmp_path / "c.txt"), "--output", str(tmp_path / "v.txt")]) == 2
+    assert "already exists" in capsys.readouterr().err
+    raw.write_bytes(b"ok\n\xff\n")
+    assert cli_main(["corpus", "segment", "--input", str(raw), "--output", str(tmp_path / "d.txt")]) == 2
+    assert "raw.txt:2: not valid UTF-8" in capsys.readouterr().err
+    assert not (tmp_path / "d.txt").exists() and not (tmp_path / "d.txt.tmp").exists()
