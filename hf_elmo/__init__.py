@@ -3,10 +3,25 @@
 Importing this package registers the ELMo classes with the `Auto*` factories of transformers.
 """
 
-from transformers import AutoConfig, AutoModel, AutoTokenizer
+from transformers import (
+    AutoConfig,
+    AutoModel,
+    AutoModelForSequenceClassification,
+    AutoModelForTokenClassification,
+    AutoTokenizer,
+)
 
 from .configuration_elmo import ElmoConfig
-from .modeling_elmo import ElmoModel, ElmoModelOutput, ElmoPreTrainedModel, ElmoScalarMix
+from .modeling_elmo import (
+    ElmoCrf,
+    ElmoForSequenceClassification,
+    ElmoForTokenClassification,
+    ElmoModel,
+    ElmoModelOutput,
+    ElmoPreTrainedModel,
+    ElmoScalarMix,
+    ElmoTokenClassifierOutput,
+)
 from .tokenization_elmo import ElmoTokenizer
 
 __version__ = "0.1.0"
@@ -19,14 +34,20 @@ DEFAULT_MODEL = str(_Path(__file__).resolve().parent / "pretrained" / "elmo-zh-s
 
 AutoConfig.register(ElmoConfig.model_type, ElmoConfig, exist_ok=True)
 AutoModel.register(ElmoConfig, ElmoModel, exist_ok=True)
+AutoModelForTokenClassification.register(ElmoConfig, ElmoForTokenClassification, exist_ok=True)
+AutoModelForSequenceClassification.register(ElmoConfig, ElmoForSequenceClassification, exist_ok=True)
 AutoTokenizer.register(ElmoConfig, tokenizer_class=ElmoTokenizer, exist_ok=True)
 
 __all__ = [
     "DEFAULT_MODEL",
     "ElmoConfig",
+    "ElmoCrf",
+    "ElmoForSequenceClassification",
+    "ElmoForTokenClassification",
     "ElmoModel",
     "ElmoModelOutput",
     "ElmoPreTrainedModel",
     "ElmoScalarMix",
+    "ElmoTokenClassifierOutput",
     "ElmoTokenizer",
 ]
