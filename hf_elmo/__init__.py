@@ -12,6 +12,7 @@ from transformers import (
 )
 
 from .configuration_elmo import ElmoConfig
+from .data_collator import ElmoDataCollator
 from .modeling_elmo import (
     ElmoCrf,
     ElmoForSequenceClassification,
@@ -42,6 +43,7 @@ __all__ = [
     "DEFAULT_MODEL",
     "ElmoConfig",
     "ElmoCrf",
+    "ElmoDataCollator",
     "ElmoForSequenceClassification",
     "ElmoForTokenClassification",
     "ElmoModel",
@@ -51,3 +53,7 @@ __all__ = [
     "ElmoTokenClassifierOutput",
     "ElmoTokenizer",
 ]
+
+from .pipeline_elmo import register_pipeline as _register_pipeline  # noqa: E402
+
+_register_pipeline()

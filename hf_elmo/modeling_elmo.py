@@ -542,6 +542,8 @@ class ElmoCrf(nn.Module):
     def log_partition(self, emissions: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
         """log Z: logsumexp of the scores of every path, shape (batch,)."""
         mask = mask.bool()
+        if emissions.shape[1] == 0:
+            return emissions.new_zeros(emissions.shape[0])
         score = self.start_transitions + emissions[:, 0]  # (B, K)
         for t in range(1, emissions.shape[1]):
             step = torch.logsumexp(score.unsqueeze(2) + self.transitions + emissions[:, t].unsqueeze(1), dim=1)
@@ -560,16 +562,31 @@ class ElmoCrf(nn.Module):
         return gold - self.log_partition(emissions, mask)
 
     def marginals(self, emissions: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
-        """p(tag at word t | sentence), shape (batch, words, num_tags); the gradient of log Z."""
-        with torch.enable_grad():
-            emissions = emissions.detach().requires_grad_(True)
-            (grad,) = torch.autograd.grad(self.log_partition(emissions, mask).sum(), emissions)
-        return grad * mask.unsqueeze(-1).to(grad.dtype)
+        """p(tag at word t | sentence) by the forward-backward algorithm, (batch, words, num_tags), 0 at padding."""
+        mask = mask.bool()
+        num_words = emissions.shape[1]
+        if num_words == 0:
+            return torch.zeros_like(emissions)
+        alphas = [self.start_transitions + emissions[:, 0]]
+        for t in range(1, num_words):
+            step = torch.logsumexp(alphas[-1].unsqueeze(2) + self.transitions + emissions[:, t].unsqueeze(1), dim=1)
+            alphas.append(torch.where(mask[:, t : t + 1], step, alphas[-1]))
+        end = self.end_transitions.expand_as(alphas[0])
+        betas = [end]
+        for t in range(num_words - 2, -1, -1):
+            step = torch.logsumexp(self.transitions + (emissions[:, t + 1] + betas[-1]).unsqueeze(1), dim=2)
+            # Word t is its sentence's last when word t+1 is padding: nothing follows but the end transition.
+            betas.append(torch.where(mask[:, t + 1 : t + 2], step, end))
+        log_z = torch.logsumexp(alphas[-1] + self.end_transitions, dim=1)
+        scores = torch.stack(alphas, dim=1) + torch.stack(betas[::-1], dim=1) - log_z[:, None, None]
+        return scores.exp() * mask.unsqueeze(-1).to(scores.dtype)
 
     def viterbi_decode(self, emissions: torch.Tensor, mask: torch.Tensor, pad_id: int = -100) -> torch.Tensor:
         """Highest-scoring tag sequence per sentence, (batch, words) with `pad_id` past each end."""
         mask = mask.bool()
         batch, num_words, num_tags = emissions.shape
+        if num_words == 0:
+            return torch.full((batch, 0), pad_id, dtype=torch.long, device=emissions.device)
         score = self.start_transitions + emissions[:, 0]
         keep = torch.arange(num_tags, device=emissions.device).expand(batch, num_tags)
         backpointers = []
@@ -584,7 +601,7 @@ class ElmoCrf(nn.Module):
         path = [best_last]
         for pointers in reversed(backpointers):
             path.append(pointers.gather(1, path[-1].unsqueeze(1)).squeeze(1))
-        tags = torch.stack(path[::-1], dim=1) if num_words else emissions.new_zeros(batch, 0, dtype=torch.long)
+        tags = torch.stack(path[::-1], dim=1)
         return tags.masked_fill(~mask, pad_id)
 
 
@@ -621,8 +638,20 @@ class _ElmoHeadMixin:
         # The head's own mix, so that it trains even when the biLM is frozen.
         self.scalar_mix = ElmoScalarMix(config.num_lstm_layers + 1, layer_norm=config.scalar_mix_layer_norm)
         self.dropout = nn.Dropout(config.classifier_dropout)
-        if config.freeze_elmo:
-            self.elmo.requires_grad_(False)
+        self.set_elmo_frozen(config.freeze_elmo)
+
+    def set_elmo_frozen(self, frozen: bool = True) -> None:
+        """Freeze (or unfreeze) the biLM; the learned mix and the head always train."""
+        self.config.freeze_elmo = bool(frozen)
+        self.elmo.requires_grad_(not frozen)
+
+    @classmethod
+    def from_pretrained(cls, *args, **kwargs):
+        loaded = super().from_pretrained(*args, **kwargs)
+        model = loaded[0] if isinstance(loaded, tuple) else loaded
+        # Loading swaps in fresh parameters (requires_grad=True), so apply `freeze_elmo` again.
+        model.set_elmo_frozen(model.config.freeze_elmo)
+        return loaded
 
     def _mixed_representation(self, input_ids, attention_mask, word_ids=None):
         """Run the biLM (without autograd when it is frozen) and mix its layers: ((B, W, 2P), mask, outputs)."""
