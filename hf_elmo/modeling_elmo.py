@@ -708,6 +708,8 @@ class ElmoForTokenClassification(_ElmoHeadMixin, ElmoPreTrainedModel):
     def _encode(self, mixed: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
         if self.encoder is None:
             return mixed
+        if mixed.shape[1] == 0:  # every sentence empty: nothing to run
+            return mixed.new_zeros(mixed.shape[0], 0, 2 * self.encoder.hidden_size)
         lengths = mask.sum(dim=1).clamp(min=1).cpu()  # an empty row runs one padding step, ignored later
         packed = nn.utils.rnn.pack_padded_sequence(mixed, lengths, batch_first=True, enforce_sorted=False)
         encoded, _ = self.encoder(packed)

@@ -164,3 +164,13 @@ def test_config_rejects_bad_head_options():
         tiny_config(task_encoder="transformer")
     with pytest.raises(ValueError, match="classifier_dropout"):
         tiny_config(classifier_dropout=1.5)
+
+
+@pytest.mark.parametrize("use_crf", [False, True])
+def test_batches_of_empty_sentences(use_crf):
+    model = tagger(task_encoder="bilstm", task_encoder_hidden_size=6, use_crf=use_crf)
+    inputs = dict(ElmoTokenizer()(["", ""], padding=True, return_tensors="pt"))
+    assert inputs["input_ids"].shape == (2, 0, 50)
+    output = model(**inputs, labels=torch.zeros(2, 0, dtype=torch.long))
+    assert output.logits.shape == (2, 0, len(LABELS)) and output.predictions.shape == (2, 0)
+    assert output.loss.item() == 0.0
