@@ -86,7 +86,9 @@ def review_split(seed: int) -> dict:
 
 def git_commit() -> str | None:
     try:
-        return subprocess.run(["git", "rev-parse", "HEAD"], cwd=REPO, capture_output=True, text=True, check=True).stdout.strip()
+        return subprocess.run(
+            ["git", "rev-parse", "HEAD"], cwd=REPO, capture_output=True, text=True, check=True
+        ).stdout.strip()
     except (OSError, subprocess.CalledProcessError):
         return None
 
@@ -125,17 +127,24 @@ def run_tagging(args, data: dict, **overrides) -> dict:
     run = train_tagger(train, dev, test, options)
     results = run["results"]
     results["data"] = {
-        "train_sentences": len(train), "dev_sentences": len(dev), "test_sentences": len(test),
-        "train_words": sum(len(s.words) for s in train), "test_words": sum(len(s.words) for s in test),
+        "train_sentences": len(train),
+        "dev_sentences": len(dev),
+        "test_sentences": len(test),
+        "train_words": sum(len(s.words) for s in train),
+        "test_words": sum(len(s.words) for s in test),
     }
-    results["model_config"] = {k: getattr(run["model"].config, k) for k in ("projection_dim", "lstm_cell_dim", "num_lstm_layers")}
+    results["model_config"] = {
+        k: getattr(run["model"].config, k) for k in ("projection_dim", "lstm_cell_dim", "num_lstm_layers")
+    }
     return results
 
 
 def run_sentiment(args) -> dict:
     data = review_split(args.seed)
-    train, dev, test = (sample(data[name], limit, args.seed) for name, limit in
-                        (("train", args.limit_train), ("dev", args.limit_eval), ("test", args.limit_eval)))
+    train, dev, test = (
+        sample(data[name], limit, args.seed)
+        for name, limit in (("train", args.limit_train), ("dev", args.limit_eval), ("test", args.limit_eval))
+    )
     options = options_for(args, use_crf=False, classifier_hidden_size=args.classifier_hidden_size)
     run = train_classifier(train, dev, test, options)
     results = run["results"]
@@ -160,7 +169,16 @@ def report(results_dir: Path) -> None:
         item = json.loads(path.read_text(encoding="utf-8"))
         test, dev = item["results"].get("test", {}), item["results"].get("dev", {})
         metric = "f1" if "f1" in test else "accuracy"
-        rows.append((path.stem, metric, dev.get(metric), test.get(metric), item["results"].get("train_seconds"), item["results"].get("data", {})))
+        rows.append(
+            (
+                path.stem,
+                metric,
+                dev.get(metric),
+                test.get(metric),
+                item["results"].get("train_seconds"),
+                item["results"].get("data", {}),
+            )
+        )
     print(f"| experiment | metric | dev | test | train s | data |\n|---|---|---|---|---|---|")
     for name, metric, dev, test, seconds, data in rows:
         fmt = lambda x: "-" if x is None else f"{100 * x:.2f}"  # noqa: E731
@@ -172,11 +190,17 @@ def report(results_dir: Path) -> None:
 
 
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("experiment", choices=("pd-elmo", "pd-scratch", "msra", "sentiment", "report"))
-    parser.add_argument("--model", default=DEFAULT_MODEL, help="pretrained biLM folder (pd-scratch uses only its architecture)")
+    parser.add_argument(
+        "--model", default=DEFAULT_MODEL, help="pretrained biLM folder (pd-scratch uses only its architecture)"
+    )
     parser.add_argument("--limit-train", type=int, default=None, help="seeded random subset of the training data")
-    parser.add_argument("--limit-eval", type=int, default=None, help="seeded random subset of dev and test (quick checks only)")
+    parser.add_argument(
+        "--limit-eval", type=int, default=None, help="seeded random subset of dev and test (quick checks only)"
+    )
     parser.add_argument("--epochs", type=float, default=3.0)
     parser.add_argument("--max-steps", type=int, default=-1)
     parser.add_argument("--lr", type=float, default=1e-3)
@@ -186,8 +210,15 @@ def main(argv=None) -> int:
     parser.add_argument("--classifier-hidden-size", type=int, default=256, help="sentiment MLP hidden size")
     parser.add_argument("--dropout", type=float, default=0.5)
     parser.add_argument("--no-crf", action="store_true", help="softmax instead of a CRF on top of the BiLSTM")
-    parser.add_argument("--max-words", type=int, default=150, help="cut longer training sentences (evaluation is never cut)")
-    parser.add_argument("--split-seed", type=int, default=zh_corpora.DEFAULT_SPLIT_SEED, help="People's Daily split seed (keep the default: the LM respects it)")
+    parser.add_argument(
+        "--max-words", type=int, default=150, help="cut longer training sentences (evaluation is never cut)"
+    )
+    parser.add_argument(
+        "--split-seed",
+        type=int,
+        default=zh_corpora.DEFAULT_SPLIT_SEED,
+        help="People's Daily split seed (keep the default: the LM respects it)",
+    )
     parser.add_argument("--seed", type=int, default=42)
     parser.add_argument("--threads", type=int, default=None)
     parser.add_argument("--logging-steps", type=int, default=200)

@@ -50,7 +50,9 @@ class ElmoDataCollator:
         if "input_ids" in example:
             ids = torch.as_tensor(example["input_ids"], dtype=torch.long)
             if ids.dim() != 2:
-                raise ValueError(f"example {index}: input_ids must be (words, characters), got shape {tuple(ids.shape)}")
+                raise ValueError(
+                    f"example {index}: input_ids must be (words, characters), got shape {tuple(ids.shape)}"
+                )
             return ids
         if "words" not in example and "text" not in example:
             raise ValueError(f"example {index} has none of 'input_ids', 'words', 'text' (keys: {sorted(example)})")

@@ -13,17 +13,11 @@ Command line (``python -m hf_elmo.finetune``; also ``hf-elmo finetune``)::
     # sentence classification: label<TAB>text per line
     python -m hf_elmo.finetune train-classifier --model ... --train train.tsv --output-dir runs/cls
 
-Input rules (bad input stops with an error naming file and line):
-
-* A CoNLL line holds a word and a tag: tab-separated (the word is the first field, the tag the last) or
-  whitespace-separated (first and last column, so CoNLL-2003's 4 columns work). ``-DOCSTART-`` lines
-  separate documents. A line with a single field, an empty file, or a file without sentences is an error.
-* ``.jsonl`` files hold one ``{"words": [...], "tags": [...]}`` object a line; word and tag counts must match.
-* Labels come from the training set (``O`` first). A dev/test label never seen in training is an error by
-  default; ``--unseen-label O`` maps it to ``O`` with a warning instead (the gold entity then disappears
-  from the evaluation, so scores on such data are not comparable).
-* Tags are scored with seqeval (conlleval rules) on BIO/IOB1/BIOES tags: overall micro precision / recall /
-  F1 and the same per entity type.
+Input rules (bad input stops with an error naming file and line) are in `hf_elmo.conll`: CoNLL lines
+``word<TAB>tag`` or ``word tag`` (first and last column), blank line between sentences, ``.jsonl`` with
+``words``/``tags``. A dev/test label unseen in training is an error unless ``--unseen-label O`` (map it to
+``O`` with a warning). Tags (BIO/IOB1/BIOES) are scored with seqeval (conlleval rules): overall micro
+precision / recall / F1 and the same per entity type.
 
 The output folder holds the model and tokenizer (``from_pretrained`` loads it; ``pipeline(
 "elmo-token-classification", model=folder)`` tags text) plus ``results.json`` with the metrics.
@@ -35,18 +29,27 @@ from __future__ import annotations
 import argparse
 import json
 import logging
-import os
 import sys
 import tempfile
 import time
-from collections import Counter
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 import torch
 
 from .bilm_format import AtomicDirectory
+from .conll import (  # noqa: F401  (re-exported: the data half of the fine-tuning API)
+    DataError,
+    TaggedSentence,
+    encode_tags,
+    label_list,
+    load_hub_dataset,
+    read_conll,
+    read_jsonl,
+    sentences_from_dataset,
+    sentences_from_pairs,
+)
 from .configuration_elmo import ElmoConfig
 from .data_collator import ElmoDataCollator
 from .modeling_elmo import ElmoForSequenceClassification, ElmoForTokenClassification
@@ -54,193 +57,6 @@ from .tagging import tag as tag_text
 from .tokenization_elmo import ElmoTokenizer
 
 logger = logging.getLogger("hf_elmo.finetune")
-
-
-class DataError(ValueError):
-    """Bad training or evaluation data; the message names the file and line (or the example)."""
-
-
-# Data ----------------------------------------------------------------------------------------
-
-
-@dataclass
-class TaggedSentence:
-    """Words with one tag each, and where they came from (for error messages)."""
-
-    words: list[str]
-    tags: list[str]
-    source: str = "<data>"
-    lines: list[int] | None = None  # file line of each word
-    index: int = 0  # sentence number within its source
-
-    def where(self, position: int) -> str:
-        if self.lines is not None:
-            return f"{self.source}:{self.lines[position]}"
-        return f"{self.source}: sentence {self.index + 1}, word {position + 1}"
-
-
-def read_conll(path: str | os.PathLike) -> list[TaggedSentence]:
-    """Read a CoNLL-style file (see the module docstring); raises `DataError` naming file:line on bad input."""
-    path = os.fspath(path)
-    if path.endswith(".jsonl"):
-        return read_jsonl(path)
-    sentences: list[TaggedSentence] = []
-    words: list[str] = []
-    tags: list[str] = []
-    lines: list[int] = []
-
-    def flush():
-        if words:
-            sentences.append(TaggedSentence(list(words), list(tags), path, list(lines), len(sentences)))
-            words.clear(), tags.clear(), lines.clear()
-
-    try:
-        with open(path, encoding="utf-8-sig", newline="") as handle:
-            for number, raw in enumerate(handle, start=1):
-                line = raw.rstrip("\r\n")
-                if not line.strip():
-                    flush()
-                    continue
-                if line.startswith("-DOCSTART-"):
-                    flush()
-                    continue
-                fields = line.split("\t") if "\t" in line else line.split()
-                if len(fields) < 2 or not fields[0].strip() or not fields[-1].strip():
-                    raise DataError(f"{path}:{number}: expected 'word<TAB>tag' or 'word tag', got {line!r}")
-                tag = fields[-1].strip()
-                if any(ch.isspace() for ch in tag):
-                    raise DataError(f"{path}:{number}: tag {tag!r} contains whitespace")
-                words.append(fields[0])
-                tags.append(tag)
-                lines.append(number)
-            flush()
-    except FileNotFoundError:
-        raise DataError(f"{path}: file not found") from None
-    except UnicodeDecodeError as error:
-        raise DataError(f"{path}: not UTF-8 text ({error})") from None
-    if not sentences:
-        raise DataError(f"{path}: no sentences found (empty file?)")
-    return sentences
-
-
-def read_jsonl(path: str | os.PathLike) -> list[TaggedSentence]:
-    """One `{"words": [...], "tags": [...]}` object a line (`tokens` / `ner_tags` are accepted too)."""
-    path = os.fspath(path)
-    sentences = []
-    try:
-        with open(path, encoding="utf-8-sig") as handle:
-            for number, line in enumerate(handle, start=1):
-                if not line.strip():
-                    continue
-                try:
-                    item = json.loads(line)
-                except json.JSONDecodeError as error:
-                    raise DataError(f"{path}:{number}: invalid JSON ({error.msg})") from None
-                words = item.get("words", item.get("tokens")) if isinstance(item, dict) else None
-                tags = item.get("tags", item.get("ner_tags")) if isinstance(item, dict) else None
-                if not isinstance(words, list) or not isinstance(tags, list):
-                    raise DataError(f"{path}:{number}: expected an object with 'words' and 'tags' lists")
-                if len(words) != len(tags):
-                    raise DataError(f"{path}:{number}: {len(words)} words but {len(tags)} tags")
-                if not all(isinstance(x, str) and x for x in words + tags):
-                    raise DataError(f"{path}:{number}: words and tags must be non-empty strings")
-                sentences.append(TaggedSentence(words, tags, path, [number] * len(words), len(sentences)))
-    except FileNotFoundError:
-        raise DataError(f"{path}: file not found") from None
-    if not sentences:
-        raise DataError(f"{path}: no sentences found (empty file?)")
-    return sentences
-
-
-def sentences_from_pairs(pairs: Iterable[tuple[Sequence[str], Sequence[str]]], source: str = "<data>") -> list[TaggedSentence]:
-    """(words, tags) pairs -> checked `TaggedSentence`s (counts must match; empty sentences are dropped)."""
-    sentences = []
-    for index, (words, tags) in enumerate(pairs):
-        if len(words) != len(tags):
-            raise DataError(f"{source}: sentence {index + 1} has {len(words)} words but {len(tags)} tags")
-        if words:
-            sentences.append(TaggedSentence(list(words), list(tags), source, None, index))
-    if not sentences:
-        raise DataError(f"{source}: no sentences")
-    return sentences
-
-
-def sentences_from_dataset(dataset, words_column: str = "tokens", tags_column: str = "ner_tags", source: str = "dataset"):
-    """Rows of a `datasets.Dataset` (or any iterable of dicts) -> `TaggedSentence`s.
-
-    Integer tags are named through the dataset's `ClassLabel` feature (`features[tags_column].feature.names`).
-    """
-    names = None
-    features = getattr(dataset, "features", None)
-    if features is not None and tags_column in features:
-        feature = getattr(features[tags_column], "feature", None)
-        names = getattr(feature, "names", None)
-    pairs = []
-    for index, row in enumerate(dataset):
-        if words_column not in row or tags_column not in row:
-            raise DataError(f"{source}: row {index} lacks column {words_column!r} or {tags_column!r}")
-        tags = list(row[tags_column])
-        if tags and not isinstance(tags[0], str):
-            if names is None:
-                raise DataError(f"{source}: integer tags in {tags_column!r} but no ClassLabel names to decode them")
-            tags = [names[int(t)] for t in tags]
-        pairs.append((list(row[words_column]), tags))
-    return sentences_from_pairs(pairs, source)
-
-
-def load_hub_dataset(name: str, config_name: str | None, words_column: str, tags_column: str) -> dict[str, list[TaggedSentence]]:
-    """train / validation / test splits of a `datasets` dataset (a local path or a cached Hub name)."""
-    try:
-        import datasets
-    except ImportError:
-        raise SystemExit("--dataset needs the `datasets` package: pip install datasets") from None
-    loaded = datasets.load_dataset(name, config_name)
-    splits = {}
-    for split, key in (("train", "train"), ("dev", "validation"), ("test", "test")):
-        if key in loaded:
-            splits[split] = sentences_from_dataset(loaded[key], words_column, tags_column, f"{name}[{key}]")
-    if "train" not in splits:
-        raise DataError(f"dataset {name!r} has no 'train' split (splits: {list(loaded)})")
-    return splits
-
-
-def label_list(sentences: Sequence[TaggedSentence]) -> list[str]:
-    """Sorted tag set of the training data, `O` first."""
-    tags = {tag for sentence in sentences for tag in sentence.tags}
-    return sorted(tags, key=lambda tag: (tag != "O", tag.partition("-")[2], tag))
-
-
-def encode_tags(
-    sentences: Sequence[TaggedSentence], label2id: dict[str, int], unseen_label: str = "error", split: str = "data"
-) -> list[dict]:
-    """`TaggedSentence`s -> examples `{"words", "labels"}` for [`ElmoDataCollator`].
-
-    `unseen_label="error"` (default) raises on a tag the model does not know; `"O"` maps it to `O` and warns.
-    """
-    if unseen_label not in ("error", "O"):
-        raise ValueError(f"unseen_label must be 'error' or 'O', got {unseen_label!r}")
-    unseen: Counter = Counter()
-    examples = []
-    for sentence in sentences:
-        ids = []
-        for position, tag in enumerate(sentence.tags):
-            label = label2id.get(tag)
-            if label is None:
-                if unseen_label == "error":
-                    known = ", ".join(label2id)
-                    raise DataError(
-                        f"{sentence.where(position)}: label {tag!r} does not occur in the training data "
-                        f"(known labels: {known}); pass --unseen-label O to map unseen labels to O"
-                    )
-                if "O" not in label2id:
-                    raise DataError(f"{sentence.where(position)}: label {tag!r} is unseen and there is no 'O' label")
-                unseen[tag] += 1
-                label = label2id["O"]
-            ids.append(label)
-        examples.append({"words": sentence.words, "labels": ids})
-    if unseen:
-        logger.warning("%s: mapped labels unseen in training to O: %s", split, dict(unseen))
-    return examples
 
 
 class ListDataset(torch.utils.data.Dataset):
@@ -298,7 +114,9 @@ def tag_metrics_function(id2label: dict[int, str]):
 
 
 @torch.no_grad()
-def predict_tags(model, tokenizer, sentences: Sequence[Sequence[str]], batch_size: int = 64, max_words: int | None = None) -> list[list[str]]:
+def predict_tags(
+    model, tokenizer, sentences: Sequence[Sequence[str]], batch_size: int = 64, max_words: int | None = None
+) -> list[list[str]]:
     """Tags for pre-split sentences (batched by length for speed; output in input order)."""
     collator = ElmoDataCollator(tokenizer, max_words=max_words)
     id2label = model.config.id2label
@@ -324,7 +142,9 @@ def predict_tags(model, tokenizer, sentences: Sequence[Sequence[str]], batch_siz
     return results
 
 
-def evaluate_tagger(model, tokenizer, sentences: Sequence[TaggedSentence], batch_size: int = 64, unseen_label: str = "error") -> dict[str, float]:
+def evaluate_tagger(
+    model, tokenizer, sentences: Sequence[TaggedSentence], batch_size: int = 64, unseen_label: str = "error"
+) -> dict[str, float]:
     """seqeval scores of a tagger on labelled sentences (labels checked against the model's label set)."""
     label2id = {label: int(i) for label, i in model.config.label2id.items()}
     encoded = encode_tags(sentences, label2id, unseen_label, "evaluation")
@@ -484,7 +304,9 @@ def train_tagger(
     tokenizer = load_tokenizer(options.model, model.config)
     collator = ElmoDataCollator(tokenizer, max_words=options.max_words)
     trainable = sum(p.numel() for p in model.parameters() if p.requires_grad)
-    logger.info("labels %s; %d trainable of %d parameters", labels, trainable, sum(p.numel() for p in model.parameters()))
+    logger.info(
+        "labels %s; %d trainable of %d parameters", labels, trainable, sum(p.numel() for p in model.parameters())
+    )
 
     started = time.time()
     with _checkpoint_dir(options) as checkpoint_dir:
@@ -545,7 +367,9 @@ def train_classifier(
         examples = []
         for index, (text, label) in enumerate(pairs):
             if label not in label2id:
-                raise DataError(f"{split}: example {index + 1} has label {label!r}, unseen in training (known: {labels})")
+                raise DataError(
+                    f"{split}: example {index + 1} has label {label!r}, unseen in training (known: {labels})"
+                )
             key = "text" if isinstance(text, str) else "words"
             examples.append({key: text if isinstance(text, str) else list(text), "labels": label2id[label]})
         return examples
@@ -632,15 +456,25 @@ def format_scores(title: str, scores: dict[str, float]) -> str:
 
 
 def _add_training_options(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--model", required=True, help="pretrained ELMo folder or Hub name (e.g. hf_elmo.DEFAULT_MODEL)")
+    parser.add_argument(
+        "--model", required=True, help="pretrained ELMo folder or Hub name (e.g. hf_elmo.DEFAULT_MODEL)"
+    )
     parser.add_argument("--output-dir", required=True, help="folder to write the fine-tuned model into")
     parser.add_argument("--overwrite", action="store_true", help="replace an existing output folder")
-    parser.add_argument("--freeze", dest="freeze", action="store_true", default=True, help="keep the biLM fixed (default)")
+    parser.add_argument(
+        "--freeze", dest="freeze", action="store_true", default=True, help="keep the biLM fixed (default)"
+    )
     parser.add_argument("--no-freeze", dest="freeze", action="store_false", help="fine-tune the biLM too")
-    parser.add_argument("--random-init", action="store_true", help="same architecture, biLM randomly initialised (a baseline)")
-    parser.add_argument("--dropout", type=float, default=None, help="dropout on the ELMo mix and in the head (default 0.5)")
+    parser.add_argument(
+        "--random-init", action="store_true", help="same architecture, biLM randomly initialised (a baseline)"
+    )
+    parser.add_argument(
+        "--dropout", type=float, default=None, help="dropout on the ELMo mix and in the head (default 0.5)"
+    )
     parser.add_argument("--epochs", type=float, default=3.0)
-    parser.add_argument("--max-steps", type=int, default=-1, help="stop after this many optimiser steps (overrides --epochs)")
+    parser.add_argument(
+        "--max-steps", type=int, default=-1, help="stop after this many optimiser steps (overrides --epochs)"
+    )
     parser.add_argument("--lr", type=float, default=1e-3, help="learning rate (AdamW, linear decay)")
     parser.add_argument("--weight-decay", type=float, default=0.0)
     parser.add_argument("--batch-size", type=int, default=32)
@@ -649,7 +483,9 @@ def _add_training_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--max-words", type=int, default=None, help="cut training sentences to this many words")
     parser.add_argument("--seed", type=int, default=42)
     parser.add_argument("--threads", type=int, default=None, help="torch CPU threads")
-    parser.add_argument("--no-select-best", dest="select_best", action="store_false", help="keep the last epoch, not the best on dev")
+    parser.add_argument(
+        "--no-select-best", dest="select_best", action="store_false", help="keep the last epoch, not the best on dev"
+    )
 
 
 def _options(args: argparse.Namespace, **extra) -> FinetuneOptions:
@@ -677,7 +513,9 @@ def _options(args: argparse.Namespace, **extra) -> FinetuneOptions:
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
-        prog="hf-elmo finetune", description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter
+        prog="hf-elmo finetune",
+        description=__doc__.split("\n\n")[0],
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     commands = parser.add_subparsers(dest="command", required=True)
 
@@ -693,7 +531,9 @@ def build_parser() -> argparse.ArgumentParser:
     train.add_argument("--task-encoder", choices=("linear", "bilstm"), default="bilstm")
     train.add_argument("--hidden-size", type=int, default=None, help="task BiLSTM size per direction (default 200)")
     train.add_argument("--use-crf", action="store_true", help="CRF layer with Viterbi decoding")
-    train.add_argument("--unseen-label", choices=("error", "O"), default="error", help="dev/test labels unseen in training")
+    train.add_argument(
+        "--unseen-label", choices=("error", "O"), default="error", help="dev/test labels unseen in training"
+    )
     _add_training_options(train)
 
     classify = commands.add_parser("train-classifier", help="fine-tune a sentence classifier (label<TAB>text files)")
@@ -725,7 +565,8 @@ def _load_tagger(folder: str):
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
+    logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+    logging.getLogger("hf_elmo").setLevel(logging.INFO)
     try:
         if args.command == "train":
             if args.dataset:
@@ -748,7 +589,11 @@ def main(argv: Sequence[str] | None = None) -> int:
                     print(format_scores(f"{split}:", results[split]))
             print(f"saved to {args.output_dir}")
         elif args.command == "train-classifier":
-            splits = {name: read_classification_file(getattr(args, name)) for name in ("train", "dev", "test") if getattr(args, name)}
+            splits = {
+                name: read_classification_file(getattr(args, name))
+                for name in ("train", "dev", "test")
+                if getattr(args, name)
+            }
             options = _options(args, classifier_hidden_size=args.classifier_hidden_size)
             results = train_classifier(splits["train"], splits.get("dev"), splits.get("test"), options)["results"]
             for split in ("dev", "test"):
@@ -765,7 +610,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             if not texts:
                 raise DataError("nothing to tag: give texts as arguments or --input FILE")
             inputs = [text.split() for text in texts] if args.split_into_words else texts
-            for result in tag_text(model, tokenizer, inputs, is_split_into_words=args.split_into_words, batch_size=args.batch_size):
+            for result in tag_text(
+                model, tokenizer, inputs, is_split_into_words=args.split_into_words, batch_size=args.batch_size
+            ):
                 print(json.dumps(result, ensure_ascii=False))
         elif args.command == "evaluate":
             model, tokenizer = _load_tagger(args.model)

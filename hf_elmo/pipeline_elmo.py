@@ -34,7 +34,12 @@ class ElmoTokenClassificationPipeline(Pipeline):
             raise TypeError(f"{TASK} takes strings, got {type(text).__name__}")
         encoding = self.tokenizer(text, return_tensors="pt", return_words=True)
         words = encoding.pop("words")
-        return {"input_ids": encoding["input_ids"], "attention_mask": encoding["attention_mask"], "words": words, "text": text}
+        return {
+            "input_ids": encoding["input_ids"],
+            "attention_mask": encoding["attention_mask"],
+            "words": words,
+            "text": text,
+        }
 
     def _forward(self, model_inputs):
         words, text = model_inputs.pop("words"), model_inputs.pop("text")

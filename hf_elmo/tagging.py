@@ -85,7 +85,9 @@ def entities_from_tags(
 
 
 def _is_cjk_word(word: str) -> bool:
-    return bool(word) and all("\u2e80" <= ch <= "\u9fff" or "\uf900" <= ch <= "\ufaff" or ord(ch) >= 0x20000 for ch in word)
+    return bool(word) and all(
+        "\u2e80" <= ch <= "\u9fff" or "\uf900" <= ch <= "\ufaff" or ord(ch) >= 0x20000 for ch in word
+    )
 
 
 @torch.no_grad()

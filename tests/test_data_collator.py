@@ -52,7 +52,10 @@ def test_bad_examples_are_named(collate):
 
 def test_tag_spans_bio_bioes_and_stray_inside_tags():
     assert tag_spans(["B-PER", "I-PER", "O", "B-LOC", "B-LOC", "I-ORG"]) == [
-        ("PER", 0, 2), ("LOC", 3, 4), ("LOC", 4, 5), ("ORG", 5, 6)
+        ("PER", 0, 2),
+        ("LOC", 3, 4),
+        ("LOC", 4, 5),
+        ("ORG", 5, 6),
     ]
     assert tag_spans(["S-PER", "B-LOC", "M-LOC", "E-LOC", "E-LOC"]) == [("PER", 0, 1), ("LOC", 1, 4), ("LOC", 4, 5)]
     assert tag_spans(["I-PER", "I-PER", "I-LOC"]) == [("PER", 0, 2), ("LOC", 2, 3)]

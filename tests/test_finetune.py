@@ -9,18 +9,8 @@ from finetune_helpers import LEARNABLE, save_tiny_base, toy_sentences, write_con
 from transformers import pipeline
 
 from hf_elmo import ElmoDataCollator, ElmoForTokenClassification, ElmoTokenizer
-from hf_elmo.finetune import (
-    DataError,
-    FinetuneOptions,
-    encode_tags,
-    evaluate_tagger,
-    main,
-    predict_tags,
-    read_conll,
-    sentences_from_dataset,
-    sentences_from_pairs,
-    train_tagger,
-)
+from hf_elmo.conll import DataError, encode_tags, read_conll, sentences_from_dataset, sentences_from_pairs
+from hf_elmo.finetune import FinetuneOptions, evaluate_tagger, main, predict_tags, train_tagger
 from hf_elmo.tagging import tag
 
 
@@ -33,8 +23,17 @@ def trained(tmp_path_factory):
         for split, n, seed in (("train", 160, 1), ("dev", 30, 2), ("test", 30, 3))
     }
     options = FinetuneOptions(
-        model=base, output_dir=str(root / "tagger"), task_encoder="bilstm", task_encoder_hidden_size=16,
-        use_crf=True, dropout=0.0, epochs=6, learning_rate=5e-2, batch_size=16, seed=0, logging_steps=1000,
+        model=base,
+        output_dir=str(root / "tagger"),
+        task_encoder="bilstm",
+        task_encoder_hidden_size=16,
+        use_crf=True,
+        dropout=0.0,
+        epochs=6,
+        learning_rate=5e-2,
+        batch_size=16,
+        seed=0,
+        logging_steps=1000,
     )
     run = train_tagger(read_conll(files["train"]), read_conll(files["dev"]), read_conll(files["test"]), options)
     return {"root": root, "base": base, "files": files, "folder": str(root / "tagger"), **run}
@@ -56,9 +55,13 @@ def test_training_learns_and_reports_seqeval_scores(trained):
         assert {"precision", "recall", "f1", "accuracy", "PER_f1", "LOC_f1", "PER_support"} <= set(scores)
     train = toy_sentences(160, 1)
     untrained = ElmoForTokenClassification.from_pretrained(
-        trained["base"], num_labels=5, id2label=dict(enumerate(results["labels"])),
-        label2id={label: i for i, label in enumerate(results["labels"])}, task_encoder="bilstm",
-        task_encoder_hidden_size=16, use_crf=True,
+        trained["base"],
+        num_labels=5,
+        id2label=dict(enumerate(results["labels"])),
+        label2id={label: i for i, label in enumerate(results["labels"])},
+        task_encoder="bilstm",
+        task_encoder_hidden_size=16,
+        use_crf=True,
     )
     assert train_loss(trained["model"], train) < 0.5 * train_loss(untrained, train)
     assert results["test"]["f1"] > 0.8
@@ -69,7 +72,9 @@ def test_saved_folder_reloads_and_predicts_identically(trained):
     reloaded = ElmoForTokenClassification.from_pretrained(folder).eval()
     tokenizer = ElmoTokenizer.from_pretrained(folder)
     sentences = [words for words, _ in toy_sentences(30, 3)]
-    assert predict_tags(reloaded, tokenizer, sentences) == predict_tags(trained["model"], trained["tokenizer"], sentences)
+    assert predict_tags(reloaded, tokenizer, sentences) == predict_tags(
+        trained["model"], trained["tokenizer"], sentences
+    )
     inputs = ElmoTokenizer()(sentences[:4], is_split_into_words=True, padding=True, return_tensors="pt")
     torch.testing.assert_close(reloaded(**inputs).logits, trained["model"].eval()(**inputs).logits)
     saved = json.loads((trained["root"] / "tagger" / "results.json").read_text())
@@ -97,7 +102,9 @@ def test_pipeline_matches_tag(trained):
     text = "Carol Smith went to Rome and Oslo ."
     entities = tagger(text)
     expected = tag(trained["model"], trained["tokenizer"], text)[0]["entities"]
-    assert [(e["entity"], e["start"], e["end"]) for e in entities] == [(e["entity"], e["start"], e["end"]) for e in expected]
+    assert [(e["entity"], e["start"], e["end"]) for e in entities] == [
+        (e["entity"], e["start"], e["end"]) for e in expected
+    ]
     for got, want in zip(entities, expected):
         assert got["score"] == pytest.approx(want["score"], rel=1e-5)
 
@@ -112,8 +119,23 @@ def test_chinese_text_is_segmented_for_prediction(trained):
 
 def test_cli_train_writes_a_loadable_folder(trained, tmp_path, capsys):
     out = tmp_path / "cli"
-    argv = ["train", "--model", trained["base"], "--train", trained["files"]["train"], "--dev", trained["files"]["dev"],
-            "--output-dir", str(out), "--task-encoder", "linear", "--max-steps", "2", "--batch-size", "8"]
+    argv = [
+        "train",
+        "--model",
+        trained["base"],
+        "--train",
+        trained["files"]["train"],
+        "--dev",
+        trained["files"]["dev"],
+        "--output-dir",
+        str(out),
+        "--task-encoder",
+        "linear",
+        "--max-steps",
+        "2",
+        "--batch-size",
+        "8",
+    ]
     assert main(argv) == 0
     assert "dev:" in capsys.readouterr().out
     model = ElmoForTokenClassification.from_pretrained(out)
@@ -133,7 +155,8 @@ def test_conll_formats(tmp_path):
     )
     sentences = read_conll(path)
     assert [(s.words, s.tags) for s in sentences] == [
-        (["EU", "rejects"], ["B-ORG", "O"]), (["New York", "张三"], ["B-LOC", "B-PER"])
+        (["EU", "rejects"], ["B-ORG", "O"]),
+        (["New York", "张三"], ["B-LOC", "B-PER"]),
     ]
     assert sentences[1].where(1) == f"{path}:7"
 
@@ -187,7 +210,7 @@ def test_unseen_labels_error_or_map_to_o(tmp_path, caplog):
     label2id = {"O": 0, "B-PER": 1}
     with pytest.raises(DataError, match=r"test.txt:3: label 'B-MISC' does not occur in the training data"):
         encode_tags(sentences, label2id)
-    with caplog.at_level(logging.WARNING, logger="hf_elmo.finetune"):
+    with caplog.at_level(logging.WARNING, logger="hf_elmo.conll"):
         examples = encode_tags(sentences, label2id, unseen_label="O", split="test")
     assert examples[0]["labels"] == [1, 0, 0]
     assert "B-MISC" in caplog.text

@@ -18,7 +18,9 @@ EXAMPLES = [
 
 def make(kind: str, **overrides):
     torch.manual_seed(0)
-    config = tiny_config(num_labels=3, classifier_dropout=0.0, task_encoder="bilstm", task_encoder_hidden_size=6, **overrides)
+    config = tiny_config(
+        num_labels=3, classifier_dropout=0.0, task_encoder="bilstm", task_encoder_hidden_size=6, **overrides
+    )
     if kind == "sequence":
         return ElmoForSequenceClassification(config)
     return ElmoForTokenClassification(config)
@@ -85,7 +87,9 @@ def one_sgd_step(model, tmp_path, batch_size, accumulation):
         disable_tqdm=True,
         use_cpu=True,
     )
-    trainer = Trainer(model=model, args=args, train_dataset=ListDataset(EXAMPLES), data_collator=ElmoDataCollator(ElmoTokenizer()))
+    trainer = Trainer(
+        model=model, args=args, train_dataset=ListDataset(EXAMPLES), data_collator=ElmoDataCollator(ElmoTokenizer())
+    )
     loss = trainer.train().training_loss
     return loss, {n: p.detach().clone() for n, p in model.named_parameters() if p.requires_grad}
 

@@ -47,7 +47,9 @@ def test_token_head_outputs_and_loss(encoder, use_crf):
     assert (output.predictions[1, 1:] == -100).all() and (output.predictions[0] >= 0).all()
     labelled = labels != -100
     if use_crf:
-        expected = -model.crf.log_likelihood(output.logits, labels, inputs["attention_mask"].bool()).sum() / labelled.sum()
+        expected = (
+            -model.crf.log_likelihood(output.logits, labels, inputs["attention_mask"].bool()).sum() / labelled.sum()
+        )
     else:
         expected = F.cross_entropy(output.logits[labelled], labels[labelled])
     torch.testing.assert_close(output.loss, expected)
@@ -91,7 +93,13 @@ def test_frozen_elmo_trains_only_mix_and_head():
     inputs, labels = batch()
     model(**inputs, labels=labels).loss.backward()
     assert all(p.grad is None and not p.requires_grad for p in model.elmo.parameters())
-    for name in ("scalar_mix.scalar_parameters", "scalar_mix.gamma", "classifier.weight", "crf.transitions", "encoder.weight_ih_l0"):
+    for name in (
+        "scalar_mix.scalar_parameters",
+        "scalar_mix.gamma",
+        "classifier.weight",
+        "crf.transitions",
+        "encoder.weight_ih_l0",
+    ):
         assert model.get_parameter(name).grad is not None, name
         assert model.get_parameter(name).grad.abs().sum() > 0, name
 
