@@ -8,7 +8,7 @@ import torch
 from finetune_helpers import LEARNABLE, save_tiny_base, toy_sentences, write_conll
 from transformers import pipeline
 
-from hf_elmo import ElmoDataCollator, ElmoForTokenClassification, ElmoTokenizer
+from hf_elmo import ElmoDataCollator, ElmoForSequenceClassification, ElmoForTokenClassification, ElmoTokenizer
 from hf_elmo.conll import DataError, encode_tags, read_conll, sentences_from_dataset, sentences_from_pairs
 from hf_elmo.finetune import FinetuneOptions, evaluate_tagger, main, predict_tags, train_tagger
 from hf_elmo.tagging import tag
@@ -223,3 +223,30 @@ def test_cli_reports_bad_files_without_writing(tmp_path, capsys):
     assert code == 2
     assert f"{bad}:2: expected" in capsys.readouterr().err
     assert not (tmp_path / "out").exists()
+
+
+def test_cli_train_classifier(trained, tmp_path, capsys):
+    train = tmp_path / "train.tsv"
+    train.write_text("pos\tgood film\nneg\tbad film\npos\tvery good\nneg\tso bad\n", encoding="utf-8")
+    out = tmp_path / "classifier"
+    argv = ["train-classifier", "--model", trained["base"], "--train", str(train), "--dev", str(train)]
+    assert main(argv + ["--output-dir", str(out), "--max-steps", "2", "--batch-size", "2"]) == 0
+    assert "dev: accuracy" in capsys.readouterr().out
+    model = ElmoForSequenceClassification.from_pretrained(out)
+    assert model.config.id2label == {0: "neg", 1: "pos"}
+    results = json.loads((out / "results.json").read_text())
+    assert results["task"] == "sequence-classification" and 0.0 <= results["dev"]["accuracy"] <= 1.0
+
+    bad = tmp_path / "bad.tsv"
+    bad.write_text("pos\tfine\nno tab here\n", encoding="utf-8")
+    assert main(["train-classifier", "--model", trained["base"], "--train", str(bad), "--output-dir", str(out)]) == 2
+    assert f"{bad}:2: expected 'label<TAB>text'" in capsys.readouterr().err
+
+
+def test_cli_predict_reads_pre_split_words_from_a_file(trained, tmp_path, capsys):
+    inputs = tmp_path / "in.txt"
+    inputs.write_text("Alice went to New York\n\nBob saw Rome\n", encoding="utf-8")
+    assert main(["predict", "--model", trained["folder"], "--input", str(inputs), "--split-into-words"]) == 0
+    lines = [json.loads(line) for line in capsys.readouterr().out.strip().splitlines()]
+    assert [line["words"] for line in lines] == [["Alice", "went", "to", "New", "York"], ["Bob", "saw", "Rome"]]
+    assert all(len(line["tags"]) == len(line["words"]) for line in lines)
