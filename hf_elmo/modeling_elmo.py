@@ -644,6 +644,9 @@ class _ElmoHeadMixin:
         """Freeze (or unfreeze) the biLM; the learned mix and the head always train."""
         self.config.freeze_elmo = bool(frozen)
         self.elmo.requires_grad_(not frozen)
+        # The head mixes with its own `scalar_mix`; the encoder's mixes stay out of training (unused parameters
+        # that require gradients break DistributedDataParallel).
+        self.elmo.scalar_mixes.requires_grad_(False)
 
     @classmethod
     def from_pretrained(cls, *args, **kwargs):
