@@ -11,7 +11,12 @@ The folder holds config.json, model.safetensors and the tokenizer files, and loa
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import sys
+from pathlib import Path
+
+if importlib.util.find_spec("hf_elmo") is None:  # run from a source checkout without `pip install .`
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 
 def build_parser() -> argparse.ArgumentParser:

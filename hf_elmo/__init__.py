@@ -24,6 +24,7 @@ from .modeling_elmo import (
     ElmoTokenClassifierOutput,
 )
 from .tokenization_elmo import ElmoTokenizer
+from .embedder import Embedder
 
 __version__ = "0.1.0"
 
@@ -41,6 +42,7 @@ AutoTokenizer.register(ElmoConfig, tokenizer_class=ElmoTokenizer, exist_ok=True)
 
 __all__ = [
     "DEFAULT_MODEL",
+    "Embedder",
     "ElmoConfig",
     "ElmoCrf",
     "ElmoDataCollator",

@@ -12,6 +12,7 @@ import json
 import os
 import shutil
 import tempfile
+import uuid
 from pathlib import Path
 
 import numpy as np
@@ -198,7 +199,9 @@ class AtomicDirectory:
         if self.target.exists() and not self.overwrite:
             raise FileExistsError(f"{self.target} already exists (pass --overwrite to replace it)")
         self.target.parent.mkdir(parents=True, exist_ok=True)
-        self.path = Path(tempfile.mkdtemp(prefix=f".{self.target.name}.", dir=self.target.parent))
+        # A plain mkdir (not mkdtemp, which makes 0700 folders) so the result gets the usual permissions.
+        self.path = self.target.parent / f".{self.target.name}.tmp-{uuid.uuid4().hex}"
+        self.path.mkdir()
         return self.path
 
     def __exit__(self, exc_type, exc, tb) -> bool:
@@ -208,7 +211,13 @@ class AtomicDirectory:
         if self.target.exists():
             old = Path(tempfile.mkdtemp(prefix=f".{self.target.name}.old.", dir=self.target.parent))
             os.replace(self.target, old / "previous")
-            os.replace(self.path, self.target)
+            try:
+                os.replace(self.path, self.target)
+            except BaseException:
+                os.replace(old / "previous", self.target)  # put the previous folder back untouched
+                shutil.rmtree(self.path, ignore_errors=True)
+                shutil.rmtree(old, ignore_errors=True)
+                raise
             shutil.rmtree(old, ignore_errors=True)
         else:
             os.replace(self.path, self.target)
@@ -258,5 +267,8 @@ def export_folder_to_bilm(model_dir, output_dir, overwrite: bool = False) -> Pat
     """A saved hf-elmo folder (encoder or any head) -> ``options.json`` + ``weights.hdf5``."""
     from .modeling_elmo import ElmoModel
 
+    # Only local folders: a missing path would otherwise be looked up on the Hub as a repo id.
+    if not os.path.isdir(model_dir):
+        raise ValueError(f"model folder not found: {os.fspath(model_dir)}")
     model = ElmoModel.from_pretrained(model_dir)
     return write_bilm_files(model, output_dir, overwrite=overwrite)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import numbers
 import os
 from typing import Any
 
@@ -25,6 +26,21 @@ _TRAINING_ONLY_KEYS = {
 }
 _KNOWN_CHAR_CNN_KEYS = {"embedding", "filters", "n_highway", "activation", "n_characters", "max_characters_per_token"}
 _KNOWN_LSTM_KEYS = {"dim", "projection_dim", "n_layers", "cell_clip", "proj_clip", "use_skip_connections"}
+_CHAR_SCHEMES = ("bytes", "dictionary")
+
+# Raw ids of the byte scheme (before its +1 shift that keeps 0 for padding).
+_BEGINNING_OF_SENTENCE_BYTE = 256
+_END_OF_SENTENCE_BYTE = 257
+_BEGINNING_OF_WORD_BYTE = 258
+_END_OF_WORD_BYTE = 259
+_PADDING_BYTE = 260
+
+
+def _byte_boundary_char_ids(boundary_character: int, max_characters_per_token: int) -> list[int]:
+    """Shifted character ids of the byte scheme's `<S>` / `</S>` pseudo-word: ``[BOW, boundary, EOW, PAD...] + 1``."""
+    ids = [_BEGINNING_OF_WORD_BYTE, boundary_character, _END_OF_WORD_BYTE]
+    ids += [_PADDING_BYTE] * (max_characters_per_token - len(ids))
+    return [i + 1 for i in ids[:max_characters_per_token]]
 
 
 class ElmoConfig(PretrainedConfig):
@@ -55,10 +71,19 @@ class ElmoConfig(PretrainedConfig):
         scalar_mix_layer_norm (`bool`, defaults to `False`):
             Normalise each layer (one mean/variance over all unmasked elements) before mixing.
         char_scheme (`str`, defaults to `"bytes"`):
-            How words become character ids; ``"bytes"`` is the AllenNLP / bilm-tf UTF-8 byte scheme.
+            How words become character ids: ``"bytes"`` is the AllenNLP / bilm-tf UTF-8 byte scheme;
+            ``"dictionary"`` looks characters up in the tokenizer's character vocabulary (ELMoForManyLangs).
+        bos_char_ids (`list[int]`, *optional*):
+            The `max_characters_per_token` character ids of the `<S>` pseudo-word the model puts before every
+            sentence. Defaults to the byte scheme's row; required for ``char_scheme="dictionary"``.
+        eos_char_ids (`list[int]`, *optional*): Same for the `</S>` pseudo-word after every sentence.
         word_vocab_size (`int`, defaults to 0): Size of an optional word embedding table (0 = none).
         word_embedding_dim (`int`, defaults to 0): Size of the optional word embedding.
-        lm_vocab_size (`int`, defaults to 0): Output vocabulary of the language-model head (pretraining only).
+        bos_word_id (`int`, *optional*): Word id of `<S>`; required with a word embedding.
+        eos_word_id (`int`, *optional*): Word id of `</S>`; required with a word embedding.
+        lm_vocab (`list[str]`, *optional*):
+            Word vocabulary of the language-model head (pretraining only): `<S>`, `</S>`, `<UNK>` first, then
+            words by decreasing frequency. The inputs stay characters; this only names the softmax rows.
         lm_softmax (`str`, defaults to `"full"`): ``"full"`` or ``"sampled"`` softmax for pretraining.
         lm_num_sampled (`int`, defaults to 8192): Negative samples per batch for the sampled softmax.
         lm_dropout (`float`, defaults to 0.1): Dropout used while pretraining.
@@ -95,9 +120,13 @@ class ElmoConfig(PretrainedConfig):
         num_output_representations: int = 1,
         scalar_mix_layer_norm: bool = False,
         char_scheme: str = "bytes",
+        bos_char_ids: list[int] | None = None,
+        eos_char_ids: list[int] | None = None,
         word_vocab_size: int = 0,
         word_embedding_dim: int = 0,
-        lm_vocab_size: int = 0,
+        bos_word_id: int | None = None,
+        eos_word_id: int | None = None,
+        lm_vocab: list[str] | None = None,
         lm_softmax: str = "full",
         lm_num_sampled: int = 8192,
         lm_dropout: float = 0.1,
@@ -114,7 +143,7 @@ class ElmoConfig(PretrainedConfig):
             char_cnn_filters = [[1, 32], [2, 32], [3, 64], [4, 128], [5, 256], [6, 512], [7, 1024]]
         self.char_vocab_size = char_vocab_size
         self.char_embedding_dim = char_embedding_dim
-        self.char_cnn_filters = [list(map(int, f)) for f in char_cnn_filters]
+        self.char_cnn_filters = [list(f) if isinstance(f, (list, tuple)) else f for f in char_cnn_filters]
         self.num_highway_layers = num_highway_layers
         self.char_cnn_activation = char_cnn_activation
         self.max_characters_per_token = max_characters_per_token
@@ -128,9 +157,18 @@ class ElmoConfig(PretrainedConfig):
         self.num_output_representations = num_output_representations
         self.scalar_mix_layer_norm = scalar_mix_layer_norm
         self.char_scheme = char_scheme
+        if char_scheme == "bytes":
+            if bos_char_ids is None:
+                bos_char_ids = _byte_boundary_char_ids(_BEGINNING_OF_SENTENCE_BYTE, max_characters_per_token)
+            if eos_char_ids is None:
+                eos_char_ids = _byte_boundary_char_ids(_END_OF_SENTENCE_BYTE, max_characters_per_token)
+        self.bos_char_ids = None if bos_char_ids is None else [int(i) for i in bos_char_ids]
+        self.eos_char_ids = None if eos_char_ids is None else [int(i) for i in eos_char_ids]
         self.word_vocab_size = word_vocab_size
         self.word_embedding_dim = word_embedding_dim
-        self.lm_vocab_size = lm_vocab_size
+        self.bos_word_id = bos_word_id
+        self.eos_word_id = eos_word_id
+        self.lm_vocab = list(lm_vocab) if lm_vocab else None
         self.lm_softmax = lm_softmax
         self.lm_num_sampled = lm_num_sampled
         self.lm_dropout = lm_dropout
@@ -150,13 +188,47 @@ class ElmoConfig(PretrainedConfig):
         return 2 * self.projection_dim
 
     @property
+    def lm_vocab_size(self) -> int:
+        return len(self.lm_vocab) if self.lm_vocab else 0
+
+    @property
     def num_char_filters(self) -> int:
         return sum(n for _, n in self.char_cnn_filters)
 
     def _validate(self) -> None:
+        def is_int(value) -> bool:
+            return isinstance(value, numbers.Integral) and not isinstance(value, bool)
+
+        integer_fields = (
+            "char_vocab_size",
+            "char_embedding_dim",
+            "num_highway_layers",
+            "max_characters_per_token",
+            "projection_dim",
+            "lstm_cell_dim",
+            "num_lstm_layers",
+            "num_output_representations",
+        )
+        type_problems = [
+            f"{name} must be an integer, got {getattr(self, name)!r}"
+            for name in integer_fields
+            if not is_int(getattr(self, name))
+        ]
+        if not isinstance(self.char_cnn_filters, (list, tuple)) or not all(
+            isinstance(f, list) and len(f) == 2 and is_int(f[0]) and is_int(f[1]) for f in self.char_cnn_filters
+        ):
+            type_problems.append(f"char_cnn_filters must be a list of [width, count] integer pairs, got {self.char_cnn_filters!r}")
+        for name in ("cell_clip", "proj_clip"):
+            value = getattr(self, name)
+            if value is not None and (isinstance(value, bool) or not isinstance(value, numbers.Real) or value < 0):
+                type_problems.append(f"{name} must be a non-negative number or None, got {value!r}")
+        if type_problems:  # the checks below need numbers
+            raise ValueError("Invalid ElmoConfig: " + "; ".join(type_problems))
+        self.char_cnn_filters = [[int(width), int(count)] for width, count in self.char_cnn_filters]
+
         problems = []
         for name in ("char_vocab_size", "char_embedding_dim", "projection_dim", "lstm_cell_dim", "num_lstm_layers"):
-            if int(getattr(self, name)) <= 0:
+            if getattr(self, name) <= 0:
                 problems.append(f"{name} must be positive, got {getattr(self, name)}")
         if self.num_highway_layers < 0:
             problems.append(f"num_highway_layers must be >= 0, got {self.num_highway_layers}")
@@ -171,14 +243,17 @@ class ElmoConfig(PretrainedConfig):
                 problems.append(
                     f"char_cnn_filters width {width} exceeds max_characters_per_token {self.max_characters_per_token}"
                 )
-        if self.char_scheme == "bytes" and self.max_characters_per_token < 3:
-            problems.append("max_characters_per_token must be >= 3 (begin-of-word, a byte, end-of-word)")
+        problems.extend(self._input_layer_problems())
+        if self.max_characters_per_token < 3:
+            problems.append("max_characters_per_token must be >= 3 (begin-of-word, a character, end-of-word)")
         if self.char_scheme == "bytes" and self.char_vocab_size < 262:
             problems.append(f"the byte scheme needs char_vocab_size >= 262, got {self.char_vocab_size}")
         if self.num_output_representations < 0:
             problems.append("num_output_representations must be >= 0")
         if self.lm_softmax not in ("full", "sampled"):
             problems.append(f"lm_softmax must be 'full' or 'sampled', got {self.lm_softmax!r}")
+        if self.lm_vocab and list(self.lm_vocab[:3]) != ["<S>", "</S>", "<UNK>"]:
+            problems.append("lm_vocab must start with '<S>', '</S>', '<UNK>'")
         if self.task_encoder not in ("linear", "bilstm"):
             problems.append(f"task_encoder must be 'linear' or 'bilstm', got {self.task_encoder!r}")
         if self.task_encoder_hidden_size <= 0 or self.task_encoder_num_layers <= 0:
@@ -189,6 +264,36 @@ class ElmoConfig(PretrainedConfig):
             problems.append(f"classifier_hidden_size must be >= 0, got {self.classifier_hidden_size}")
         if problems:
             raise ValueError("Invalid ElmoConfig: " + "; ".join(problems))
+
+    def _input_layer_problems(self) -> list[str]:
+        """What is wrong with the character scheme, the boundary rows and the optional word embedding."""
+        problems = []
+        if self.char_scheme not in _CHAR_SCHEMES:
+            problems.append(f"char_scheme must be one of {_CHAR_SCHEMES}, got {self.char_scheme!r}")
+        for name in ("bos_char_ids", "eos_char_ids"):
+            ids = getattr(self, name)
+            if ids is None:
+                problems.append(f"{name} is required for char_scheme={self.char_scheme!r}")
+            elif len(ids) != self.max_characters_per_token:
+                problems.append(
+                    f"{name} must hold max_characters_per_token={self.max_characters_per_token} ids, got {len(ids)}"
+                )
+            elif not all(0 < i < self.char_vocab_size for i in ids):
+                # 0 would make the boundary look like a padded word position.
+                problems.append(f"{name} must be character ids in [1, {self.char_vocab_size - 1}], got {ids}")
+        if self.word_vocab_size < 0 or self.word_embedding_dim < 0:
+            problems.append("word_vocab_size and word_embedding_dim must be >= 0")
+        elif bool(self.word_vocab_size) != bool(self.word_embedding_dim):
+            problems.append(
+                "word_vocab_size and word_embedding_dim must both be positive (word embedding) or both 0 (none), "
+                f"got {self.word_vocab_size} and {self.word_embedding_dim}"
+            )
+        elif self.word_vocab_size:
+            for name in ("bos_word_id", "eos_word_id"):
+                value = getattr(self, name)
+                if not isinstance(value, int) or not 0 <= value < self.word_vocab_size:
+                    problems.append(f"{name} must be a word id in [0, {self.word_vocab_size - 1}], got {value!r}")
+        return problems
 
     @classmethod
     def from_allennlp_options(cls, path_or_dict: str | os.PathLike | dict[str, Any], **kwargs) -> "ElmoConfig":
@@ -245,7 +350,7 @@ class ElmoConfig(PretrainedConfig):
         use_skip = lstm.get("use_skip_connections", False)
         if not isinstance(use_skip, bool):
             raise ValueError(f"{source}: lstm.use_skip_connections must be true or false, got {use_skip!r}")
-        return cls(
+        architecture = dict(
             char_vocab_size=262,
             char_embedding_dim=embedding["dim"],
             char_cnn_filters=filters,
@@ -258,8 +363,11 @@ class ElmoConfig(PretrainedConfig):
             cell_clip=lstm.get("cell_clip"),
             proj_clip=lstm.get("proj_clip"),
             use_skip_connections=use_skip,
-            **kwargs,
         )
+        try:
+            return cls(**architecture, **kwargs)
+        except ValueError as error:  # say which file the inconsistent values came from
+            raise ValueError(f"{source}: {error}") from None
 
     def to_allennlp_options(self) -> dict[str, Any]:
         """The prediction-time ``options.json`` that AllenNLP and bilm-tf read."""

@@ -26,19 +26,13 @@ from transformers.utils import ModelOutput
 
 from .configuration_elmo import ElmoConfig
 
-# Raw character ids of the byte scheme (before the +1 shift that reserves 0 for padding).
+# Raw character ids of the byte scheme (before the +1 shift that reserves 0 for padding). The model itself
+# reads its `<S>` / `</S>` rows from `config.bos_char_ids` / `config.eos_char_ids`, so it works with any scheme.
 BEGINNING_OF_SENTENCE_CHARACTER = 256
 END_OF_SENTENCE_CHARACTER = 257
 BEGINNING_OF_WORD_CHARACTER = 258
 END_OF_WORD_CHARACTER = 259
 PADDING_CHARACTER = 260
-
-
-def _boundary_token_char_ids(boundary_character: int, max_characters_per_token: int) -> list[int]:
-    """Character ids (shifted by +1) of the `<S>` or `</S>` pseudo-word."""
-    ids = [PADDING_CHARACTER] * max_characters_per_token
-    ids[0:3] = [BEGINNING_OF_WORD_CHARACTER, boundary_character, END_OF_WORD_CHARACTER]
-    return [i + 1 for i in ids]
 
 
 @dataclass
@@ -123,6 +117,7 @@ class ElmoCharacterEncoder(nn.Module):
 
     def forward(self, char_ids: torch.Tensor, word_ids: torch.Tensor | None = None) -> torch.Tensor:
         """`char_ids` (N, max_characters_per_token) -> (N, projection_dim)."""
+        char_ids = self._trim_constant_tail(char_ids)
         chars = self.char_embedding(char_ids).transpose(1, 2)  # (N, d_char, positions)
         # Max-pooling before the activation is equivalent for the monotone relu/tanh and cheaper.
         pooled = [conv(chars).amax(dim=-1) for conv in self.convolutions]
@@ -132,6 +127,23 @@ class ElmoCharacterEncoder(nn.Module):
                 raise ValueError("this model has a word embedding: pass `word_ids` along with `input_ids`")
             tokens = torch.cat([self.word_embedding(word_ids), tokens], dim=-1)
         return self.projection(tokens)
+
+    def _trim_constant_tail(self, char_ids: torch.Tensor) -> torch.Tensor:
+        """Drop trailing positions that cannot change the max-pooled features.
+
+        Past a word's last character every id equals the final one (padding), so every convolution
+        window lying wholly in that tail has the same value. Keeping one such window per filter width
+        (the widest filter's width of tail) leaves every maximum exactly as it was, at a fraction of
+        the cost for short words.
+        """
+        width = char_ids.shape[1]
+        widest = max(conv.kernel_size[0] for conv in self.convolutions)
+        if char_ids.shape[0] == 0 or width <= widest:
+            return char_ids
+        differs = char_ids != char_ids[:, -1:]
+        positions = torch.arange(1, width + 1, device=char_ids.device)
+        tail_start = int((differs * positions).amax())
+        return char_ids[:, : min(width, tail_start + widest)]
 
 
 # 2. The biLSTM ------------------------------------------------------------------------------
@@ -164,24 +176,26 @@ def _lstm_recurrence(
     state: tuple[torch.Tensor, torch.Tensor],
     cell_clip: float | None,
     proj_clip: float | None,
-) -> torch.Tensor:
+) -> tuple[torch.Tensor, tuple[torch.Tensor, torch.Tensor]]:
     """Step both directions of one layer through time.
 
     Args:
         input_gates: (2, T, B, 4C) input products plus bias for every step, time-major, rows sorted by
             decreasing length so that the rows still running at step t are the first `batch_sizes[t]`.
-        state: (h (2, B, P), c (2, B, C)), updated in place; rows stop updating after their last step,
-            so on return each row holds the state after its own last step.
+        state: (h (2, B, P), c (2, B, C)) to start from.
 
-    Returns: (2, T, B, P) outputs, exactly zero past each row's length.
+    Returns: (2, T, B, P) outputs, exactly zero past each row's length, and the final (h, c): each row
+    holds the state after its own last step. Nothing is modified in place, so autograd works.
     """
     h, c = state
-    num_steps, projection_dim = input_gates.shape[1], h.shape[-1]
-    outputs = input_gates.new_zeros(2, num_steps, input_gates.shape[2], projection_dim)
+    batch = input_gates.shape[2]
+    # Unbinding once keeps autograd from materialising a full-size gradient for every per-step slice.
+    step_gates = input_gates.unbind(1)
+    outputs = []
     for t, active in enumerate(batch_sizes):
         if active == 0:
             break
-        gates = torch.baddbmm(input_gates[:, t, :active], h[:, :active], recurrent_weight)
+        gates = torch.baddbmm(step_gates[t][:, :active], h[:, :active], recurrent_weight)
         input_gate, forget_gate, cell_input, output_gate = gates.chunk(4, dim=-1)
         cell = torch.sigmoid(input_gate) * torch.tanh(cell_input) + torch.sigmoid(forget_gate) * c[:, :active]
         if cell_clip:
@@ -189,10 +203,17 @@ def _lstm_recurrence(
         hidden = torch.bmm(torch.sigmoid(output_gate) * torch.tanh(cell), projection_weight)
         if proj_clip:
             hidden = hidden.clamp(-proj_clip, proj_clip)
-        c[:, :active] = cell
-        h[:, :active] = hidden
-        outputs[:, t, :active] = hidden
-    return outputs
+        if active < batch:
+            h = torch.cat([hidden, h[:, active:]], dim=1)
+            c = torch.cat([cell, c[:, active:]], dim=1)
+            hidden = F.pad(hidden, (0, 0, 0, batch - active))
+        else:
+            h, c = hidden, cell
+        outputs.append(hidden)
+    missing = input_gates.shape[1] - len(outputs)
+    if missing:
+        outputs.extend([outputs[0].new_zeros(outputs[0].shape)] * missing)
+    return torch.stack(outputs, dim=1), (h, c)
 
 
 class ElmoBiLstm(nn.Module):
@@ -259,15 +280,15 @@ class ElmoBiLstm(nn.Module):
             c = inputs.new_zeros(config.num_lstm_layers, 2, batch, config.lstm_cell_dim)
         else:
             h, c = self._check_state(initial_state, batch, inputs)
-            h, c = h[:, :, order].clone(), c[:, :, order].clone()
+            h, c = h[:, :, order], c[:, :, order]
 
-        layer_outputs = []
+        layer_outputs, final_h, final_c = [], [], []
         for index, layer in enumerate(self.layers):
             bias = layer.bias + self._forget_bias_offset(layer.bias)
             input_gates = torch.baddbmm(
                 bias.unsqueeze(1), layer_input.reshape(2, steps * batch, -1), layer.input_weight
             ).view(2, steps, batch, -1)
-            output = _lstm_recurrence(
+            output, (layer_h, layer_c) = _lstm_recurrence(
                 input_gates,
                 batch_sizes,
                 layer.recurrent_weight,
@@ -276,6 +297,8 @@ class ElmoBiLstm(nn.Module):
                 config.cell_clip,
                 config.proj_clip,
             )
+            final_h.append(layer_h)
+            final_c.append(layer_c)
             if config.use_skip_connections and index > 0:
                 output = output + layer_input
             if dropout and self.training:
@@ -291,6 +314,7 @@ class ElmoBiLstm(nn.Module):
             backward_output = output[1].gather(0, index)
             both = torch.cat([forward_output, backward_output], dim=-1).transpose(0, 1)
             layers.append(both[inverse_order])
+        h, c = torch.stack(final_h), torch.stack(final_c)
         return layers, (h[:, :, inverse_order], c[:, :, inverse_order])
 
     def _check_state(self, state, batch: int, like: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
@@ -365,6 +389,9 @@ class ElmoPreTrainedModel(PreTrainedModel):
             init.normal_(module.weight, std=module.in_features**-0.5)
             # A negative carry bias starts every highway layer close to the identity (as bilm-tf does).
             init.copy_(module.bias, torch.cat([torch.zeros(module.in_features), torch.full((module.in_features,), -2.0)]))
+        elif isinstance(module, ElmoLanguageModelSoftmax):
+            init.normal_(module.weight, std=module.weight.shape[1] ** -0.5)
+            init.zeros_(module.bias)
         elif isinstance(module, ElmoScalarMix):
             init.zeros_(module.scalar_parameters)
             init.ones_(module.gamma)
@@ -390,6 +417,9 @@ class ElmoModel(ElmoPreTrainedModel):
     to carry state between calls the way AllenNLP and bilm-tf do.
     """
 
+    # A pretraining checkpoint also holds the language-model softmax; the encoder does not need it.
+    _keys_to_ignore_on_load_unexpected = [r"softmax\."]
+
     def __init__(self, config: ElmoConfig):
         super().__init__(config)
         self.char_encoder = ElmoCharacterEncoder(config)
@@ -404,6 +434,38 @@ class ElmoModel(ElmoPreTrainedModel):
 
     def get_input_embeddings(self):
         return self.char_encoder.char_embedding
+
+    def sentence_boundary_char_ids(self) -> torch.LongTensor:
+        """`(2, max_characters_per_token)` character ids of the `<S>` and `</S>` pseudo-words the model adds."""
+        width = self.config.max_characters_per_token
+        return torch.tensor(
+            [
+                _boundary_token_char_ids(BEGINNING_OF_SENTENCE_CHARACTER, width),
+                _boundary_token_char_ids(END_OF_SENTENCE_CHARACTER, width),
+            ],
+            device=self.device,
+        )
+
+    def token_embeddings(self, char_ids: torch.Tensor) -> torch.Tensor:
+        """Layer 0 (the context-insensitive token vectors) of single words, without running the LSTMs.
+
+        Args:
+            char_ids (`torch.LongTensor` of shape `(..., max_characters_per_token)`): one row per word,
+                e.g. `ElmoTokenizer.word_to_char_ids` rows or `sentence_boundary_char_ids()`.
+
+        Returns: `torch.FloatTensor` of shape `(..., projection_dim)`.
+        """
+        if self.char_encoder.word_embedding is not None:
+            raise ValueError("this model also needs word ids for its token vectors; use forward()")
+        if char_ids.dim() < 1 or char_ids.shape[-1] != self.config.max_characters_per_token:
+            raise ValueError(
+                f"char_ids must end in a dimension of {self.config.max_characters_per_token}, "
+                f"got shape {tuple(char_ids.shape)}"
+            )
+        # Reuse the input checks of forward(): a (1, words, width) view has the same ids.
+        self._validate_input_ids(char_ids.reshape(1, -1, char_ids.shape[-1]))
+        flat = char_ids.reshape(-1, char_ids.shape[-1])
+        return self.char_encoder(flat).reshape(*char_ids.shape[:-1], self.config.projection_dim)
 
     def _validate_input_ids(self, input_ids: torch.Tensor) -> None:
         width = self.config.max_characters_per_token
@@ -439,6 +501,8 @@ class ElmoModel(ElmoPreTrainedModel):
         lengths = mask.sum(dim=1)
         if not torch.equal(mask, torch.arange(mask.shape[1], device=mask.device) < lengths.unsqueeze(1)):
             raise ValueError("padding must come after the words: each row's mask must be ones then zeros")
+        if attention_mask is not None and (mask & ~(input_ids > 0).any(dim=-1)).any():
+            raise ValueError("attention_mask marks a padded (all-zero) word position as a real word")
         return mask
 
     def token_representations(
@@ -451,25 +515,48 @@ class ElmoModel(ElmoPreTrainedModel):
         steps = num_words + 2
         positions = torch.arange(steps, device=device)
         char_ids = input_ids.new_zeros(batch, steps, width)
-        char_ids[:, 0] = self._boundary_ids(BEGINNING_OF_SENTENCE_CHARACTER, input_ids)
+        char_ids[:, 0] = self._boundary_ids(self.config.bos_char_ids, input_ids)
         char_ids[:, 1:-1] = input_ids * mask.unsqueeze(-1).to(input_ids.dtype)
         end = positions.unsqueeze(0) == (lengths - 1).unsqueeze(1)
-        char_ids[end] = self._boundary_ids(END_OF_SENTENCE_CHARACTER, input_ids)
+        char_ids[end] = self._boundary_ids(self.config.eos_char_ids, input_ids)
         real = positions.unsqueeze(0) < lengths.unsqueeze(1)
         token_word_ids = None
         if self.char_encoder.word_embedding is not None:
-            token_word_ids = self._word_ids_with_boundaries(word_ids, mask, lengths, steps)[real]
+            token_word_ids = self._word_ids_with_boundaries(word_ids, mask, steps)[real]
+        elif word_ids is not None:
+            raise ValueError("this model has no word embedding: word_ids must be None")
         encoded = self.char_encoder(char_ids[real], token_word_ids)
         tokens = encoded.new_zeros(batch, steps, encoded.shape[-1])
         tokens[real] = encoded
         return tokens, lengths
 
-    def _boundary_ids(self, boundary_character: int, like: torch.Tensor) -> torch.Tensor:
-        ids = _boundary_token_char_ids(boundary_character, self.config.max_characters_per_token)
+    @staticmethod
+    def _boundary_ids(ids: list[int], like: torch.Tensor) -> torch.Tensor:
+        """The character ids of `<S>` or `</S>` (from the config, so any character scheme works)."""
         return torch.tensor(ids, dtype=like.dtype, device=like.device)
 
-    def _word_ids_with_boundaries(self, word_ids, mask, lengths, steps):
-        raise NotImplementedError("word embeddings are added by the ELMoForManyLangs input layer")
+    def _word_ids_with_boundaries(self, word_ids: torch.Tensor | None, mask: torch.Tensor, steps: int) -> torch.Tensor:
+        """(B, W) word ids -> (B, W + 2) with `<S>` first and `</S>` at every padded position (incl. each end)."""
+        config = self.config
+        if word_ids is None:
+            raise ValueError("this model has a word embedding: pass `word_ids` (from the tokenizer) with `input_ids`")
+        if not isinstance(word_ids, torch.Tensor) or word_ids.dtype.is_floating_point or word_ids.dtype == torch.bool:
+            raise TypeError("word_ids must be an integer torch.Tensor of shape (batch, words)")
+        if tuple(word_ids.shape) != tuple(mask.shape):
+            raise ValueError(
+                f"word_ids must have shape {tuple(mask.shape)} (batch, words) like input_ids, "
+                f"got {tuple(word_ids.shape)}"
+            )
+        word_ids = word_ids.to(mask.device)
+        real_ids = word_ids[mask]
+        if real_ids.numel() and (int(real_ids.min()) < 0 or int(real_ids.max()) >= config.word_vocab_size):
+            bad = int(real_ids.min()) if int(real_ids.min()) < 0 else int(real_ids.max())
+            raise ValueError(f"word_ids contains word id {bad}, outside [0, {config.word_vocab_size - 1}]")
+        ids = word_ids.new_full((mask.shape[0], steps), config.eos_word_id)
+        ids[:, 0] = config.bos_word_id
+        # `</S>` lands at each row's end because every position past the words holds it.
+        ids[:, 1:-1] = torch.where(mask, word_ids, torch.full_like(word_ids, config.eos_word_id))
+        return ids
 
     def forward(
         self,
@@ -488,6 +575,9 @@ class ElmoModel(ElmoPreTrainedModel):
                 Character ids from [`ElmoTokenizer`]; a padded word position is all zeros.
             attention_mask (`torch.Tensor` of shape `(batch_size, num_words)`, *optional*):
                 1 for real words, 0 for padding; derived from `input_ids` when omitted.
+            word_ids (`torch.LongTensor` of shape `(batch_size, num_words)`, *optional*):
+                Word-vocabulary ids from the tokenizer; required exactly when the model has a word embedding
+                (`config.word_vocab_size > 0`, e.g. converted ELMoForManyLangs models). Padded positions are ignored.
             initial_state (`tuple(torch.FloatTensor)`, *optional*):
                 `(h, c)` with shapes `(num_layers, 2, batch_size, projection_dim)` and
                 `(num_layers, 2, batch_size, lstm_cell_dim)` to start the LSTMs from (default zeros).
@@ -518,7 +608,156 @@ class ElmoModel(ElmoPreTrainedModel):
         return outputs if return_dict else outputs.to_tuple()
 
 
-# 5. Task heads ------------------------------------------------------------------------------
+# 5. Heads -----------------------------------------------------------------------------------
+
+
+@dataclass
+class ElmoForPreTrainingOutput(ModelOutput):
+    """
+    Output of [`ElmoForPreTraining`].
+
+    Args:
+        loss (`torch.FloatTensor` of shape `()`, returned with `labels`):
+            Mean of the forward and backward language models' cross-entropies (perplexity = exp(loss)).
+        forward_loss, backward_loss (`torch.FloatTensor` of shape `()`): each direction's mean cross-entropy.
+        num_predictions (`torch.LongTensor` of shape `()`): predictions per direction in the batch.
+        forward_hidden_states, backward_hidden_states (`torch.FloatTensor` of shape
+            `(batch_size, num_words + 2, projection_dim)`): top LSTM layer of each direction, boundaries included.
+    """
+
+    loss: torch.FloatTensor | None = None
+    forward_loss: torch.FloatTensor | None = None
+    backward_loss: torch.FloatTensor | None = None
+    num_predictions: torch.LongTensor | None = None
+    forward_hidden_states: torch.FloatTensor | None = None
+    backward_hidden_states: torch.FloatTensor | None = None
+
+
+class ElmoLanguageModelSoftmax(nn.Module):
+    """The word softmax shared by the forward and backward language models (the paper ties it).
+
+    Training with `config.lm_softmax == "sampled"` uses an importance-sampled softmax: negatives drawn
+    from a log-uniform (Zipf) distribution over the frequency-sorted vocabulary, their logits corrected
+    by log(K q(w)) and accidental hits removed, so that the sampled normaliser is an unbiased estimate
+    of the full one. Evaluation always uses the full softmax, so perplexities are exact.
+    """
+
+    def __init__(self, config: ElmoConfig):
+        super().__init__()
+        self.weight = nn.Parameter(torch.empty(config.lm_vocab_size, config.projection_dim))
+        self.bias = nn.Parameter(torch.empty(config.lm_vocab_size))
+        self.sampled = config.lm_softmax == "sampled"
+        self.num_sampled = config.lm_num_sampled
+
+    def full_loss(self, hidden: torch.Tensor, targets: torch.Tensor, reduction: str = "sum") -> torch.Tensor:
+        """hidden (N, P), targets (N,) -> summed (or per-item) cross-entropy of the full softmax."""
+        return F.cross_entropy(F.linear(hidden, self.weight, self.bias), targets, reduction=reduction)
+
+    def sampled_loss(
+        self, hidden: torch.Tensor, targets: torch.Tensor, reduction: str = "sum", generator: torch.Generator | None = None
+    ) -> torch.Tensor:
+        vocab_size = self.weight.shape[0]
+        num_sampled = min(self.num_sampled, vocab_size)
+        log_range = torch.log1p(torch.tensor(float(vocab_size), dtype=torch.float64))
+        uniform = torch.rand(num_sampled, dtype=torch.float64, generator=generator).to(hidden.device)
+        samples = (torch.exp(uniform * log_range.to(hidden.device)).long() - 1).clamp_(0, vocab_size - 1)
+        probability = (torch.log((samples + 2).double()) - torch.log((samples + 1).double())) / log_range
+        log_expected = torch.log(num_sampled * probability).to(hidden.dtype)
+        true_logits = (hidden * self.weight[targets]).sum(-1) + self.bias[targets]
+        sampled_logits = hidden @ self.weight[samples].t() + self.bias[samples] - log_expected
+        sampled_logits = sampled_logits.masked_fill(samples.unsqueeze(0) == targets.unsqueeze(1), float("-inf"))
+        logits = torch.cat([true_logits.unsqueeze(1), sampled_logits], dim=1)
+        losses = torch.logsumexp(logits, dim=1) - true_logits
+        return losses.sum() if reduction == "sum" else losses
+
+    def forward(self, hidden: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
+        if self.sampled and self.training:
+            return self.sampled_loss(hidden, targets)
+        return self.full_loss(hidden, targets)
+
+
+class ElmoForPreTraining(ElmoPreTrainedModel):
+    """ELMo's biLM objective: the forward LM predicts word k from words < k, the backward LM from words > k.
+
+    The token representation and the softmax are shared by both directions; the LSTMs are not.
+    `labels` are word ids into `config.lm_vocab` (`<S>`=0, `</S>`=1, `<UNK>`=2), one per input word,
+    -100 at padding; the model adds the `<S>`/`</S>` targets itself.
+    """
+
+    _keys_to_ignore_on_load_missing = [r"scalar_mixes"]
+
+    def __init__(self, config: ElmoConfig):
+        super().__init__(config)
+        if not config.lm_vocab_size:
+            raise ValueError("ElmoForPreTraining needs config.lm_vocab (the word vocabulary of the softmax)")
+        self.elmo = ElmoModel(config)
+        self.softmax = ElmoLanguageModelSoftmax(config)
+        self.dropout = nn.Dropout(config.lm_dropout)
+        self.post_init()
+        # The layer mix is a downstream-task parameter: pretraining must not touch it (and DDP must
+        # not wait for its gradient).
+        for parameter in self.elmo.scalar_mixes.parameters():
+            parameter.requires_grad_(False)
+
+    # Trainer passes num_items_in_batch only to models that accept it; our loss is already a mean.
+    accepts_loss_kwargs = False
+
+    def forward(
+        self,
+        input_ids: torch.Tensor,
+        attention_mask: torch.Tensor | None = None,
+        labels: torch.Tensor | None = None,
+        word_ids: torch.Tensor | None = None,
+        return_dict: bool | None = None,
+        **kwargs,
+    ) -> ElmoForPreTrainingOutput | tuple:
+        r"""
+        Args:
+            input_ids (`torch.LongTensor` of shape `(batch_size, num_words, max_characters_per_token)`)
+            attention_mask (`torch.Tensor` of shape `(batch_size, num_words)`, *optional*)
+            labels (`torch.LongTensor` of shape `(batch_size, num_words)`, *optional*):
+                word ids in `config.lm_vocab` of the input words, -100 at padded positions.
+        """
+        return_dict = return_dict if return_dict is not None else self.config.return_dict
+        elmo = self.elmo
+        elmo._validate_input_ids(input_ids)
+        mask = elmo.word_mask(input_ids, attention_mask)
+        tokens, lengths = elmo.token_representations(input_ids, mask, word_ids)
+        layers, _ = elmo.bilstm(self.dropout(tokens), lengths, dropout=self.config.lm_dropout)
+        projection_dim = self.config.projection_dim
+        top = self.dropout(layers[-1])
+        forward_hidden, backward_hidden = top[..., :projection_dim], top[..., projection_dim:]
+
+        loss = forward_loss = backward_loss = num_predictions = None
+        if labels is not None:
+            if tuple(labels.shape) != tuple(mask.shape):
+                raise ValueError(f"labels must have shape {tuple(mask.shape)} (batch, words), got {tuple(labels.shape)}")
+            batch, steps = tokens.shape[:2]
+            positions = torch.arange(steps, device=tokens.device).unsqueeze(0)
+            # Targets of the whole row [<S>, words..., </S>]; positions past </S> are never used.
+            targets = labels.new_full((batch, steps), 1)
+            targets[:, 0] = 0
+            targets[:, 1:-1] = torch.where(mask, labels, targets[:, 1:-1])
+            forward_valid = positions[:, :-1] < (lengths - 1).unsqueeze(1)  # position t predicts t + 1
+            backward_valid = (positions[:, 1:] < lengths.unsqueeze(1))  # position t predicts t - 1
+            num_predictions = forward_valid.sum()
+            forward_loss = self.softmax(forward_hidden[:, :-1][forward_valid], targets[:, 1:][forward_valid])
+            backward_loss = self.softmax(backward_hidden[:, 1:][backward_valid], targets[:, :-1][backward_valid])
+            forward_loss, backward_loss = forward_loss / num_predictions, backward_loss / num_predictions
+            loss = (forward_loss + backward_loss) / 2
+
+        output = ElmoForPreTrainingOutput(
+            loss=loss,
+            forward_loss=forward_loss,
+            backward_loss=backward_loss,
+            num_predictions=num_predictions,
+            forward_hidden_states=forward_hidden,
+            backward_hidden_states=backward_hidden,
+        )
+        return output if return_dict else output.to_tuple()
+
+
+# 6. Task heads ------------------------------------------------------------------------------
 
 # Score given to tags that a partial label rules out; finite so that gradients stay defined.
 _IMPOSSIBLE = -1e4
@@ -713,7 +952,8 @@ class ElmoForTokenClassification(_ElmoHeadMixin, ElmoPreTrainedModel):
             return mixed
         if mixed.shape[1] == 0:  # every sentence empty: nothing to run
             return mixed.new_zeros(mixed.shape[0], 0, 2 * self.encoder.hidden_size)
-        lengths = mask.sum(dim=1).clamp(min=1).cpu()  # an empty row runs one padding step, ignored later
+        # pack_padded_sequence wants host-side lengths; an empty row runs one padding step, ignored later.
+        lengths = mask.sum(dim=1).clamp(min=1).tolist()
         packed = nn.utils.rnn.pack_padded_sequence(mixed, lengths, batch_first=True, enforce_sorted=False)
         encoded, _ = self.encoder(packed)
         encoded, _ = nn.utils.rnn.pad_packed_sequence(encoded, batch_first=True, total_length=mixed.shape[1])
@@ -872,6 +1112,9 @@ __all__ = [
     "ElmoScalarMix",
     "ElmoPreTrainedModel",
     "ElmoModel",
+    "ElmoForPreTrainingOutput",
+    "ElmoLanguageModelSoftmax",
+    "ElmoForPreTraining",
     "ElmoCrf",
     "ElmoTokenClassifierOutput",
     "ElmoForTokenClassification",

@@ -131,3 +131,46 @@ def bmes_to_bio(tags: list[str]) -> list[str]:
         position, entity = tag.split("-", 1)
         result.append(f"B-{entity}" if position in ("B", "S") else f"I-{entity}")
     return result
+
+
+def write_pretraining_corpus(output_dir: str | Path, seed: int = DEFAULT_SPLIT_SEED) -> dict[str, int]:
+    """Write ``train.txt`` (People's Daily train split + reviews + MSRA official *train* half) and
+    ``dev.txt`` (People's Daily dev split), one jieba-segmented sentence a line. People's Daily keeps its
+    own gold segmentation; the MSRA test half and the People's Daily test split are never written."""
+    from .lm_data import segment_raw_text
+
+    output_dir = Path(output_dir)
+    output_dir.mkdir(parents=True, exist_ok=True)
+    split = split_peoples_daily(seed)
+    counts = {}
+
+    def write(name: str, lines) -> None:
+        tmp = output_dir / f"{name}.tmp"
+        n = 0
+        with open(tmp, "w", encoding="utf-8") as handle:
+            for line in lines:
+                handle.write(line + "\n")
+                n += 1
+        (tmp).replace(output_dir / name)
+        counts[name] = n
+
+    def train_lines():
+        for words, _ in split["train"]:
+            yield " ".join(words)
+        yield from segment_raw_text((text for text, _ in reviews()), "jieba")
+        yield from segment_raw_text(("".join(chars) for chars, _ in msra_official_split()["train"]), "jieba")
+
+    write("train.txt", train_lines())
+    write("dev.txt", (" ".join(words) for words, _ in split["dev"]))
+    return counts
+
+
+if __name__ == "__main__":
+    import argparse
+    import json
+
+    parser = argparse.ArgumentParser(description="Write the Chinese pretraining corpus (train.txt, dev.txt).")
+    parser.add_argument("--output", required=True)
+    parser.add_argument("--seed", type=int, default=DEFAULT_SPLIT_SEED)
+    arguments = parser.parse_args()
+    print(json.dumps(write_pretraining_corpus(arguments.output, arguments.seed)))

@@ -1,0 +1,163 @@
+"""Language-model training data: corpus files, the word vocabulary, a lazily read dataset, the collator.
+
+Corpus format (bilm-tf's): UTF-8 text, one sentence per line, words separated by spaces.
+Vocabulary format: one word per line, ``<S>``, ``</S>``, ``<UNK>`` first, then by decreasing frequency.
+"""
+
+from __future__ import annotations
+
+import os
+from collections import Counter
+from collections.abc import Iterable, Iterator
+from pathlib import Path
+
+import numpy as np
+import torch
+
+SPECIAL_WORDS = ["<S>", "</S>", "<UNK>"]
+UNK_ID = 2
+
+
+def read_corpus_lines(path: str | os.PathLike) -> Iterator[tuple[int, list[str]]]:
+    """Yield (line number, words) for every non-blank line; a non-UTF-8 line raises naming file and line."""
+    with open(path, "rb") as handle:
+        for number, raw in enumerate(handle, start=1):
+            try:
+                line = raw.decode("utf-8")
+            except UnicodeDecodeError as error:
+                raise ValueError(f"{path}:{number}: not valid UTF-8 ({error.reason} at byte {error.start})") from None
+            words = line.split()
+            if words:
+                yield number, words
+
+
+def segment_raw_text(lines: Iterable[str], segmenter: str = "jieba") -> Iterator[str]:
+    """Raw text lines -> corpus lines (words joined by spaces), e.g. for unsegmented Chinese."""
+    if segmenter == "jieba":
+        import logging
+
+        import jieba
+
+        jieba.setLogLevel(logging.WARNING)
+        split = lambda text: jieba.lcut(text)  # noqa: E731
+    elif segmenter == "chars":
+        split = list
+    elif segmenter == "whitespace":
+        split = str.split
+    else:
+        raise ValueError(f"segmenter must be 'jieba', 'chars' or 'whitespace', got {segmenter!r}")
+    for line in lines:
+        words = [word for word in split(line.strip()) if word.strip()]
+        if words:
+            yield " ".join(words)
+
+
+def build_vocabulary(
+    corpus_paths: Iterable[str | os.PathLike], min_count: int = 1, max_size: int | None = None
+) -> list[str]:
+    """`<S>`, `</S>`, `<UNK>`, then words by decreasing count (ties alphabetical), count >= min_count."""
+    counts: Counter[str] = Counter()
+    for path in corpus_paths:
+        for _, words in read_corpus_lines(path):
+            counts.update(words)
+    if not counts:
+        raise ValueError("cannot build a vocabulary: the corpus has no words")
+    words = sorted((w for w, c in counts.items() if c >= min_count and w not in SPECIAL_WORDS), key=lambda w: (-counts[w], w))
+    if max_size is not None:
+        words = words[: max(0, max_size - len(SPECIAL_WORDS))]
+    return SPECIAL_WORDS + words
+
+
+def save_vocabulary(words: list[str], path: str | os.PathLike) -> None:
+    tmp = Path(f"{path}.tmp")
+    tmp.write_text("".join(f"{word}\n" for word in words), encoding="utf-8")
+    os.replace(tmp, path)
+
+
+def load_vocabulary(path: str | os.PathLike) -> list[str]:
+    """Read a vocabulary file, checking its format (one word a line, the three specials first, no repeats)."""
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise ValueError(f"vocabulary file not found: {path}") from None
+    except UnicodeDecodeError as error:
+        raise ValueError(f"{path}: vocabulary is not valid UTF-8 ({error.reason})") from None
+    words = text.splitlines()
+    for number, word in enumerate(words, start=1):
+        if not word or word != word.strip() or len(word.split()) != 1:
+            raise ValueError(f"{path}:{number}: expected one word per line, got {word!r}")
+    if words[:3] != SPECIAL_WORDS:
+        raise ValueError(f"{path}: a vocabulary must start with the lines <S>, </S>, <UNK>; got {words[:3]}")
+    if len(set(words)) != len(words):
+        duplicate = next(word for word, count in Counter(words).items() if count > 1)
+        raise ValueError(f"{path}: word {duplicate!r} appears more than once")
+    return words
+
+
+class LineDataset(torch.utils.data.Dataset):
+    """Sentences of a corpus file, read on demand: only the byte offsets of the lines stay in memory,
+    so corpora larger than memory work and any sampler (shuffling, DDP sharding, resuming) applies.
+
+    Long sentences are cut into pieces of at most `max_words` words.
+    """
+
+    def __init__(self, path: str | os.PathLike, max_words: int = 50):
+        self.path = os.fspath(path)
+        self.max_words = max_words
+        offsets, pieces = [], []
+        with open(self.path, "rb") as handle:
+            position = 0
+            for number, raw in enumerate(handle, start=1):
+                try:
+                    count = len(raw.decode("utf-8").split())
+                except UnicodeDecodeError as error:
+                    raise ValueError(
+                        f"{self.path}:{number}: not valid UTF-8 ({error.reason} at byte {error.start})"
+                    ) from None
+                for piece in range((count + max_words - 1) // max_words):
+                    offsets.append(position)
+                    pieces.append(piece)
+                position += len(raw)
+        if not offsets:
+            raise ValueError(f"{self.path}: the corpus is empty (no line has a word)")
+        self.offsets = np.asarray(offsets, dtype=np.int64)
+        self.pieces = np.asarray(pieces, dtype=np.int32)
+        self._handle = None
+
+    def __len__(self) -> int:
+        return len(self.offsets)
+
+    def __getitem__(self, index: int) -> list[str]:
+        if self._handle is None:
+            self._handle = open(self.path, "rb")  # one handle per worker process
+        self._handle.seek(int(self.offsets[index]))
+        words = self._handle.readline().decode("utf-8").split()
+        start = int(self.pieces[index]) * self.max_words
+        return words[start : start + self.max_words]
+
+    def __getstate__(self):
+        state = dict(self.__dict__)
+        state["_handle"] = None
+        return state
+
+
+class LanguageModelCollator:
+    """Sentences (lists of words) -> `input_ids` (B, W, 50), `attention_mask` (B, W), `labels` (B, W) word ids."""
+
+    def __init__(self, tokenizer, vocabulary: list[str]):
+        self.tokenizer = tokenizer
+        self.word_to_id = {word: index for index, word in enumerate(vocabulary)}
+        self._char_ids: dict[str, list[int]] = {}
+
+    def __call__(self, sentences: list[list[str]]) -> dict[str, torch.Tensor]:
+        width = self.tokenizer.max_characters_per_token
+        longest = max(len(words) for words in sentences)
+        input_ids = torch.zeros(len(sentences), longest, width, dtype=torch.long)
+        labels = torch.full((len(sentences), longest), -100, dtype=torch.long)
+        for row, words in enumerate(sentences):
+            if words:
+                ids = [self._char_ids.get(w) or self._char_ids.setdefault(w, self.tokenizer.word_to_char_ids(w)) for w in words]
+                input_ids[row, : len(words)] = torch.tensor(ids)
+                labels[row, : len(words)] = torch.tensor([self.word_to_id.get(w, UNK_ID) for w in words])
+        attention_mask = (labels != -100).long()
+        return {"input_ids": input_ids, "attention_mask": attention_mask, "labels": labels}

@@ -1,0 +1,311 @@
+"""Pretrain an ELMo biLM from scratch on a word-segmented corpus, on top of `transformers.Trainer`.
+
+    python -m hf_elmo.pretrain --train-file corpus.txt --dev-file dev.txt --output-dir runs/my-elmo \\
+        --projection-dim 128 --cell-dim 512 --epochs 3
+
+Runs unchanged under ``torchrun --nproc_per_node N`` (DDP; gloo on CPU, NCCL on GPUs). Checkpoints go to
+``OUTPUT_DIR/checkpoint-*``; running the same command again resumes from the newest one. The final
+model (encoder + softmax, loadable by `ElmoModel.from_pretrained`, which drops the softmax) and the
+tokenizer are written to ``OUTPUT_DIR``, with ``pretraining_summary.json`` holding the exact dev perplexity.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import sys
+import time
+from pathlib import Path
+
+import torch
+
+from .configuration_elmo import ElmoConfig
+from .lm_data import LanguageModelCollator, LineDataset, build_vocabulary, load_vocabulary, save_vocabulary
+from .modeling_elmo import ElmoForPreTraining
+from .tokenization_elmo import ElmoTokenizer
+
+# Fields that define the architecture: a checkpoint must agree on all of them to be resumed.
+ARCHITECTURE_FIELDS = (
+    "char_vocab_size",
+    "char_embedding_dim",
+    "char_cnn_filters",
+    "num_highway_layers",
+    "char_cnn_activation",
+    "max_characters_per_token",
+    "projection_dim",
+    "lstm_cell_dim",
+    "num_lstm_layers",
+    "use_skip_connections",
+    "lm_vocab",
+)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="hf-elmo pretrain", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    data = parser.add_argument_group("data")
+    data.add_argument("--train-file", nargs="+", required=True, help="corpus files: one sentence a line, words split by spaces")
+    data.add_argument("--dev-file", help="held-out corpus for perplexity")
+    data.add_argument("--vocab", help="vocabulary file (<S>, </S>, <UNK>, then by frequency); built from the train files if omitted")
+    data.add_argument("--min-count", type=int, default=3, help="min word count when building the vocabulary")
+    data.add_argument("--max-vocab", type=int, default=None, help="max vocabulary size when building it")
+    data.add_argument("--max-words", type=int, default=50, help="longer sentences are cut into pieces of this many words")
+    model = parser.add_argument_group("model")
+    model.add_argument("--projection-dim", type=int, default=128)
+    model.add_argument("--cell-dim", type=int, default=512)
+    model.add_argument("--layers", type=int, default=2)
+    model.add_argument("--char-dim", type=int, default=16)
+    model.add_argument("--filters", default="[[1,32],[2,32],[3,64],[4,128],[5,256]]", help="JSON [[width, count], ...]")
+    model.add_argument("--highway", type=int, default=1)
+    model.add_argument("--max-characters", type=int, default=50, help="character ids per word (bilm-tf: 50)")
+    model.add_argument("--cell-clip", type=float, default=3.0)
+    model.add_argument("--proj-clip", type=float, default=3.0)
+    model.add_argument("--no-skip-connections", action="store_true")
+    model.add_argument("--softmax", choices=["full", "sampled"], default="full")
+    model.add_argument("--num-sampled", type=int, default=8192, help="negatives per batch (sampled softmax)")
+    model.add_argument("--dropout", type=float, default=0.1)
+    model.add_argument("--segmenter", default="auto", help="tokenizer segmenter saved with the model")
+    train = parser.add_argument_group("training")
+    train.add_argument("--output-dir", required=True)
+    train.add_argument("--epochs", type=float, default=1.0)
+    train.add_argument("--max-steps", type=int, default=-1)
+    train.add_argument("--batch-size", type=int, default=64, help="sentences per device")
+    train.add_argument("--gradient-accumulation-steps", type=int, default=1)
+    train.add_argument("--lr", type=float, default=2e-3)
+    train.add_argument("--warmup-ratio", type=float, default=0.02)
+    train.add_argument("--weight-decay", type=float, default=0.0)
+    train.add_argument("--max-grad-norm", type=float, default=1.0)
+    train.add_argument("--eval-steps", type=int, default=500)
+    train.add_argument("--save-steps", type=int, default=500)
+    train.add_argument("--save-total-limit", type=int, default=2)
+    train.add_argument("--logging-steps", type=int, default=50)
+    train.add_argument("--seed", type=int, default=42)
+    train.add_argument("--threads", type=int, default=None, help="torch CPU threads per process")
+    train.add_argument("--no-resume", action="store_true", help="start over even if checkpoints exist")
+    train.add_argument(
+        "--time-budget-minutes", type=float, default=None,
+        help="stop (with a checkpoint) once this much training time has passed in this run",
+    )
+    train.add_argument("--no-progress", action="store_true", help="no progress bar")
+    return parser
+
+
+def _config_from_args(args, vocabulary: list[str]) -> ElmoConfig:
+    try:
+        filters = json.loads(args.filters)
+    except json.JSONDecodeError as error:
+        raise ValueError(f"--filters is not JSON: {error}") from None
+    return ElmoConfig(
+        char_embedding_dim=args.char_dim,
+        char_cnn_filters=filters,
+        num_highway_layers=args.highway,
+        max_characters_per_token=args.max_characters,
+        projection_dim=args.projection_dim,
+        lstm_cell_dim=args.cell_dim,
+        num_lstm_layers=args.layers,
+        cell_clip=args.cell_clip,
+        proj_clip=args.proj_clip,
+        use_skip_connections=not args.no_skip_connections,
+        lm_vocab=vocabulary,
+        lm_softmax=args.softmax,
+        lm_num_sampled=args.num_sampled,
+        lm_dropout=args.dropout,
+    )
+
+
+def check_checkpoint_compatible(checkpoint: str | os.PathLike, config: ElmoConfig) -> None:
+    """Refuse to resume from a checkpoint whose architecture differs from the requested one."""
+    path = Path(checkpoint) / "config.json"
+    try:
+        saved = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, json.JSONDecodeError) as error:
+        raise ValueError(f"cannot read checkpoint config {path}: {error}") from None
+    if saved.get("model_type") != "elmo":
+        raise ValueError(f"{checkpoint} is not an ELMo checkpoint (model_type={saved.get('model_type')!r})")
+    wanted = config.to_dict()
+    different = [field for field in ARCHITECTURE_FIELDS if saved.get(field) != wanted.get(field)]
+    if different:
+        raise ValueError(
+            f"{checkpoint} was trained with another architecture (differs in {', '.join(different)}); "
+            "use another --output-dir or --no-resume"
+        )
+
+
+@torch.no_grad()
+def exact_perplexity(model, dataloader, accelerator=None) -> dict[str, float]:
+    """Token-weighted mean cross-entropy of both directions over a whole dataset, and exp of it."""
+    was_training = model.training
+    model.eval()
+    device = next(model.parameters()).device
+    totals = torch.zeros(3, dtype=torch.float64, device=device)  # forward, backward, predictions
+    for batch in dataloader:
+        batch = {key: value.to(device) for key, value in batch.items()}
+        output = model(**batch)
+        count = output.num_predictions.double()
+        totals += torch.stack([output.forward_loss.double() * count, output.backward_loss.double() * count, count])
+    if accelerator is not None:
+        totals = accelerator.reduce(totals, reduction="sum")
+    model.train(was_training)
+    forward, backward, count = (float(x) for x in totals)
+    if count == 0:
+        raise ValueError("no predictions to evaluate")
+    loss = (forward + backward) / (2 * count)
+    return {
+        "loss": loss,
+        "perplexity": math.exp(loss),
+        "forward_perplexity": math.exp(forward / count),
+        "backward_perplexity": math.exp(backward / count),
+        "tokens": count,
+    }
+
+
+def _time_budget_callback(minutes: float):
+    from transformers import TrainerCallback
+
+    class TimeBudget(TrainerCallback):
+        """Ends training gracefully, saving a checkpoint, when the wall-clock budget is spent."""
+
+        def on_train_begin(self, args, state, control, **kwargs):
+            self.deadline = time.time() + 60 * minutes
+
+        def on_step_end(self, args, state, control, **kwargs):
+            if time.time() > self.deadline:
+                control.should_training_stop = True
+                control.should_save = True
+            return control
+
+    return TimeBudget()
+
+
+def _make_trainer_class():
+    from transformers import Trainer
+
+    class LanguageModelTrainer(Trainer):
+        """Trainer whose evaluation reports the exact, token-weighted perplexity (bilm-tf's definition)."""
+
+        def evaluate(self, eval_dataset=None, ignore_keys=None, metric_key_prefix="eval"):
+            dataloader = self.get_eval_dataloader(eval_dataset)
+            start = time.time()
+            metrics = exact_perplexity(self.model, dataloader, self.accelerator)
+            metrics = {f"{metric_key_prefix}_{key}": value for key, value in metrics.items()}
+            metrics[f"{metric_key_prefix}_runtime"] = round(time.time() - start, 3)
+            self.log(metrics)
+            self.control = self.callback_handler.on_evaluate(self.args, self.state, self.control, metrics)
+            return metrics
+
+    return LanguageModelTrainer
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        return _run(args)
+    except (ValueError, FileNotFoundError) as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 2
+
+
+def _run(args) -> int:
+    from transformers import TrainingArguments, set_seed
+    from transformers.trainer_utils import get_last_checkpoint
+
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    output_dir = Path(args.output_dir)
+    for path in args.train_file + ([args.dev_file] if args.dev_file else []):
+        if not os.path.isfile(path):
+            raise ValueError(f"corpus file not found: {path}")
+
+    if args.vocab:
+        vocabulary = load_vocabulary(args.vocab)
+    elif (output_dir / "vocab.txt").exists() and not args.no_resume:
+        vocabulary = load_vocabulary(output_dir / "vocab.txt")
+    else:
+        vocabulary = build_vocabulary(args.train_file, min_count=args.min_count, max_size=args.max_vocab)
+    config = _config_from_args(args, vocabulary)
+
+    train_parts = [LineDataset(path, max_words=args.max_words) for path in args.train_file]
+    train_dataset = train_parts[0] if len(train_parts) == 1 else torch.utils.data.ConcatDataset(train_parts)
+    dev_dataset = LineDataset(args.dev_file, max_words=args.max_words) if args.dev_file else None
+
+    resume = None
+    if output_dir.is_dir() and not args.no_resume:
+        resume = get_last_checkpoint(str(output_dir))
+        if resume:
+            check_checkpoint_compatible(resume, config)
+
+    set_seed(args.seed)
+    tokenizer = ElmoTokenizer(max_characters_per_token=args.max_characters, segmenter=args.segmenter)
+    model = ElmoForPreTraining(config)
+    use_cpu = not torch.cuda.is_available()
+    training_args = TrainingArguments(
+        output_dir=str(output_dir),
+        num_train_epochs=args.epochs,
+        max_steps=args.max_steps,
+        per_device_train_batch_size=args.batch_size,
+        per_device_eval_batch_size=args.batch_size,
+        gradient_accumulation_steps=args.gradient_accumulation_steps,
+        learning_rate=args.lr,
+        warmup_steps=args.warmup_ratio,  # a float < 1 is a fraction of the total steps
+        weight_decay=args.weight_decay,
+        max_grad_norm=args.max_grad_norm,
+        lr_scheduler_type="linear",
+        optim="adamw_torch",
+        eval_strategy="steps" if dev_dataset is not None else "no",
+        eval_steps=args.eval_steps,
+        save_strategy="steps",
+        save_steps=args.save_steps,
+        save_total_limit=args.save_total_limit,
+        logging_steps=args.logging_steps,
+        seed=args.seed,
+        report_to="none",
+        remove_unused_columns=False,
+        dataloader_num_workers=0,
+        disable_tqdm=args.no_progress,
+        use_cpu=use_cpu,
+        ddp_backend="gloo" if use_cpu and int(os.environ.get("WORLD_SIZE", "1")) > 1 else None,
+        ddp_find_unused_parameters=False,
+    )
+    trainer = _make_trainer_class()(
+        model=model,
+        args=training_args,
+        train_dataset=train_dataset,
+        eval_dataset=dev_dataset,
+        data_collator=LanguageModelCollator(tokenizer, vocabulary),
+        callbacks=[_time_budget_callback(args.time_budget_minutes)] if args.time_budget_minutes else None,
+    )
+    if trainer.is_world_process_zero():
+        output_dir.mkdir(parents=True, exist_ok=True)
+        save_vocabulary(vocabulary, output_dir / "vocab.txt")
+
+    start = time.time()
+    result = trainer.train(resume_from_checkpoint=resume)
+    elapsed = time.time() - start
+    summary = {
+        "train_loss": result.training_loss,
+        "global_step": result.global_step,
+        "train_seconds_this_run": round(elapsed, 1),
+        "resumed_from": resume,
+        "train_sentences": len(train_dataset),
+        "vocabulary_size": len(vocabulary),
+        "parameters_encoder": sum(p.numel() for p in model.elmo.parameters()),
+        "parameters_softmax": sum(p.numel() for p in model.softmax.parameters()),
+    }
+    if dev_dataset is not None:
+        dev = trainer.evaluate()
+        summary.update({key: value for key, value in dev.items() if key.startswith("eval_")})
+    trainer.save_model(str(output_dir))
+    if trainer.is_world_process_zero():
+        tokenizer.save_pretrained(str(output_dir))
+        tmp = output_dir / "pretraining_summary.json.tmp"
+        tmp.write_text(json.dumps(summary, indent=2, ensure_ascii=False), encoding="utf-8")
+        os.replace(tmp, output_dir / "pretraining_summary.json")
+        print(json.dumps(summary, indent=2, ensure_ascii=False))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,402 @@
+"""The hf-elmo command line: the `allennlp elmo` hdf5 layout, bad input, similar/info/convert, 2-process embed."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import types
+from pathlib import Path
+
+import h5py
+import numpy as np
+import pytest
+import torch
+
+from hf_elmo import ElmoModel, Embedder
+from hf_elmo import cli
+from hf_elmo.bilm_format import load_model_from_bilm
+from helpers_embed import FIXTURES, SENTENCES, allennlp_top_layers, model_layers, save_tiny_model
+
+torch.set_num_threads(1)
+ATOL = 1e-6
+REPO = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture(scope="module")
+def model_dir(tmp_path_factory):
+    return save_tiny_model(tmp_path_factory.mktemp("tiny-elmo"))
+
+
+@pytest.fixture(scope="module")
+def model(model_dir):
+    return ElmoModel.from_pretrained(model_dir).eval()
+
+
+@pytest.fixture
+def corpus(tmp_path):
+    path = tmp_path / "sentences.txt"
+    path.write_text("\n".join(SENTENCES) + "\n", encoding="utf-8")
+    return path
+
+
+def run(*argv, model_dir=None) -> int:
+    argv = [str(a) for a in argv]
+    if model_dir is not None:
+        argv += ["--model", str(model_dir)]
+    return cli.main(argv)
+
+
+def read_hdf5(path) -> dict:
+    with h5py.File(path, "r") as handle:
+        return {key: handle[key][...] for key in handle}
+
+
+def leftovers(folder: Path, keep: set[str]) -> list[str]:
+    return sorted(name for name in os.listdir(folder) if name not in keep)
+
+
+# embed: the allennlp layout and values ----------------------------------------------------
+
+
+def test_embed_hdf5_layout_and_values(tmp_path, corpus, model_dir, model):
+    output = tmp_path / "out.hdf5"
+    assert run("embed", corpus, output, "--split", "whitespace", "--batch-size", 2, model_dir=model_dir) == 0
+    data = read_hdf5(output)
+    assert set(data) == {str(i) for i in range(len(SENTENCES))} | {"sentence_to_index"}
+    assert data["sentence_to_index"].shape == (1,)
+    index = json.loads(data["sentence_to_index"][0])
+    assert index == {sentence: str(i) for i, sentence in enumerate(SENTENCES)}
+    for i, sentence in enumerate(SENTENCES):
+        words = sentence.split()
+        assert data[str(i)].shape == (3, len(words), 16) and data[str(i)].dtype == np.float32
+        np.testing.assert_allclose(data[str(i)], model_layers(model, words)[0], rtol=0, atol=ATOL)
+    assert leftovers(tmp_path, {"out.hdf5", "sentences.txt"}) == []
+
+
+@pytest.mark.parametrize("layers", ["top", "average", "1"])
+def test_embed_single_layer_choices(tmp_path, corpus, model_dir, model, layers):
+    output = tmp_path / "out.hdf5"
+    assert run("embed", corpus, output, "--split", "whitespace", "--layers", layers, model_dir=model_dir) == 0
+    data = read_hdf5(output)
+    for i, sentence in enumerate(SENTENCES):
+        all_layers = model_layers(model, sentence.split())[0]
+        expected = {"top": all_layers[-1], "average": all_layers.mean(axis=0), "1": all_layers[1]}[layers]
+        np.testing.assert_allclose(data[str(i)], expected, rtol=0, atol=ATOL)
+
+
+def test_embed_matches_allennlp_numbers(tmp_path):
+    """`hf-elmo embed --layers top` on AllenNLP's fixture biLM reproduces AllenNLP's top layer."""
+    words, tops = allennlp_top_layers()
+    folder = tmp_path / "allennlp-model"
+    assert run("convert", folder, "--from", "allennlp", "--options", FIXTURES / "options.json",
+               "--weights", FIXTURES / "lm_weights.hdf5") == 0
+    text = tmp_path / "in.txt"
+    text.write_text("\n".join(" ".join(w) for w in words) + "\n", encoding="utf-8")
+    output = tmp_path / "out.hdf5"
+    assert run("embed", text, output, "--split", "whitespace", "--layers", "top", model_dir=folder) == 0
+    data = read_hdf5(output)
+    for i, top in enumerate(tops):
+        np.testing.assert_allclose(data[str(i)], top, rtol=1e-6, atol=1e-6)
+
+
+def test_embed_tokenizes_with_the_model_tokenizer(tmp_path, model_dir, model):
+    text = tmp_path / "in.txt"
+    text.write_text("小米粥\n", encoding="utf-8")
+    assert run("embed", text, tmp_path / "out.hdf5", "--layers", "top", model_dir=model_dir) == 0
+    data = read_hdf5(tmp_path / "out.hdf5")
+    np.testing.assert_allclose(data["0"], model_layers(model, ["小", "米", "粥"])[0][-1], rtol=0, atol=ATOL)
+
+
+def test_embed_npy_sentence_vectors(tmp_path, corpus, model_dir, model):
+    output = tmp_path / "vectors.npy"
+    assert run("embed", corpus, output, "--split", "whitespace", model_dir=model_dir) == 0
+    vectors = np.load(output)
+    assert vectors.shape == (len(SENTENCES), 16) and vectors.dtype == np.float32
+    for vector, sentence in zip(vectors, SENTENCES):
+        expected = model_layers(model, sentence.split())[0].mean(axis=0).mean(axis=0)
+        np.testing.assert_allclose(vector, expected, rtol=0, atol=ATOL)
+    assert run("embed", corpus, tmp_path / "all.npy", "--split", "whitespace", "--layers", "all", model_dir=model_dir) == 0
+    assert np.load(tmp_path / "all.npy").shape == (len(SENTENCES), 3, 16)
+
+
+def test_embed_stdin_and_forget_sentences(tmp_path, corpus, model_dir, monkeypatch):
+    monkeypatch.setattr(sys, "stdin", types.SimpleNamespace(buffer=open(corpus, "rb")))
+    output = tmp_path / "out.hdf5"
+    assert run("embed", "-", output, "--forget-sentences", model_dir=model_dir) == 0
+    assert set(read_hdf5(output)) == {str(i) for i in range(len(SENTENCES))}
+
+
+def test_embed_is_batch_size_independent(tmp_path, corpus, model_dir):
+    outputs = []
+    for batch_size in (1, 4):
+        path = tmp_path / f"b{batch_size}.hdf5"
+        assert run("embed", corpus, path, "--batch-size", batch_size, model_dir=model_dir) == 0
+        outputs.append(read_hdf5(path))
+    for key in outputs[0]:
+        if key != "sentence_to_index":
+            np.testing.assert_allclose(outputs[0][key], outputs[1][key], rtol=0, atol=ATOL)
+
+
+# embed: bad input ------------------------------------------------------------------------
+
+
+def test_blank_lines_are_refused_with_line_numbers(tmp_path, model_dir, capsys):
+    text = tmp_path / "in.txt"
+    text.write_text("a b\n\nc\n   \nd\n", encoding="utf-8")
+    assert run("embed", text, tmp_path / "out.hdf5", model_dir=model_dir) == 2
+    error = capsys.readouterr().err
+    assert "blank line(s) at line 2, 4" in error and "Traceback" not in error
+    assert leftovers(tmp_path, {"in.txt"}) == []
+
+
+def test_blank_lines_kept_as_empty_entries(tmp_path, model_dir):
+    text = tmp_path / "in.txt"
+    text.write_text("a b\n\nc\n", encoding="utf-8")
+    assert run("embed", text, tmp_path / "out.hdf5", "--blank-lines", "keep", model_dir=model_dir) == 0
+    data = read_hdf5(tmp_path / "out.hdf5")
+    assert [data[str(i)].shape for i in range(3)] == [(3, 2, 16), (3, 0, 16), (3, 1, 16)]
+    assert json.loads(data["sentence_to_index"][0]) == {"a b": "0", "": "1", "c": "2"}
+    assert run("embed", text, tmp_path / "out.npy", "--blank-lines", "keep", model_dir=model_dir) == 0
+    vectors = np.load(tmp_path / "out.npy")
+    assert vectors.shape == (3, 16) and not vectors[1].any() and vectors[0].any()
+
+
+def test_blank_lines_skipped(tmp_path, model_dir):
+    text = tmp_path / "in.txt"
+    text.write_text("a b\n\nc\n", encoding="utf-8")
+    assert run("embed", text, tmp_path / "out.hdf5", "--blank-lines", "skip", model_dir=model_dir) == 0
+    data = read_hdf5(tmp_path / "out.hdf5")
+    assert json.loads(data["sentence_to_index"][0]) == {"a b": "0", "c": "1"}
+
+
+def test_non_utf8_input_names_the_line(tmp_path, model_dir, capsys):
+    text = tmp_path / "in.txt"
+    text.write_bytes("第一行\n第二行\n".encode() + "第三行\n".encode("gbk"))
+    assert run("embed", text, tmp_path / "out.hdf5", model_dir=model_dir) == 2
+    error = capsys.readouterr().err
+    assert "line 3 is not valid UTF-8" in error and "Traceback" not in error
+    assert leftovers(tmp_path, {"in.txt"}) == []
+
+
+def test_utf8_bom_and_crlf_are_accepted(tmp_path, model_dir):
+    text = tmp_path / "in.txt"
+    text.write_bytes(b"\xef\xbb\xbfa b\r\nc\r\n")
+    assert run("embed", text, tmp_path / "out.hdf5", model_dir=model_dir) == 0
+    assert json.loads(read_hdf5(tmp_path / "out.hdf5")["sentence_to_index"][0]) == {"a b": "0", "c": "1"}
+
+
+def test_missing_and_empty_input(tmp_path, model_dir, capsys):
+    assert run("embed", tmp_path / "nothing.txt", tmp_path / "out.hdf5", model_dir=model_dir) == 2
+    assert "input file not found" in capsys.readouterr().err
+    (tmp_path / "empty.txt").write_text("")
+    assert run("embed", tmp_path / "empty.txt", tmp_path / "out.hdf5", model_dir=model_dir) == 2
+    assert "no sentences" in capsys.readouterr().err
+
+
+def test_existing_output_is_refused_unless_overwrite(tmp_path, corpus, model_dir, capsys):
+    output = tmp_path / "out.hdf5"
+    output.write_bytes(b"precious")
+    assert run("embed", corpus, output, model_dir=model_dir) == 2
+    assert "already exists" in capsys.readouterr().err
+    assert output.read_bytes() == b"precious"
+    assert run("embed", corpus, output, "--overwrite", model_dir=model_dir) == 0
+    assert len(read_hdf5(output)) == len(SENTENCES) + 1
+
+
+def test_interrupted_run_leaves_nothing(tmp_path, corpus, model_dir, monkeypatch, capsys):
+    written = []
+
+    def interrupt_after_two(self, index, array):
+        written.append(index)
+        if len(written) == 2:
+            raise KeyboardInterrupt
+
+    monkeypatch.setattr(cli.Hdf5Writer, "write", interrupt_after_two)
+    output = tmp_path / "out.hdf5"
+    assert run("embed", corpus, output, model_dir=model_dir) == 130
+    assert "no output was written" in capsys.readouterr().err
+    assert leftovers(tmp_path, {"sentences.txt"}) == []
+    # An existing file survives an interrupted --overwrite run untouched.
+    output.write_bytes(b"old")
+    written.clear()
+    assert run("embed", corpus, output, "--overwrite", model_dir=model_dir) == 130
+    assert output.read_bytes() == b"old"
+    assert leftovers(tmp_path, {"sentences.txt", "out.hdf5"}) == []
+
+
+def test_missing_model_is_one_clear_line(tmp_path, corpus, capsys):
+    assert run("embed", corpus, tmp_path / "out.hdf5", "--model", tmp_path / "no-such-model") == 2
+    error = capsys.readouterr().err
+    assert error.strip().count("\n") == 0 and "model folder not found" in error
+    assert leftovers(tmp_path, {"sentences.txt"}) == []
+
+
+def test_bad_layers_option(tmp_path, corpus, model_dir, capsys):
+    assert run("embed", corpus, tmp_path / "out.hdf5", "--layers", "5", model_dir=model_dir) == 2
+    assert "out of range" in capsys.readouterr().err
+
+
+# embed: two processes ------------------------------------------------------------------------
+
+
+def test_two_processes_write_the_same_file_as_one(tmp_path, model_dir):
+    """torchrun with 2 CPU (gloo) processes: each embeds its share, rank 0 merges; bytes equal a 1-process run."""
+    lines = [" ".join(["词"] * (1 + i % 9) + [str(i)]) for i in range(40)]
+    text = tmp_path / "in.txt"
+    text.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    options = ["--split", "whitespace", "--batch-size", "2", "--model", str(model_dir)]
+    single = tmp_path / "single.hdf5"
+    assert cli.main(["embed", str(text), str(single)] + options) == 0
+
+    double = tmp_path / "double.hdf5"
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")]),
+               OMP_NUM_THREADS="1")
+    command = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2", "--rdzv-backend", "c10d",
+               "--rdzv-endpoint", "localhost:0", "-m", "hf_elmo.cli", "embed", str(text), str(double)] + options
+    result = subprocess.run(command, env=env, capture_output=True, text=True, timeout=600)
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert double.read_bytes() == single.read_bytes()
+    assert leftovers(tmp_path, {"in.txt", "single.hdf5", "double.hdf5"}) == []
+
+
+def test_shards_are_disjoint_and_cover_every_line():
+    for world in (1, 2, 3):
+        seen = [i for rank in range(world) for chunk in cli._shard_chunks(103, 8, rank, world) for i in chunk]
+        assert sorted(seen) == list(range(103))
+
+
+# similar ---------------------------------------------------------------------------------
+
+
+def test_similar_occurrences(corpus, model_dir, capsys):
+    assert run("similar", "--corpus", corpus, "--sentence", SENTENCES[5], "--word", "小米", "--occurrence", 2,
+               "--split", "whitespace", "--top", 5, "--json", model_dir=model_dir) == 0
+    results = json.loads(capsys.readouterr().out)
+    assert len(results) == 5
+    # The query sentence is in the corpus, so the query occurrence itself comes first.
+    assert (results[0]["line"], results[0]["position"], results[0]["word"]) == (6, 3, "小米")
+    assert results[0]["cosine"] == pytest.approx(1.0, abs=1e-5)
+    # Check every cosine against vectors computed here.
+    embedder = Embedder(model_dir)
+    query = embedder.embed([SENTENCES[5].split()], layers="top")[0][3]
+    for item in results:
+        vector = embedder.embed([item["words"]], layers="top")[0][item["position"]]
+        cosine = vector @ query / np.linalg.norm(vector) / np.linalg.norm(query)
+        assert item["cosine"] == pytest.approx(float(cosine), abs=1e-5)
+    assert [r["cosine"] for r in results] == sorted((r["cosine"] for r in results), reverse=True)
+
+
+def test_similar_same_word_and_table(corpus, model_dir, capsys):
+    assert run("similar", "--corpus", corpus, "--sentence", "我们 喝 小米 粥", "--word", "小米", "--same-word",
+               "--split", "whitespace", model_dir=model_dir) == 0
+    rows = capsys.readouterr().out.strip().splitlines()
+    assert len(rows) == 4 and all("【小米】" in row for row in rows)  # 小米 occurs 4 times in the corpus
+
+
+def test_similar_word_types(corpus, model_dir, capsys):
+    assert run("similar", "--corpus", corpus, "--word", "小米", "--types", "--min-count", 1, "--top", 100,
+               "--split", "whitespace", "--json", model_dir=model_dir) == 0
+    results = json.loads(capsys.readouterr().out)
+    embedder = Embedder(model_dir)
+    vectors = embedder.embed([s.split() for s in SENTENCES], layers="top")
+    by_word: dict[str, list] = {}
+    for sentence, matrix in zip(SENTENCES, vectors):
+        for word, vector in zip(sentence.split(), matrix):
+            by_word.setdefault(word, []).append(vector)
+    means = {word: np.mean(v, axis=0) for word, v in by_word.items()}
+    query = means["小米"]
+    assert {r["word"] for r in results} == set(means) - {"小米"}
+    for item in results:
+        mean = means[item["word"]]
+        assert item["count"] == len(by_word[item["word"]])
+        assert item["cosine"] == pytest.approx(float(mean @ query / np.linalg.norm(mean) / np.linalg.norm(query)), abs=1e-5)
+
+
+def test_similar_bad_queries(corpus, model_dir, capsys):
+    assert run("similar", "--corpus", corpus, "--sentence", "我们 喝 粥", "--word", "小米",
+               "--split", "whitespace", model_dir=model_dir) == 2
+    assert "is not one of the words" in capsys.readouterr().err
+    assert run("similar", "--corpus", corpus, "--word", "不存在", "--types", "--split", "whitespace", model_dir=model_dir) == 2
+    assert "does not occur in the corpus" in capsys.readouterr().err
+    assert run("similar", "--corpus", corpus, "--word", "小米", model_dir=model_dir) == 2
+    assert "--sentence" in capsys.readouterr().err
+
+
+# info / convert / delegated commands ---------------------------------------------------------
+
+
+def test_info(model_dir, model, capsys):
+    assert run("info", "--json", model_dir=model_dir) == 0
+    info = json.loads(capsys.readouterr().out)
+    assert info["parameters"] == sum(p.numel() for p in model.parameters())
+    assert (info["output_layers"], info["layer_dim"], info["lstm_layers"]) == (3, 16, 2)
+    assert info["character_vocabulary"] == 262 and info["word_vocabulary"] == 0
+    assert info["size_on_disk_bytes"] == sum(p.stat().st_size for p in Path(model_dir).iterdir())
+    assert run("info", model_dir=model_dir) == 0
+    assert "parameters:" in capsys.readouterr().out
+
+
+def test_convert_allennlp_both_ways(tmp_path, capsys):
+    folder = tmp_path / "hf"
+    assert run("convert", folder, "--from", "allennlp", "--options", FIXTURES / "options.json",
+               "--weights", FIXTURES / "lm_weights.hdf5") == 0
+    reference = load_model_from_bilm(FIXTURES / "options.json", FIXTURES / "lm_weights.hdf5")
+    converted = ElmoModel.from_pretrained(folder)
+    for name, tensor in reference.state_dict().items():
+        assert torch.equal(tensor, converted.state_dict()[name]), name
+    back = tmp_path / "bilm"
+    assert run("convert", back, "--to", "allennlp", "--model", folder) == 0
+    with h5py.File(back / "weights.hdf5", "r") as ours, h5py.File(FIXTURES / "lm_weights.hdf5", "r") as theirs:
+        names = []
+        theirs.visititems(lambda name, item: names.append(name) if isinstance(item, h5py.Dataset) else None)
+        for name in names:
+            np.testing.assert_array_equal(ours[name][...], theirs[name][...])
+    assert run("convert", back, "--to", "allennlp", "--model", folder) == 2
+    assert "already exists" in capsys.readouterr().err
+    assert run("convert", tmp_path / "x", "--from", "allennlp", "--options", FIXTURES / "options.json") == 2
+    assert "--weights" in capsys.readouterr().err
+
+
+def test_convert_elmoformanylangs_hook(tmp_path, monkeypatch, capsys):
+    calls = []
+    fake = types.ModuleType("hf_elmo.elmoformanylangs_format")
+    fake.convert_elmoformanylangs_to_folder = lambda *args, **kwargs: calls.append((args, kwargs))
+    monkeypatch.setitem(sys.modules, "hf_elmo.elmoformanylangs_format", fake)
+    assert run("convert", tmp_path / "out", "--from", "elmoformanylangs", "--model-dir", tmp_path / "zhs.model",
+               "--config-path", tmp_path / "cnn_50_100.json") == 0
+    assert calls == [((str(tmp_path / "zhs.model"), str(tmp_path / "out")),
+                      {"overwrite": False, "config_path": str(tmp_path / "cnn_50_100.json")})]
+    monkeypatch.setitem(sys.modules, "hf_elmo.elmoformanylangs_format", None)
+    assert run("convert", tmp_path / "out", "--from", "elmoformanylangs", "--model-dir", tmp_path) == 2
+    assert "no ELMoForManyLangs converter" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("name", ["pretrain", "finetune"])
+def test_delegated_commands(name, monkeypatch, capsys):
+    received = []
+    fake = types.ModuleType(f"hf_elmo.{name}")
+    fake.main = lambda argv: received.append(argv) or 0
+    monkeypatch.setitem(sys.modules, f"hf_elmo.{name}", fake)
+    assert cli.main([name, "--some", "option"]) == 0
+    assert received == [["--some", "option"]]
+    monkeypatch.setitem(sys.modules, f"hf_elmo.{name}", None)
+    assert cli.main([name]) == 2
+    assert "not available" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("command", ["embed", "similar", "convert", "info"])
+def test_help(command, capsys):
+    with pytest.raises(SystemExit) as exit_info:
+        cli.main([command, "--help"])
+    assert exit_info.value.code == 0
+    text = capsys.readouterr().out
+    assert f"hf-elmo {command}" in text and "--model" in text or command == "convert"
+
+
+def test_top_level_help_lists_every_command(capsys):
+    assert cli.main([]) == 2
+    text = capsys.readouterr().out
+    for command in ("embed", "similar", "convert", "info", "pretrain", "finetune"):
+        assert command in text

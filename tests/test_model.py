@@ -1,0 +1,285 @@
+"""ElmoModel on small random models: outputs, mixing, batch independence, state, dtypes, bad input."""
+
+import inspect
+
+import pytest
+import torch
+
+import hf_elmo.modeling_elmo as modeling_elmo
+from hf_elmo import ElmoConfig, ElmoModel, ElmoScalarMix, ElmoTokenizer
+from reference_fixtures import tiny_config_kwargs
+from transformers import AutoModel
+
+SENTENCES = [
+    "the quick brown fox jumps over the lazy dog".split(),
+    "hello world".split(),
+    "a b c d e".split(),
+    ["x"],
+]
+
+
+def make_model(seed=0, **overrides):
+    torch.manual_seed(seed)
+    model = ElmoModel(ElmoConfig(**tiny_config_kwargs(**overrides))).eval()
+    # Non-zero LSTM biases and mix weights so that every path carries signal.
+    with torch.no_grad():
+        for layer in model.bilstm.layers:
+            layer.bias.normal_(std=0.5)
+        for mix in model.scalar_mixes:
+            mix.scalar_parameters.normal_()
+            mix.gamma.fill_(0.7)
+    return model
+
+
+def encode(sentences):
+    return ElmoTokenizer()(sentences, is_split_into_words=True, padding=True, return_tensors="pt")
+
+
+@pytest.fixture(scope="module")
+def model():
+    return make_model(num_output_representations=2)
+
+
+def run(model, sentences, **kwargs):
+    with torch.no_grad():
+        return model(**encode(sentences), **kwargs)
+
+
+# Outputs ---------------------------------------------------------------------------------------
+
+
+def test_output_fields_and_shapes(model):
+    output = run(model, SENTENCES)
+    batch, words, width = 4, 9, 2 * model.config.projection_dim
+    assert len(output.hidden_states) == model.config.num_lstm_layers + 1
+    for layer in output.hidden_states:
+        assert layer.shape == (batch, words, width)
+    assert output.last_hidden_state is output.hidden_states[-1]
+    assert len(output.elmo_representations) == 2
+    assert all(mix.shape == (batch, words, width) for mix in output.elmo_representations)
+    assert output.mask.dtype == torch.bool
+    assert output.mask.sum(dim=1).tolist() == [9, 2, 5, 1]
+    assert output.final_state is None
+    # Layer 0 is the token vector twice; padding positions are zero in every layer.
+    token, again = output.hidden_states[0].chunk(2, dim=-1)
+    assert torch.equal(token, again)
+    for layer in output.hidden_states:
+        assert not layer[~output.mask].any()
+
+
+def test_tuple_output(model):
+    as_tuple = model(**encode(SENTENCES[:2]), return_dict=False)
+    assert isinstance(as_tuple, tuple)
+    assert torch.equal(as_tuple[0], run(model, SENTENCES[:2]).last_hidden_state)
+
+
+def test_layer_0_equals_token_embeddings(model):
+    output = run(model, SENTENCES[:1])
+    words = torch.tensor([ElmoTokenizer().word_to_char_ids(w) for w in SENTENCES[0]])
+    with torch.no_grad():
+        vectors = model.token_embeddings(words)
+        assert torch.allclose(output.hidden_states[0][0, :, :8], vectors, atol=1e-6, rtol=0)
+        assert model.token_embeddings(words.view(3, 3, 50)).shape == (3, 3, 8)
+    with pytest.raises(ValueError, match="50"):
+        model.token_embeddings(words[:, :10])
+    with pytest.raises(ValueError, match="outside"):
+        model.token_embeddings(words + 1000)
+
+
+def test_sentence_boundaries_kept_on_request(model):
+    plain = run(model, SENTENCES)
+    kept = run(model, SENTENCES, keep_sentence_boundaries=True)
+    assert kept.last_hidden_state.shape[1] == plain.last_hidden_state.shape[1] + 2
+    assert kept.mask.sum(dim=1).tolist() == [11, 4, 7, 3]
+    for inner, outer in zip(plain.hidden_states, kept.hidden_states):
+        assert torch.equal(inner, outer[:, 1:-1] * plain.mask.unsqueeze(-1))
+    # Row 1 ("hello world"): </S> sits at position 3, after it only zeros.
+    assert kept.last_hidden_state[1, 3].any() and not kept.last_hidden_state[1, 4:].any()
+
+
+@pytest.mark.parametrize("count", [0, 1, 3])
+def test_number_of_mixes_is_configurable(count):
+    model = make_model(num_output_representations=count)
+    assert len(model.scalar_mixes) == count
+    assert len(run(model, SENTENCES[:2]).elmo_representations) == count
+
+
+def test_scalar_mix_math(model):
+    output = run(model, SENTENCES)
+    for mix, mixed in zip(model.scalar_mixes, output.elmo_representations):
+        weights = torch.softmax(mix.scalar_parameters, dim=0)
+        expected = mix.gamma * sum(w * layer for w, layer in zip(weights, output.hidden_states))
+        assert torch.allclose(mixed, expected, atol=1e-6, rtol=0)
+    # Freshly built mixes are the plain average (w = 0, gamma = 1).
+    fresh = ElmoScalarMix(3)
+    layers = [torch.randn(2, 4, 6) for _ in range(3)]
+    assert torch.allclose(fresh(layers), sum(layers) / 3, atol=1e-6)
+    with pytest.raises(ValueError, match="expected 3 layers"):
+        fresh(layers[:2])
+
+
+def test_scalar_mix_layer_norm():
+    """One mean and variance per layer over all unmasked elements of the batch (AllenNLP's definition)."""
+    model = make_model(scalar_mix_layer_norm=True)
+    output = run(model, SENTENCES)
+    mask = output.mask
+    mix = model.scalar_mixes[0]
+    weights = torch.softmax(mix.scalar_parameters, dim=0)
+    expected = 0
+    for weight, layer in zip(weights, output.hidden_states):
+        values = layer[mask]  # (real words, width)
+        normalised = (layer - values.mean()) / torch.sqrt(values.var(unbiased=False) + 1e-12)
+        expected = expected + weight * normalised
+    expected = mix.gamma * expected
+    assert torch.allclose(output.elmo_representations[0][mask], expected[mask], atol=1e-5, rtol=0)
+    with pytest.raises(ValueError, match="mask"):
+        mix(list(output.hidden_states))
+
+
+# Independence and state ------------------------------------------------------------------------
+
+
+def test_batch_independence(model):
+    """A sentence alone, and among longer and shorter ones at any row, gives the same vectors."""
+    target = SENTENCES[2]
+    alone = run(model, [target])
+    contexts = [
+        [SENTENCES[0], target, SENTENCES[1]],  # longer before, shorter after
+        [target, SENTENCES[3], SENTENCES[3]],  # only shorter ones
+        [SENTENCES[1], SENTENCES[0], SENTENCES[0], target],  # only longer ones, last row
+    ]
+    for batch in contexts:
+        row = batch.index(target)
+        output = run(model, batch)
+        length = len(target)
+        for a, b in zip(alone.hidden_states, output.hidden_states):
+            assert (a[0, :length] - b[row, :length]).abs().max() <= 1e-6
+        for a, b in zip(alone.elmo_representations, output.elmo_representations):
+            assert (a[0, :length] - b[row, :length]).abs().max() <= 1e-6
+
+
+def test_stateless_across_calls(model):
+    first = run(model, SENTENCES)
+    run(model, [SENTENCES[0]] * 4)  # anything in between
+    second = run(model, SENTENCES)
+    for a, b in zip(first.hidden_states, second.hidden_states):
+        assert torch.equal(a, b)
+
+
+def test_explicit_state(model):
+    config = model.config
+    output = run(model, SENTENCES, return_state=True)
+    h, c = output.final_state
+    assert h.shape == (config.num_lstm_layers, 2, 4, config.projection_dim)
+    assert c.shape == (config.num_lstm_layers, 2, 4, config.lstm_cell_dim)
+    # Rows keep the caller's order even though the LSTM runs them sorted by length.
+    swapped = run(model, SENTENCES[::-1], return_state=True)
+    for ours, theirs in zip(output.final_state, swapped.final_state):
+        assert torch.allclose(ours, theirs.flip(2), atol=1e-6, rtol=0)
+    # A zero state is the default; a non-zero state changes the outputs.
+    zeros = (torch.zeros_like(h), torch.zeros_like(c))
+    assert torch.equal(run(model, SENTENCES, initial_state=zeros).last_hidden_state, output.last_hidden_state)
+    carried = run(model, SENTENCES, initial_state=(h, c))
+    assert (carried.last_hidden_state - output.last_hidden_state).abs().max() > 1e-3
+    # The input state is not modified in place.
+    assert torch.equal(h, output.final_state[0])
+
+
+@pytest.mark.parametrize("skip", [True, False])
+def test_skip_connections(skip):
+    with_skip = make_model(use_skip_connections=True)
+    without = make_model(use_skip_connections=False)
+    without.load_state_dict(with_skip.state_dict())
+    a, b = run(with_skip, SENTENCES), run(without, SENTENCES)
+    # Layer 1 has no residual; layer 2 of the residual model adds its input (layer 1) to the LSTM output.
+    assert torch.equal(a.hidden_states[1], b.hidden_states[1])
+    assert torch.allclose(a.hidden_states[2], b.hidden_states[2] + a.hidden_states[1], atol=1e-6, rtol=0)
+    assert (a.hidden_states[2] - b.hidden_states[2]).abs().max() > 1e-2
+    chosen = a if skip else b
+    assert torch.isfinite(chosen.last_hidden_state).all()
+
+
+# Save / load, dtypes, devices ------------------------------------------------------------------
+
+
+def test_save_and_load_exact(model, tmp_path):
+    model.save_pretrained(tmp_path)
+    expected = run(model, SENTENCES)
+    for loaded in (ElmoModel.from_pretrained(tmp_path), AutoModel.from_pretrained(tmp_path)):
+        assert isinstance(loaded, ElmoModel)
+        got = run(loaded.eval(), SENTENCES)
+        for a, b in zip(expected.hidden_states + expected.elmo_representations, got.hidden_states + got.elmo_representations):
+            assert torch.equal(a, b)
+
+
+def test_float64_and_bfloat16(model, tmp_path):
+    reference = run(model, SENTENCES)
+    double = make_model(num_output_representations=2).double()
+    out64 = run(double, SENTENCES, return_state=True)
+    assert out64.last_hidden_state.dtype == torch.float64 and out64.final_state[1].dtype == torch.float64
+    assert (out64.last_hidden_state - reference.last_hidden_state.double()).abs().max() <= 1e-5
+    model.save_pretrained(tmp_path)
+    half = ElmoModel.from_pretrained(tmp_path, dtype=torch.bfloat16).eval()
+    out16 = run(half, SENTENCES)
+    assert out16.last_hidden_state.dtype == torch.bfloat16
+    assert all(mix.dtype == torch.bfloat16 for mix in out16.elmo_representations)
+    error = (out16.last_hidden_state.float() - reference.last_hidden_state).abs().max()
+    assert error <= 0.05 * reference.last_hidden_state.abs().max()
+    # A float32 state is accepted by a float64 model (cast to the model's dtype).
+    h, c = run(model, SENTENCES, return_state=True).final_state
+    assert run(double, SENTENCES, initial_state=(h, c)).last_hidden_state.dtype == torch.float64
+
+
+def test_no_cpu_only_code():
+    """No hard-coded device in the model file: every tensor it creates follows its inputs or weights."""
+    source = inspect.getsource(modeling_elmo)
+    for pattern in ('"cpu"', "'cpu'", ".cpu()", ".numpy()", "cuda"):
+        assert pattern not in source, pattern
+
+
+def test_integer_dtypes_accepted(model):
+    inputs = encode(SENTENCES)
+    as_int32 = model(inputs["input_ids"].int(), attention_mask=inputs["attention_mask"].bool())
+    assert torch.equal(as_int32.last_hidden_state, run(model, SENTENCES).last_hidden_state)
+
+
+# Bad input -------------------------------------------------------------------------------------
+
+
+def test_bad_inputs(model):
+    inputs = encode(SENTENCES[:2])
+    ids, mask = inputs["input_ids"], inputs["attention_mask"]
+    config = model.config
+    cases = [
+        (ValueError, "shape", dict(input_ids=ids[0])),  # rank 2
+        (ValueError, "shape", dict(input_ids=ids.unsqueeze(0))),  # rank 4
+        (ValueError, r"\(batch, words, 50\)", dict(input_ids=ids[..., :10])),
+        (ValueError, "261", dict(input_ids=ids + 300)),
+        (ValueError, r"character id -1, outside \[0, 261\]", dict(input_ids=torch.where(ids > 0, ids, -1))),
+        (TypeError, "integer", dict(input_ids=ids.float())),
+        (TypeError, "integer", dict(input_ids=ids > 0)),
+        (TypeError, "torch.Tensor", dict(input_ids=ids.tolist())),
+        (ValueError, "empty batch", dict(input_ids=ids[:0])),
+        (ValueError, "ones then zeros", dict(input_ids=ids, attention_mask=mask.flip(1))),
+        (ValueError, "attention_mask must have shape", dict(input_ids=ids, attention_mask=mask[:, :1])),
+        (ValueError, "padded .* as a real word", dict(input_ids=ids, attention_mask=torch.ones_like(mask))),
+        (ValueError, "pair", dict(input_ids=ids, initial_state=torch.zeros(3))),
+        (
+            ValueError,
+            r"initial_state shapes must be h \(2, 2, 2, 8\)",
+            dict(input_ids=ids, initial_state=(torch.zeros(2, 2, 3, 8), torch.zeros(2, 2, 3, 16))),
+        ),
+        (
+            ValueError,
+            "initial_state shapes",
+            dict(input_ids=ids, initial_state=(torch.zeros(2, 2, 2, 8), torch.zeros(2, 2, 2, config.projection_dim))),
+        ),
+    ]
+    for error, message, kwargs in cases:
+        with pytest.raises(error, match=message):
+            model(**kwargs)
+
+
+def test_no_words_at_all(model):
+    output = model(torch.zeros(2, 0, 50, dtype=torch.long))
+    assert output.last_hidden_state.shape == (2, 0, 16)

@@ -1,0 +1,95 @@
+"""Parity with the reference implementations' own numbers (AllenNLP and bilm-tf fixtures)."""
+
+import h5py
+import numpy as np
+import pytest
+import torch
+
+from hf_elmo import ElmoTokenizer
+from hf_elmo.bilm_format import load_model_from_bilm
+from reference_fixtures import ALLENNLP, REFERENCES
+
+TOLERANCE = 1e-6
+
+
+@pytest.fixture(scope="module", params=REFERENCES, ids=lambda reference: reference.name)
+def reference(request):
+    reference = request.param
+    model = load_model_from_bilm(reference.options, reference.weights)
+    return reference, model
+
+
+def run(model, words, initial_state=None):
+    tokenizer = ElmoTokenizer()
+    inputs = tokenizer(words, is_split_into_words=True, padding=True, return_tensors="pt")
+    with torch.no_grad():
+        return model(**inputs, initial_state=initial_state, return_state=True)
+
+
+def max_error(output, reference, batch_index, words):
+    worst = 0.0
+    for row, sentence in enumerate(words):
+        expected = reference.expected_top_layer(row, batch_index)
+        got = output.last_hidden_state[row, : len(sentence)].numpy()
+        assert got.shape == expected.shape
+        assert not output.last_hidden_state[row, len(sentence) :].any(), "padding positions must be zero"
+        worst = max(worst, float(np.abs(got - expected).max()))
+    return worst
+
+
+def test_fixture_architecture(reference):
+    reference, model = reference
+    assert model.config.use_skip_connections is reference.use_skip_connections
+    assert model.config.projection_dim == 16 and model.config.lstm_cell_dim == 64
+
+
+def test_all_30_sentences_with_carried_state(reference):
+    """The references ran 10 batches of 3 in order, each row starting from the previous batch's final state."""
+    reference, model = reference
+    state = None
+    errors = []
+    for batch_index, words in enumerate(reference.batches()):
+        output = run(model, words, initial_state=state)
+        state = output.final_state
+        errors.append(max_error(output, reference, batch_index, words))
+    assert max(errors) <= TOLERANCE, errors
+
+
+def test_batch_0_stateless(reference):
+    reference, model = reference
+    words = reference.batches()[0]
+    tokenizer = ElmoTokenizer()
+    with torch.no_grad():
+        output = model(**tokenizer(words, is_split_into_words=True, padding=True, return_tensors="pt"))
+    assert output.final_state is None
+    assert max_error(output, reference, 0, words) <= TOLERANCE
+
+
+def test_zero_state_does_not_reproduce_later_batches(reference):
+    """Proves the carried state matters: without it batches 1-9 are far off (so the test above can fail)."""
+    reference, model = reference
+    for batch_index, words in enumerate(reference.batches()[1:], start=1):
+        assert max_error(run(model, words), reference, batch_index, words) > 1e-2
+
+
+def test_vocabulary_token_embeddings():
+    """Layer 0 of the 458 vocabulary words (incl. <S>, </S>, <UNK> and a non-ASCII word)."""
+    model = load_model_from_bilm(ALLENNLP / "options.json", ALLENNLP / "lm_weights.hdf5")
+    tokenizer = ElmoTokenizer()
+    words = (ALLENNLP / "vocab_test.txt").read_text(encoding="utf-8").splitlines()
+    assert len(words) == 458 and not words[0].isspace()
+    start, end = model.sentence_boundary_char_ids()
+    rows = []
+    for word in words:
+        if word == "<S>":
+            rows.append(start)
+        elif word == "</S>":
+            rows.append(end)
+        else:
+            rows.append(torch.tensor(tokenizer.word_to_char_ids(word)))
+    with torch.no_grad():
+        vectors = model.token_embeddings(torch.stack(rows))
+    with h5py.File(ALLENNLP / "elmo_token_embeddings.hdf5", "r") as handle:
+        expected = handle["embedding"][...]
+    assert vectors.shape == expected.shape == (458, 16)
+    assert float(np.abs(vectors.numpy() - expected).max()) <= TOLERANCE

@@ -1,0 +1,302 @@
+"""ElmoTokenizer: the byte scheme of the references, the HF call API, segmentation and edge cases."""
+
+import json
+
+import numpy as np
+import pytest
+import torch
+
+import hf_elmo.tokenization_elmo as tokenization_elmo
+from hf_elmo import ElmoConfig, ElmoModel, ElmoTokenizer
+from reference_fixtures import tiny_config_kwargs
+from transformers import AutoTokenizer
+
+PAD_WORD = [0] * 50
+
+
+def char_ids(*raw):
+    """A word's expected ids: begin-of-word, the given ids, end-of-word, char padding (all already +1)."""
+    ids = [259, *raw, 260]
+    return ids + [261] * (50 - len(ids))
+
+
+@pytest.fixture(scope="module")
+def tokenizer():
+    return ElmoTokenizer()
+
+
+# The examples of tests/fixtures/bilm_tf/README.md ------------------------------------------------
+
+
+def test_readme_word_ids(tokenizer):
+    assert tokenizer.word_to_char_ids("The") == [259, 85, 105, 102, 260] + [261] * 45
+    assert tokenizer.word_to_char_ids("The") == char_ids(ord("T") + 1, ord("h") + 1, ord("e") + 1)
+
+
+def test_readme_batch_without_boundaries(tokenizer):
+    """Batcher gives (2, 5, 50) with <S>/</S>; our tokenizer leaves the boundaries to the model: (2, 3, 50)."""
+    batch = [["The", "first", "sentence"], ["Second", "."]]
+    encoded = tokenizer(batch, is_split_into_words=True, padding=True, return_tensors="pt")
+    assert encoded["input_ids"].shape == (2, 3, 50)
+    assert encoded["input_ids"][0, 0].tolist() == [259, 85, 105, 102, 260] + [261] * 45
+    assert encoded["input_ids"][1, 2].tolist() == PAD_WORD  # positions after the sentence end are all 0
+    assert encoded["attention_mask"].tolist() == [[1, 1, 1], [1, 1, 0]]
+
+
+def test_readme_batch_with_boundaries_as_the_model_sees_it(tokenizer):
+    """The ids the model feeds its character CNN are the Batcher's (2, 5, 50) rows, <S> and </S> included."""
+    batch = [["The", "first", "sentence"], ["Second", "."]]
+    torch.manual_seed(0)
+    model = ElmoModel(ElmoConfig(**tiny_config_kwargs())).eval()
+    start, end = model.sentence_boundary_char_ids().tolist()
+    assert start == [259, 257, 260] + [261] * 47
+    assert end == [259, 258, 260] + [261] * 47
+
+    batcher = np.zeros((2, 5, 50), dtype=np.int64)  # what bilm-tf's Batcher(vocab, 50) returns
+    for row, words in enumerate(batch):
+        rows = [start] + [tokenizer.word_to_char_ids(word) for word in words] + [end]
+        batcher[row, : len(rows)] = rows
+    assert batcher[1, 4].tolist() == PAD_WORD
+
+    seen = []
+    hook = model.char_encoder.register_forward_pre_hook(lambda module, args: seen.append(args[0].clone()))
+    try:
+        with torch.no_grad():
+            model(**tokenizer(batch, is_split_into_words=True, padding=True, return_tensors="pt"))
+    finally:
+        hook.remove()
+    real = batcher.any(axis=-1)  # the model encodes only real positions
+    assert torch.equal(seen[0], torch.from_numpy(batcher[real]))
+
+
+def test_utf8_bytes_and_truncation(tokenizer):
+    assert tokenizer.word_to_char_ids("é") == char_ids(0xC3 + 1, 0xA9 + 1)
+    long_word = "x" * 200
+    ids = tokenizer.word_to_char_ids(long_word)
+    assert len(ids) == 50 and ids[0] == 259 and ids[49] == 260 and ids[1:49] == [ord("x") + 1] * 48
+    # 67 Chinese characters = 201 bytes: cut to 48 bytes = 16 characters, as the references do.
+    chinese = "中" * 67
+    assert tokenizer.word_to_char_ids(chinese) == tokenizer.word_to_char_ids("中" * 16)
+    # A cut inside a multi-byte character keeps the partial bytes (encode("utf-8")[:48]).
+    ids = tokenizer.word_to_char_ids("a" + "中" * 20)
+    assert [i - 1 for i in ids[1:49]] == list(("a" + "中" * 20).encode("utf-8")[:48])
+
+
+# Input forms ---------------------------------------------------------------------------------
+
+
+def test_single_string(tokenizer):
+    encoded = tokenizer("Hello world")
+    assert encoded["input_ids"] == [char_ids(*[b + 1 for b in b"Hello"]), char_ids(*[b + 1 for b in b"world"])]
+    assert encoded["attention_mask"] == [1, 1]
+    assert tokenizer("Hello world", return_tensors="pt")["input_ids"].shape == (1, 2, 50)
+
+
+def test_list_of_strings_is_a_batch(tokenizer):
+    encoded = tokenizer(["Hello world", "Hi"], padding=True)
+    assert len(encoded["input_ids"]) == 2
+    assert encoded["input_ids"][1][1] == PAD_WORD
+    assert encoded["attention_mask"] == [[1, 1], [1, 0]]
+
+
+def test_pre_split_words(tokenizer):
+    one = tokenizer(["New York", "!"], is_split_into_words=True)
+    assert one["input_ids"][0] == tokenizer.word_to_char_ids("New York")  # a pre-split word is kept whole
+    assert one["attention_mask"] == [1, 1]
+    batch = tokenizer([["a", "b"], ["c"]], is_split_into_words=True, padding=True, return_tensors="pt")
+    assert batch["input_ids"].shape == (2, 2, 50)
+    assert torch.equal(tokenizer.batch_to_ids([["a", "b"], ["c"]]), batch["input_ids"])
+    with pytest.raises(TypeError, match="is_split_into_words"):
+        tokenizer("a b", is_split_into_words=True)
+    with pytest.raises(TypeError, match="strings"):
+        tokenizer([["a", 3]], is_split_into_words=True)
+
+
+def test_raw_text_and_pre_split_agree(tokenizer):
+    text = "The cat sat on the mat ."
+    assert tokenizer(text)["input_ids"] == tokenizer(text.split(), is_split_into_words=True)["input_ids"]
+
+
+def test_bad_input_types(tokenizer):
+    with pytest.raises(TypeError):
+        tokenizer(42)
+    with pytest.raises(TypeError):
+        tokenizer(["fine", 42])
+    with pytest.raises(TypeError, match="unexpected arguments"):
+        tokenizer("a", stride=2)
+
+
+# padding, truncation, tensors ---------------------------------------------------------------
+
+
+def test_padding_modes(tokenizer):
+    batch = ["a b c", "d"]
+    assert tokenizer(batch)["attention_mask"] == [[1, 1, 1], [1]]  # no padding by default
+    for padding in (True, "longest"):
+        assert tokenizer(batch, padding=padding)["attention_mask"] == [[1, 1, 1], [1, 0, 0]]
+    encoded = tokenizer(batch, padding="max_length", max_length=5, return_tensors="np")
+    assert encoded["input_ids"].shape == (2, 5, 50)
+    assert encoded["attention_mask"].tolist() == [[1, 1, 1, 0, 0], [1, 0, 0, 0, 0]]
+    assert not encoded["input_ids"][1, 1:].any()
+    with pytest.raises(ValueError, match="max_length"):
+        tokenizer(batch, padding="max_length")
+    with pytest.raises(ValueError, match="truncation=True"):
+        tokenizer(batch, padding="max_length", max_length=2)
+    with pytest.raises(ValueError, match="padding"):
+        tokenizer(batch, padding="sideways")
+    with pytest.raises(ValueError, match="padding=True"):
+        tokenizer(batch, return_tensors="pt")
+
+
+def test_truncation_counts_words(tokenizer):
+    encoded = tokenizer(["a b c d", "e"], truncation=True, max_length=2, padding=True, return_tensors="pt")
+    assert encoded["input_ids"].shape == (2, 2, 50)
+    assert encoded["input_ids"][0, 1].tolist() == tokenizer.word_to_char_ids("b")
+    assert tokenizer("a b c", truncation=False, max_length=1)["attention_mask"] == [1, 1, 1]
+    assert tokenizer(["a b c", "d"], padding="max_length", truncation=True, max_length=2)["attention_mask"] == [
+        [1, 1],
+        [1, 0],
+    ]
+
+
+def test_return_tensors_and_attention_mask(tokenizer):
+    pt = tokenizer(["a b", "c"], padding=True, return_tensors="pt")
+    np_ = tokenizer(["a b", "c"], padding=True, return_tensors="np")
+    assert pt["input_ids"].dtype == torch.int64 and isinstance(np_["input_ids"], np.ndarray)
+    assert np.array_equal(pt["input_ids"].numpy(), np_["input_ids"])
+    assert np.array_equal(pt["attention_mask"].numpy(), np_["attention_mask"])
+    assert "attention_mask" not in tokenizer("a b", return_attention_mask=False)
+    with pytest.raises(ValueError, match="return_tensors"):
+        tokenizer("a", return_tensors="tf")
+    words = tokenizer(["Hi, you", "x"], return_words=True)["words"]
+    assert words == [["Hi", ",", "you"], ["x"]]
+
+
+# save / load ---------------------------------------------------------------------------------
+
+
+def test_save_and_load(tmp_path):
+    original = ElmoTokenizer(segmenter="chars", do_lower_case=True)
+    original.save_pretrained(tmp_path)
+    saved = json.loads((tmp_path / "tokenizer_config.json").read_text())
+    assert saved["tokenizer_class"] == "ElmoTokenizer" and saved["segmenter"] == "chars"
+    for loaded in (ElmoTokenizer.from_pretrained(tmp_path), AutoTokenizer.from_pretrained(tmp_path)):
+        assert isinstance(loaded, ElmoTokenizer)
+        assert loaded.segmenter == "chars" and loaded.do_lower_case is True
+        text = ["我爱北京 Hello", "Bye"]
+        assert loaded(text, padding=True)["input_ids"] == original(text, padding=True)["input_ids"]
+
+
+def test_auto_tokenizer_from_model_folder(tmp_path):
+    ElmoModel(ElmoConfig(**tiny_config_kwargs())).save_pretrained(tmp_path)
+    ElmoTokenizer().save_pretrained(tmp_path)
+    assert isinstance(AutoTokenizer.from_pretrained(tmp_path), ElmoTokenizer)
+
+
+def test_decode(tokenizer):
+    encoded = tokenizer(["Hello , 世界 😀", "x"], padding=True, return_tensors="pt")
+    assert tokenizer.decode(encoded["input_ids"][0]) == "Hello , 世界 😀"
+    assert tokenizer.decode(encoded["input_ids"][1]) == "x"  # padded positions are skipped
+
+
+# Pre-tokenisation ----------------------------------------------------------------------------
+
+
+def test_english_punctuation_split(tokenizer):
+    assert tokenizer.tokenize("Hello, world! It's 3.5 (ok)") == [
+        "Hello", ",", "world", "!", "It", "'", "s", "3", ".", "5", "(", "ok", ")"
+    ]  # fmt: skip
+    assert ElmoTokenizer(segmenter="whitespace").tokenize("Hello, world!") == ["Hello,", "world!"]
+    assert ElmoTokenizer(do_lower_case=True).tokenize("The U.S.") == ["the", "u", ".", "s", "."]
+
+
+def test_chinese_with_jieba():
+    jieba_tokenizer = ElmoTokenizer(segmenter="jieba")
+    auto = ElmoTokenizer()  # jieba is a dependency, so "auto" uses it
+    assert jieba_tokenizer.chinese_segmentation == auto.chinese_segmentation == "jieba"
+    words = jieba_tokenizer.tokenize("我爱北京天安门。")
+    assert "北京" in words and "天安门" in words and words[-1] == "。"
+    assert auto.tokenize("我爱北京天安门。") == words
+    assert "".join(words) == "我爱北京天安门。"
+
+
+def test_chinese_characters_fallback(monkeypatch):
+    chars = ElmoTokenizer(segmenter="chars")
+    assert chars.chinese_segmentation == "chars"
+    assert chars.tokenize("我爱北京，NLP和Python3") == ["我", "爱", "北", "京", "，", "NLP", "和", "Python3"]
+    # Without jieba installed, "auto" falls back to one word per CJK character and "jieba" refuses.
+    monkeypatch.setattr(tokenization_elmo, "_load_jieba", lambda: None)
+    auto = ElmoTokenizer()
+    assert auto.chinese_segmentation == "chars"
+    assert auto.tokenize("我爱北京") == ["我", "爱", "北", "京"]
+    with pytest.raises(ImportError, match="jieba"):
+        ElmoTokenizer(segmenter="jieba")
+
+
+def test_text_without_spaces_is_not_one_giant_word(tokenizer):
+    text = "今天天气很好我们一起去公园散步吧然后去吃饭"
+    assert len(tokenizer.tokenize(text)) > 5
+    assert ElmoTokenizer(segmenter="whitespace").tokenize(text) == [text]  # the documented opt-out
+
+
+def test_bad_tokenizer_options():
+    with pytest.raises(ValueError, match="segmenter"):
+        ElmoTokenizer(segmenter="spacy")
+    with pytest.raises(ValueError, match="max_characters_per_token"):
+        ElmoTokenizer(max_characters_per_token=2)
+
+
+# Edge cases (policy documented in README.md) --------------------------------------------------
+
+
+def test_empty_sentence(tokenizer):
+    assert tokenizer("")["input_ids"] == []
+    assert tokenizer("   ", return_tensors="pt")["input_ids"].shape == (1, 0, 50)
+    encoded = tokenizer(["", "a b"], padding=True, return_tensors="pt")
+    assert encoded["attention_mask"].tolist() == [[0, 0], [1, 1]]
+    torch.manual_seed(0)
+    model = ElmoModel(ElmoConfig(**tiny_config_kwargs())).eval()
+    with torch.no_grad():
+        output = model(**encoded, keep_sentence_boundaries=True)
+    assert output.mask[0].tolist() == [True, True, False, False]  # <S> </S> still run
+    assert not output.last_hidden_state[0, 2:].any()
+
+
+def test_empty_batch_is_a_clean_error(tokenizer):
+    with pytest.raises(ValueError, match="empty batch"):
+        tokenizer([])
+    with pytest.raises(ValueError, match="empty batch"):
+        tokenizer([], is_split_into_words=True)
+
+
+def test_thousand_word_sentence(tokenizer):
+    text = " ".join(f"w{i}" for i in range(1000))
+    encoded = tokenizer(text, return_tensors="pt")
+    assert encoded["input_ids"].shape == (1, 1000, 50)
+    torch.manual_seed(0)
+    model = ElmoModel(ElmoConfig(**tiny_config_kwargs())).eval()
+    with torch.no_grad():
+        output = model(**encoded)
+    assert output.last_hidden_state.shape == (1, 1000, 16) and torch.isfinite(output.last_hidden_state).all()
+
+
+def test_emoji_and_four_byte_characters(tokenizer):
+    assert tokenizer.tokenize("hi 😀 𠀀x") == ["hi", "😀", "𠀀", "x"]  # U+20000 is a CJK ideograph
+    assert tokenizer.word_to_char_ids("😀") == char_ids(*[b + 1 for b in "😀".encode("utf-8")])
+    assert tokenizer.word_to_char_ids("👍🏽") == char_ids(*[b + 1 for b in "👍🏽".encode("utf-8")])
+
+
+def test_control_characters(tokenizer):
+    # In raw text C0/C1 control characters separate words; tab/newline are ordinary whitespace.
+    assert tokenizer.tokenize("a\x00b\x07c\x1fd\x7fe\x9ff\tg\nh") == list("abcdefgh")
+    assert tokenizer.tokenize("\x00\x01") == []
+    # Pre-split words are the caller's choice: control characters stay as bytes.
+    assert tokenizer(["a\x00b"], is_split_into_words=True)["input_ids"][0] == char_ids(98, 1, 99)
+
+
+def test_lone_surrogates_are_dropped(tokenizer):
+    assert tokenizer.tokenize("a\ud800b c\udfff") == ["ab", "c"]
+    assert tokenizer.tokenize("\ud83d\ude00") == ["😀"]  # a surrogate pair is one character in disguise
+    assert tokenizer("\ud800", return_tensors="pt")["input_ids"].shape == (1, 0, 50)
+    assert tokenizer.word_to_char_ids("x\ud800") == tokenizer.word_to_char_ids("x")
+    assert tokenizer.word_to_char_ids("\ud83d\ude00") == tokenizer.word_to_char_ids("😀")
