@@ -3,14 +3,10 @@
 Importing this package registers the ELMo classes with the `Auto*` factories of transformers.
 """
 
-from transformers import (
-    AutoConfig,
-    AutoModel,
-    AutoModelForSequenceClassification,
-    AutoModelForTokenClassification,
-    AutoTokenizer,
-)
+import transformers
+from transformers import AutoConfig, AutoTokenizer
 
+from . import modeling_elmo
 from .configuration_elmo import ElmoConfig
 from .data_collator import ElmoDataCollator
 from .modeling_elmo import (
@@ -34,13 +30,35 @@ from pathlib import Path as _Path
 #: ``AutoModel.from_pretrained(hf_elmo.DEFAULT_MODEL)``.
 DEFAULT_MODEL = str(_Path(__file__).resolve().parent / "pretrained" / "elmo-zh-small")
 
-AutoConfig.register(ElmoConfig.model_type, ElmoConfig, exist_ok=True)
-AutoModel.register(ElmoConfig, ElmoModel, exist_ok=True)
-AutoModelForTokenClassification.register(ElmoConfig, ElmoForTokenClassification, exist_ok=True)
-AutoModelForSequenceClassification.register(ElmoConfig, ElmoForSequenceClassification, exist_ok=True)
-AutoTokenizer.register(ElmoConfig, tokenizer_class=ElmoTokenizer, exist_ok=True)
+#: Auto class -> class name in modeling_elmo.py. Every class here that exists is registered with its
+#: transformers Auto class and written to the `auto_map` of each saved or pushed folder, so that users
+#: without hf-elmo load it with `trust_remote_code=True`. Add a head here when adding it to modeling_elmo.py.
+AUTO_MODEL_CLASSES = {
+    "AutoModel": "ElmoModel",
+    "AutoModelForPreTraining": "ElmoForPreTraining",
+    "AutoModelForSequenceClassification": "ElmoForSequenceClassification",
+    "AutoModelForTokenClassification": "ElmoForTokenClassification",
+}
+
+
+def _register_auto_classes() -> None:
+    AutoConfig.register(ElmoConfig.model_type, ElmoConfig, exist_ok=True)
+    AutoTokenizer.register(ElmoConfig, tokenizer_class=ElmoTokenizer, exist_ok=True)
+    # Saving then copies configuration_elmo.py / tokenization_elmo.py beside the weights (remote code).
+    ElmoConfig.register_for_auto_class("AutoConfig")
+    ElmoTokenizer.register_for_auto_class("AutoTokenizer")
+    for auto_name, class_name in AUTO_MODEL_CLASSES.items():
+        model_class = getattr(modeling_elmo, class_name, None)
+        if model_class is None:
+            continue
+        getattr(transformers, auto_name).register(ElmoConfig, model_class, exist_ok=True)
+        model_class.register_for_auto_class(auto_name)
+
+
+_register_auto_classes()
 
 __all__ = [
+    "AUTO_MODEL_CLASSES",
     "DEFAULT_MODEL",
     "Embedder",
     "ElmoConfig",

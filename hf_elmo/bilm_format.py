@@ -250,9 +250,15 @@ def _encoder_state(model) -> dict[str, torch.Tensor]:
 
 
 def convert_bilm_to_folder(
-    options_path, weights_path, output_dir, overwrite: bool = False, tokenizer_kwargs: dict | None = None
+    options_path,
+    weights_path,
+    output_dir,
+    overwrite: bool = False,
+    tokenizer_kwargs: dict | None = None,
+    model_card=None,
 ) -> Path:
-    """``options.json`` + ``weights.hdf5`` -> a folder `from_pretrained` loads (config, safetensors, tokenizer)."""
+    """``options.json`` + ``weights.hdf5`` -> a folder `from_pretrained` loads (config, safetensors, tokenizer),
+    with a README.md when a `huggingface_hub.ModelCard` is given."""
     from .tokenization_elmo import ElmoTokenizer
 
     model = load_model_from_bilm(options_path, weights_path)
@@ -260,6 +266,8 @@ def convert_bilm_to_folder(
     with AtomicDirectory(output_dir, overwrite=overwrite) as folder:
         model.save_pretrained(folder)
         tokenizer.save_pretrained(folder)
+        if model_card is not None:
+            model_card.save(folder / "README.md")
     return Path(output_dir)
 
 

@@ -182,6 +182,18 @@ class ElmoConfig(PretrainedConfig):
         super().__init__(**kwargs)
         self._validate()
 
+    @classmethod
+    def get_config_dict(cls, pretrained_model_name_or_path, **kwargs):
+        config_dict, kwargs = super().get_config_dict(pretrained_model_name_or_path, **kwargs)
+        model_type = config_dict.get("model_type")
+        if model_type is not None and model_type != cls.model_type:
+            # Without this, transformers only warns and then fails on some unrelated attribute.
+            raise ValueError(
+                f"{pretrained_model_name_or_path} holds a {model_type!r} model, not an ELMo model (model_type "
+                f"'{cls.model_type}'): load it with its own class or an Auto class such as AutoModel"
+            )
+        return config_dict, kwargs
+
     @property
     def hidden_size(self) -> int:
         """Width of every ELMo layer: forward and backward outputs side by side (2P)."""

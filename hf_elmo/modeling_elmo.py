@@ -360,6 +360,18 @@ class ElmoScalarMix(nn.Module):
         return self.gamma * mixed
 
 
+def _remote_code_auto_map() -> dict[str, str]:
+    """`{auto class: "modeling_elmo.Class"}` for the classes of this file registered for remote code."""
+    module = __name__.rsplit(".", 1)[-1]
+    auto_map = {}
+    for value in list(globals().values()):
+        if isinstance(value, type) and issubclass(value, ElmoPreTrainedModel):
+            auto_class = value.__dict__.get("_auto_class")  # set on the class itself, not inherited
+            if auto_class is not None:
+                auto_map[auto_class] = f"{module}.{value.__name__}"
+    return auto_map
+
+
 def _masked_layer_norm(layer: torch.Tensor, mask: torch.Tensor, eps: float = 1e-12) -> torch.Tensor:
     mask = mask.unsqueeze(-1).to(layer.dtype)
     count = mask.sum() * layer.shape[-1]
@@ -377,6 +389,30 @@ class ElmoPreTrainedModel(PreTrainedModel):
     base_model_prefix = "elmo"
     main_input_name = "input_ids"
     supports_gradient_checkpointing = False
+
+    @classmethod
+    def from_pretrained(cls, pretrained_model_name_or_path, *args, **kwargs):
+        # Weights come from safetensors only: never fall back to unpickling a pytorch_model.bin.
+        kwargs.setdefault("use_safetensors", True)
+        try:
+            return super().from_pretrained(pretrained_model_name_or_path, *args, **kwargs)
+        except OSError as error:
+            message = str(error)
+            if "model.safetensors" in message and ("does not appear to have" in message or "no file named" in message):
+                raise OSError(
+                    f"{pretrained_model_name_or_path} has no model.safetensors: ELMo weights are loaded from "
+                    "safetensors files only (pytorch_model.bin is not unpickled). Save the model with "
+                    "`save_pretrained`, or convert bilm-tf / AllenNLP files (options.json + weights.hdf5) with "
+                    "conversion/convert_allennlp.py."
+                ) from error
+            raise
+
+    def save_pretrained(self, save_directory, *args, **kwargs):
+        # transformers writes only the saved class's own entry into `config.auto_map`; list every ELMo class
+        # registered for remote code (see `register_for_auto_class`), so any head loads from this folder.
+        if self.is_remote_code():
+            self.config.auto_map = {**(getattr(self.config, "auto_map", None) or {}), **_remote_code_auto_map()}
+        return super().save_pretrained(save_directory, *args, **kwargs)
 
     @torch.no_grad()
     def _init_weights(self, module):
@@ -437,14 +473,7 @@ class ElmoModel(ElmoPreTrainedModel):
 
     def sentence_boundary_char_ids(self) -> torch.LongTensor:
         """`(2, max_characters_per_token)` character ids of the `<S>` and `</S>` pseudo-words the model adds."""
-        width = self.config.max_characters_per_token
-        return torch.tensor(
-            [
-                _boundary_token_char_ids(BEGINNING_OF_SENTENCE_CHARACTER, width),
-                _boundary_token_char_ids(END_OF_SENTENCE_CHARACTER, width),
-            ],
-            device=self.device,
-        )
+        return torch.tensor([self.config.bos_char_ids, self.config.eos_char_ids], device=self.device)
 
     def token_embeddings(self, char_ids: torch.Tensor) -> torch.Tensor:
         """Layer 0 (the context-insensitive token vectors) of single words, without running the LSTMs.
@@ -657,7 +686,7 @@ class ElmoLanguageModelSoftmax(nn.Module):
         self, hidden: torch.Tensor, targets: torch.Tensor, reduction: str = "sum", generator: torch.Generator | None = None
     ) -> torch.Tensor:
         vocab_size = self.weight.shape[0]
-        num_sampled = min(self.num_sampled, vocab_size)
+        num_sampled = self.num_sampled
         log_range = torch.log1p(torch.tensor(float(vocab_size), dtype=torch.float64))
         uniform = torch.rand(num_sampled, dtype=torch.float64, generator=generator).to(hidden.device)
         samples = (torch.exp(uniform * log_range.to(hidden.device)).long() - 1).clamp_(0, vocab_size - 1)

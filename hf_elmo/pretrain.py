@@ -116,6 +116,16 @@ def _config_from_args(args, vocabulary: list[str]) -> ElmoConfig:
     )
 
 
+def last_complete_checkpoint(output_dir: Path) -> str | None:
+    """Newest ``checkpoint-N`` that was fully written (its trainer_state.json is saved last)."""
+    candidates = []
+    for path in output_dir.glob("checkpoint-*"):
+        step = path.name.split("-", 1)[1]
+        if step.isdigit() and (path / "trainer_state.json").is_file() and (path / "model.safetensors").is_file():
+            candidates.append((int(step), path))
+    return str(max(candidates)[1]) if candidates else None
+
+
 def check_checkpoint_compatible(checkpoint: str | os.PathLike, config: ElmoConfig) -> None:
     """Refuse to resume from a checkpoint whose architecture differs from the requested one."""
     path = Path(checkpoint) / "config.json"
@@ -210,7 +220,6 @@ def main(argv: list[str] | None = None) -> int:
 
 def _run(args) -> int:
     from transformers import TrainingArguments, set_seed
-    from transformers.trainer_utils import get_last_checkpoint
 
     if args.threads:
         torch.set_num_threads(args.threads)
@@ -233,7 +242,7 @@ def _run(args) -> int:
 
     resume = None
     if output_dir.is_dir() and not args.no_resume:
-        resume = get_last_checkpoint(str(output_dir))
+        resume = last_complete_checkpoint(output_dir)
         if resume:
             check_checkpoint_compatible(resume, config)
 
@@ -294,6 +303,11 @@ def _run(args) -> int:
         "parameters_encoder": sum(p.numel() for p in model.elmo.parameters()),
         "parameters_softmax": sum(p.numel() for p in model.softmax.parameters()),
     }
+    # Evidence that data-parallel ranks trained one model: every rank's parameter checksum.
+    with torch.no_grad():
+        checksum = torch.tensor([float(sum(p.double().sum() for p in model.parameters()))])
+    summary["world_size"] = training_args.world_size
+    summary["rank_parameter_checksums"] = trainer.accelerator.gather(checksum).tolist()
     if dev_dataset is not None:
         dev = trainer.evaluate()
         summary.update({key: value for key, value in dev.items() if key.startswith("eval_")})

@@ -1,0 +1,273 @@
+"""Pretraining: the biLM objective, the sampled softmax, corpus / vocabulary handling, resume, DDP."""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import torch
+
+from hf_elmo import ElmoConfig, ElmoModel, ElmoTokenizer
+from hf_elmo.bilm_format import load_model_from_bilm, write_bilm_files
+from hf_elmo.lm_data import LanguageModelCollator, LineDataset, build_vocabulary, load_vocabulary, save_vocabulary
+from hf_elmo.modeling_elmo import ElmoForPreTraining, ElmoLanguageModelSoftmax
+from hf_elmo.pretrain import exact_perplexity, main as pretrain_main
+
+REPO = Path(__file__).resolve().parents[1]
+TRAIN = REPO / "tests" / "fixtures" / "bilm_tf" / "train"
+TINY_ARGS = [
+    "--projection-dim", "16", "--cell-dim", "32", "--char-dim", "4",
+    "--filters", "[[1,8],[2,8],[3,16]]", "--highway", "1", "--threads", "1", "--no-progress",
+]
+
+
+def tiny_config(vocabulary, **overrides) -> ElmoConfig:
+    settings = dict(
+        char_embedding_dim=4, char_cnn_filters=[[1, 4], [2, 8]], num_highway_layers=1, projection_dim=8,
+        lstm_cell_dim=16, num_lstm_layers=2, lm_vocab=vocabulary, lm_dropout=0.0,
+    )
+    settings.update(overrides)
+    return ElmoConfig(**settings)
+
+
+def corpus_batch(vocabulary):
+    sentences = [line.split() for line in (TRAIN / "data.txt").read_text().splitlines()][:3]
+    return LanguageModelCollator(ElmoTokenizer(), vocabulary)(sentences)
+
+
+# The objective ---------------------------------------------------------------------------------
+
+
+def test_forward_lm_never_sees_the_future_and_backward_lm_never_sees_the_past():
+    vocabulary = load_vocabulary(TRAIN / "vocab.txt")
+    torch.manual_seed(0)
+    model = ElmoForPreTraining(tiny_config(vocabulary)).eval()
+    tokenizer = ElmoTokenizer()
+    words = "the curse of dimensionality in language modeling".split()
+    changed = list(words)
+    k = 4
+    changed[k] = "xylophone"
+    with torch.no_grad():
+        a = model(**tokenizer(words, is_split_into_words=True, return_tensors="pt"))
+        b = model(**tokenizer(changed, is_split_into_words=True, return_tensors="pt"))
+    position = k + 1  # <S> is position 0
+    # Forward states before the changed word and backward states after it are untouched ...
+    torch.testing.assert_close(a.forward_hidden_states[:, :position], b.forward_hidden_states[:, :position], rtol=0, atol=0)
+    torch.testing.assert_close(a.backward_hidden_states[:, position + 1 :], b.backward_hidden_states[:, position + 1 :], rtol=0, atol=0)
+    # ... while the changed word itself does move both directions' states at its position.
+    assert not torch.allclose(a.forward_hidden_states[:, position], b.forward_hidden_states[:, position])
+    assert not torch.allclose(a.backward_hidden_states[:, position], b.backward_hidden_states[:, position])
+
+
+def test_loss_is_the_mean_of_both_directions_cross_entropies():
+    vocabulary = load_vocabulary(TRAIN / "vocab.txt")
+    torch.manual_seed(1)
+    model = ElmoForPreTraining(tiny_config(vocabulary)).eval()
+    batch = corpus_batch(vocabulary)
+    with torch.no_grad():
+        output = model(**batch)
+    word_to_id = {word: i for i, word in enumerate(vocabulary)}
+    forward_terms, backward_terms = [], []
+    for row in range(batch["labels"].shape[0]):
+        n = int(batch["attention_mask"][row].sum())
+        targets = [0] + batch["labels"][row, :n].tolist() + [1]  # <S> w1..wn </S>
+        for t in range(n + 1):  # forward: position t predicts t + 1
+            logits = torch.nn.functional.linear(output.forward_hidden_states[row, t], model.softmax.weight, model.softmax.bias)
+            forward_terms.append(-torch.log_softmax(logits, -1)[targets[t + 1]])
+        for t in range(1, n + 2):  # backward: position t predicts t - 1
+            logits = torch.nn.functional.linear(output.backward_hidden_states[row, t], model.softmax.weight, model.softmax.bias)
+            backward_terms.append(-torch.log_softmax(logits, -1)[targets[t - 1]])
+    assert word_to_id["<S>"] == 0 and word_to_id["</S>"] == 1
+    expected_forward = torch.stack(forward_terms).mean()
+    expected_backward = torch.stack(backward_terms).mean()
+    torch.testing.assert_close(output.forward_loss, expected_forward)
+    torch.testing.assert_close(output.backward_loss, expected_backward)
+    torch.testing.assert_close(output.loss, (expected_forward + expected_backward) / 2)
+    assert int(output.num_predictions) == len(forward_terms)
+
+
+def test_sampled_softmax_agrees_with_full_softmax_in_expectation():
+    torch.manual_seed(0)
+    vocabulary = ["<S>", "</S>", "<UNK>"] + [f"w{i}" for i in range(47)]
+    config = tiny_config(vocabulary, lm_softmax="sampled", lm_num_sampled=50)
+    head = ElmoLanguageModelSoftmax(config)
+    torch.nn.init.normal_(head.weight, std=0.5)
+    torch.nn.init.normal_(head.bias, std=0.5)
+    hidden = torch.randn(64, config.projection_dim)
+    targets = torch.randint(0, len(vocabulary), (64,))
+    full = head.full_loss(hidden, targets).item() / 64
+    generator = torch.Generator().manual_seed(0)
+    gaps = []
+    for num_sampled in (10, 200):
+        head.num_sampled = num_sampled
+        draws = [head.sampled_loss(hidden, targets, generator=generator).item() / 64 for _ in range(300)]
+        gaps.append(abs(sum(draws) / len(draws) - full))
+    # Consistent estimator: close for many samples, and closer with more samples.
+    assert gaps[1] < 0.02 * full
+    assert gaps[1] < gaps[0]
+
+
+def test_training_with_sampled_softmax_lowers_dev_perplexity(tmp_path):
+    vocabulary = load_vocabulary(TRAIN / "vocab.txt")
+    torch.manual_seed(0)
+    untrained = ElmoForPreTraining(tiny_config(vocabulary))
+    collator = LanguageModelCollator(ElmoTokenizer(), vocabulary)
+    loader = torch.utils.data.DataLoader(LineDataset(TRAIN / "data.txt"), batch_size=2, collate_fn=collator)
+    before = exact_perplexity(untrained, loader)["perplexity"]
+    code = pretrain_main(
+        ["--train-file", str(TRAIN / "data.txt"), "--dev-file", str(TRAIN / "data.txt"), "--vocab", str(TRAIN / "vocab.txt"),
+         "--output-dir", str(tmp_path / "run"), "--softmax", "sampled", "--num-sampled", "16", "--epochs", "40",
+         "--batch-size", "2", "--lr", "1e-2", "--eval-steps", "1000", "--save-steps", "1000", *TINY_ARGS]
+    )
+    assert code == 0
+    after = json.loads((tmp_path / "run" / "pretraining_summary.json").read_text())["eval_perplexity"]
+    assert after < 0.6 * before
+
+
+def test_tiny_model_reaches_bilm_tf_perplexity_bar(tmp_path):
+    """bilm-tf's own training test: test perplexity below 20 on its toy corpus."""
+    start = time.time()
+    code = pretrain_main(
+        ["--train-file", str(TRAIN / "data.txt"), "--dev-file", str(TRAIN / "data.txt"), "--vocab", str(TRAIN / "vocab.txt"),
+         "--output-dir", str(tmp_path / "run"), "--epochs", "50", "--batch-size", "2", "--lr", "1e-2",
+         "--eval-steps", "1000", "--save-steps", "1000", *TINY_ARGS]
+    )
+    assert code == 0
+    summary = json.loads((tmp_path / "run" / "pretraining_summary.json").read_text())
+    assert summary["eval_perplexity"] < 20
+    assert time.time() - start < 60
+    # The encoder loads from the pretraining folder without the softmax, with the same numbers.
+    encoder = ElmoModel.from_pretrained(tmp_path / "run").eval()
+    full = ElmoForPreTraining.from_pretrained(tmp_path / "run").eval()
+    assert not any(name.startswith("softmax") for name in encoder.state_dict())
+    batch = ElmoTokenizer.from_pretrained(tmp_path / "run")(["the curse of dimensionality"], return_tensors="pt")
+    with torch.no_grad():
+        top = encoder(**batch, keep_sentence_boundaries=True).last_hidden_state
+        pre = full(**batch)
+    torch.testing.assert_close(top[..., :16], pre.forward_hidden_states, rtol=0, atol=0)
+    assert full.config.lm_vocab == load_vocabulary(TRAIN / "vocab.txt")
+
+    # AllenNLP-layout equivalence: export to options.json + weights.hdf5, load with the converter that
+    # reproduces the AllenNLP / bilm-tf fixtures, and get the same vectors.
+    write_bilm_files(encoder, tmp_path / "bilm")
+    reloaded = load_model_from_bilm(tmp_path / "bilm" / "options.json", tmp_path / "bilm" / "weights.hdf5")
+    with torch.no_grad():
+        for a, b in zip(encoder(**batch).hidden_states, reloaded(**batch).hidden_states):
+            torch.testing.assert_close(a, b, rtol=0, atol=0)
+
+
+# Vocabulary and corpus ----------------------------------------------------------------------------
+
+
+def test_build_vocabulary_orders_specials_then_frequency(tmp_path):
+    corpus = tmp_path / "c.txt"
+    corpus.write_text("b a a c\nc a b\n d \n", encoding="utf-8")
+    assert build_vocabulary([corpus]) == ["<S>", "</S>", "<UNK>", "a", "b", "c", "d"]
+    assert build_vocabulary([corpus], min_count=2) == ["<S>", "</S>", "<UNK>", "a", "b", "c"]
+    assert build_vocabulary([corpus], max_size=4) == ["<S>", "</S>", "<UNK>", "a"]
+    save_vocabulary(build_vocabulary([corpus]), tmp_path / "v.txt")
+    assert load_vocabulary(tmp_path / "v.txt")[3] == "a"
+
+
+@pytest.mark.parametrize(
+    "text, message",
+    [
+        ("a\nb\n", "must start with the lines <S>, </S>, <UNK>"),
+        ("<S>\n</S>\n<UNK>\nx y\n", ":4: expected one word per line"),
+        ("<S>\n</S>\n<UNK>\n\nx\n", ":4: expected one word per line"),
+        ("<S>\n</S>\n<UNK>\nx\nx\n", "appears more than once"),
+    ],
+)
+def test_vocabulary_in_the_wrong_format_is_refused(tmp_path, text, message):
+    path = tmp_path / "vocab.txt"
+    path.write_text(text, encoding="utf-8")
+    with pytest.raises(ValueError, match=message):
+        load_vocabulary(path)
+
+
+@pytest.mark.parametrize(
+    "content, message",
+    [(b"", "the corpus is empty"), (b"   \n \t \n", "the corpus is empty"), (b"good line\nbad \xff\xfe line\n", r"c\.txt:2: not valid UTF-8")],
+)
+def test_bad_corpus_files_fail_with_file_and_line(tmp_path, capsys, content, message):
+    corpus = tmp_path / "c.txt"
+    corpus.write_bytes(content)
+    code = pretrain_main(["--train-file", str(corpus), "--vocab", str(TRAIN / "vocab.txt"), "--output-dir", str(tmp_path / "o"), *TINY_ARGS])
+    assert code == 2
+    assert re.search(message, capsys.readouterr().err)
+
+
+def test_resuming_from_a_checkpoint_of_another_architecture_is_refused(tmp_path, capsys):
+    common = ["--train-file", str(TRAIN / "data.txt"), "--vocab", str(TRAIN / "vocab.txt"), "--output-dir", str(tmp_path / "o"),
+              "--max-steps", "2", "--save-steps", "2", "--batch-size", "2"]
+    assert pretrain_main(common + TINY_ARGS) == 0
+    other = [arg if arg != "32" else "48" for arg in TINY_ARGS]  # another cell size
+    assert pretrain_main(common + ["--max-steps", "4"] + other) == 2
+    assert "another architecture (differs in lstm_cell_dim)" in capsys.readouterr().err
+
+
+def test_long_sentences_are_cut_into_pieces(tmp_path):
+    corpus = tmp_path / "c.txt"
+    corpus.write_text(" ".join(str(i) for i in range(12)) + "\n\nx y\n", encoding="utf-8")
+    dataset = LineDataset(corpus, max_words=5)
+    assert [dataset[i] for i in range(len(dataset))] == [
+        ["0", "1", "2", "3", "4"], ["5", "6", "7", "8", "9"], ["10", "11"], ["x", "y"]
+    ]
+
+
+# Interruption and scale-out (subprocesses) -----------------------------------------------------
+
+
+def _command(output_dir: Path, *extra: str) -> list[str]:
+    return [
+        sys.executable, "-m", "hf_elmo.pretrain", "--train-file", str(TRAIN / "data.txt"), "--vocab", str(TRAIN / "vocab.txt"),
+        "--output-dir", str(output_dir), "--batch-size", "2", "--lr", "5e-3", "--seed", "7", *TINY_ARGS, *extra,
+    ]
+
+
+def _env() -> dict:
+    return {**os.environ, "PYTHONPATH": str(REPO), "OMP_NUM_THREADS": "1", "HF_HUB_OFFLINE": "1"}
+
+
+def test_killed_run_resumes_and_ends_where_an_uninterrupted_run_ends(tmp_path):
+    steps = ["--max-steps", "60", "--save-steps", "10", "--save-total-limit", "10"]
+    subprocess.run(_command(tmp_path / "straight", *steps), env=_env(), check=True, capture_output=True, timeout=300)
+
+    process = subprocess.Popen(_command(tmp_path / "killed", *steps), env=_env(), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.time() + 240
+    while not (tmp_path / "killed" / "checkpoint-20" / "trainer_state.json").exists():
+        assert process.poll() is None, "training ended before it could be interrupted"
+        assert time.time() < deadline
+        time.sleep(0.05)
+    process.send_signal(signal.SIGKILL)
+    process.wait()
+    assert not (tmp_path / "killed" / "pretraining_summary.json").exists()
+
+    subprocess.run(_command(tmp_path / "killed", *steps), env=_env(), check=True, capture_output=True, timeout=300)
+    summary = json.loads((tmp_path / "killed" / "pretraining_summary.json").read_text())
+    assert summary["resumed_from"] is not None and summary["global_step"] == 60
+    straight = ElmoForPreTraining.from_pretrained(tmp_path / "straight").state_dict()
+    resumed = ElmoForPreTraining.from_pretrained(tmp_path / "killed").state_dict()
+    for name, value in straight.items():
+        torch.testing.assert_close(resumed[name], value, rtol=0, atol=1e-6, msg=name)
+
+
+def test_two_cpu_processes_train_one_model(tmp_path):
+    launcher = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2"]
+    command = launcher + _command(tmp_path / "ddp", "--max-steps", "6", "--save-steps", "3")[1:]
+    result = subprocess.run(command, env=_env(), capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stderr[-3000:]
+    summary = json.loads((tmp_path / "ddp" / "pretraining_summary.json").read_text())
+    assert summary["world_size"] == 2
+    first, second = summary["rank_parameter_checksums"]
+    assert math.isclose(first, second, rel_tol=0, abs_tol=0)
+    model = ElmoModel.from_pretrained(tmp_path / "ddp" / "checkpoint-6")
+    assert model.config.lstm_cell_dim == 32

@@ -1,0 +1,139 @@
+"""Remote code: saved and pushed folders load with trust_remote_code=True where hf_elmo is not installed."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import transformers
+from safetensors.torch import load_file
+
+import hf_elmo
+from hub_helpers import (
+    assert_same_outputs,
+    encoder_outputs,
+    hub,  # noqa: F401  (pytest fixture)
+    hub_env,
+    last_json,
+    run_python,
+    tiny_model,
+    tiny_tokenizer,
+)
+
+PACKAGE = Path(hf_elmo.__file__).resolve().parent
+CODE_FILES = ("configuration_elmo.py", "modeling_elmo.py", "tokenization_elmo.py")
+
+
+def expected_auto_map() -> dict[str, str]:
+    """AutoConfig plus every model class of AUTO_MODEL_CLASSES that modeling_elmo.py defines."""
+    auto_map = {"AutoConfig": "configuration_elmo.ElmoConfig"}
+    for auto_class, class_name in hf_elmo.AUTO_MODEL_CLASSES.items():
+        if hasattr(hf_elmo.modeling_elmo, class_name):
+            auto_map[auto_class] = f"modeling_elmo.{class_name}"
+    return auto_map
+
+
+def test_auto_model_classes_cover_every_head_and_are_registered():
+    assert hf_elmo.AUTO_MODEL_CLASSES["AutoModel"] == "ElmoModel"
+    for auto_class, class_name in hf_elmo.AUTO_MODEL_CLASSES.items():
+        model_class = getattr(hf_elmo.modeling_elmo, class_name, None)
+        if model_class is None:
+            continue
+        assert model_class._auto_class == auto_class
+        assert getattr(transformers, auto_class)._model_mapping[hf_elmo.ElmoConfig] is model_class
+    # A head class added to modeling_elmo.py without an AUTO_MODEL_CLASSES entry would be missing from auto_map.
+    heads = {
+        name
+        for name, value in vars(hf_elmo.modeling_elmo).items()
+        if isinstance(value, type)
+        and issubclass(value, hf_elmo.ElmoPreTrainedModel)
+        and value is not hf_elmo.ElmoPreTrainedModel
+        and value.__module__ == hf_elmo.modeling_elmo.__name__
+    }
+    assert heads <= set(hf_elmo.AUTO_MODEL_CLASSES.values()), heads - set(hf_elmo.AUTO_MODEL_CLASSES.values())
+
+
+def test_saved_folder_carries_identical_code_and_complete_auto_map(tmp_path):
+    tiny_model(seed=0).save_pretrained(tmp_path)
+    tiny_tokenizer().save_pretrained(tmp_path)
+    for name in CODE_FILES:
+        assert (tmp_path / name).read_bytes() == (PACKAGE / name).read_bytes(), name
+    config = json.loads((tmp_path / "config.json").read_text())
+    assert config["auto_map"] == expected_auto_map()
+    tokenizer_config = json.loads((tmp_path / "tokenizer_config.json").read_text())
+    assert tokenizer_config["auto_map"] == {"AutoTokenizer": ["tokenization_elmo.ElmoTokenizer", None]}
+
+
+def test_shipped_modelling_files_import_nothing_of_the_package():
+    for name in CODE_FILES:
+        source = (PACKAGE / name).read_text(encoding="utf-8")
+        assert "hf_elmo" not in source, f"{name} mentions hf_elmo: remote code cannot import the package"
+
+
+def test_remote_code_loads_without_the_package(hub, tmp_path):
+    model, tokenizer = tiny_model(seed=4), tiny_tokenizer()
+    expected = encoder_outputs(model, tokenizer)
+    folder = tmp_path / "folder"
+    model.save_pretrained(folder)
+    tokenizer.save_pretrained(folder)
+    hub.upload("org/elmo-remote", folder)
+
+    stdout = run_python(
+        f"""
+        import transformers
+        from transformers import AutoConfig, AutoModel, AutoTokenizer
+        try:
+            import hf_elmo
+            raise SystemExit("hf_elmo must not be importable in this interpreter")
+        except ImportError:
+            pass
+        found = {{
+            "needs_trust": attempt(lambda: AutoModel.from_pretrained("org/elmo-remote")),
+            "tokenizer_needs_trust": attempt(lambda: AutoTokenizer.from_pretrained("org/elmo-remote")),
+        }}
+        for source, name in (("org/elmo-remote", "hub"), ({str(folder)!r}, "local")):
+            model = AutoModel.from_pretrained(source, trust_remote_code=True).eval()
+            tokenizer = AutoTokenizer.from_pretrained(source, trust_remote_code=True)
+            found[name] = [type(model).__module__, type(model).__name__, type(tokenizer).__name__]
+            save_file(encoder_outputs(model, tokenizer), {str(tmp_path)!r} + f"/{{name}}.safetensors")
+        # Every auto class in auto_map loads its class (heads start from the encoder's weights).
+        config = AutoConfig.from_pretrained("org/elmo-remote", trust_remote_code=True)
+        found["auto_map"] = {{}}
+        for auto_class in config.auto_map:
+            if auto_class != "AutoConfig":
+                loaded = getattr(transformers, auto_class).from_pretrained("org/elmo-remote", trust_remote_code=True)
+                found["auto_map"][auto_class] = type(loaded).__name__
+        report(found)
+        """,
+        hub_env(hub, tmp_path / "home", isolated=True),
+        cwd=tmp_path,
+        isolated=True,
+    )
+    found = last_json(stdout)
+    for key in ("needs_trust", "tokenizer_needs_trust"):
+        kind, message = found[key]
+        assert kind == "ValueError" and "trust_remote_code=True" in message and "org/elmo-remote" in message
+    for name in ("hub", "local"):
+        module, model_class, tokenizer_class = found[name]
+        assert module.startswith("transformers_modules.") and module.endswith(".modeling_elmo")
+        assert (model_class, tokenizer_class) == ("ElmoModel", "ElmoTokenizer")
+        assert_same_outputs(load_file(tmp_path / f"{name}.safetensors"), expected)
+    expected_classes = {k: v.split(".")[1] for k, v in expected_auto_map().items() if k != "AutoConfig"}
+    assert found["auto_map"] == expected_classes
+
+
+def test_auto_map_lists_every_head_registered_for_remote_code(tmp_path, monkeypatch):
+    """A head class in modeling_elmo.py registered for an auto class appears in the encoder's saved auto_map."""
+
+    class ElmoForTestHead(hf_elmo.ElmoPreTrainedModel):
+        def __init__(self, config):
+            super().__init__(config)
+            self.elmo = hf_elmo.ElmoModel(config)
+            self.post_init()
+
+    monkeypatch.setattr(ElmoForTestHead, "_auto_class", "AutoModelForSequenceClassification", raising=False)
+    monkeypatch.setattr(hf_elmo.modeling_elmo, "ElmoForTestHead", ElmoForTestHead, raising=False)
+    tiny_model(seed=0).save_pretrained(tmp_path)
+    auto_map = json.loads((tmp_path / "config.json").read_text())["auto_map"]
+    assert auto_map["AutoModelForSequenceClassification"] == "modeling_elmo.ElmoForTestHead"
+    assert auto_map["AutoModel"] == "modeling_elmo.ElmoModel"
