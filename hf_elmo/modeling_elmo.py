@@ -411,7 +411,10 @@ class ElmoPreTrainedModel(PreTrainedModel):
         # transformers writes only the saved class's own entry into `config.auto_map`; list every ELMo class
         # registered for remote code (see `register_for_auto_class`), so any head loads from this folder.
         if self.is_remote_code():
-            self.config.auto_map = {**(getattr(self.config, "auto_map", None) or {}), **_remote_code_auto_map()}
+            auto_map = {**(getattr(self.config, "auto_map", None) or {}), **_remote_code_auto_map()}
+            if not self.config.lm_vocab:  # the pretraining head needs the softmax's word list
+                auto_map.pop("AutoModelForPreTraining", None)
+            self.config.auto_map = auto_map
         return super().save_pretrained(save_directory, *args, **kwargs)
 
     @torch.no_grad()

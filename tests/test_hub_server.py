@@ -9,6 +9,14 @@ from huggingface_hub.errors import EntryNotFoundError, RepositoryNotFoundError, 
 from hub_helpers import TOKEN, hub  # noqa: F401  (pytest fixture)
 
 
+@pytest.fixture(autouse=True)
+def online_for_the_local_hub(monkeypatch):
+    # conftest.py puts the suite in Hub offline mode; these tests talk only to the local test Hub.
+    from huggingface_hub import constants
+
+    monkeypatch.setattr(constants, "HF_HUB_OFFLINE", False)
+
+
 @pytest.fixture
 def api(hub):
     return HfApi(endpoint=hub.url, token=TOKEN)

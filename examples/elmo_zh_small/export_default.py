@@ -1,0 +1,75 @@
+"""Export a pretraining run as the shipped default model (encoder only) and measure it.
+
+Writes the folder atomically, records the exact perplexity on the held-out People's Daily
+sentences, and fills model_cards/results/elmo-zh-small.json for the model card.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+from pathlib import Path
+
+import torch
+
+from hf_elmo import ElmoModel, ElmoTokenizer
+from hf_elmo.bilm_format import AtomicDirectory
+from hf_elmo.lm_data import LanguageModelCollator, LineDataset
+from hf_elmo.modeling_elmo import ElmoForPreTraining
+from hf_elmo.pretrain import exact_perplexity
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def perplexity(run: Path, corpus: Path, batch_size: int = 64) -> dict:
+    model = ElmoForPreTraining.from_pretrained(run).eval()
+    collator = LanguageModelCollator(ElmoTokenizer.from_pretrained(run), model.config.lm_vocab)
+    loader = torch.utils.data.DataLoader(LineDataset(corpus), batch_size=batch_size, collate_fn=collator)
+    return exact_perplexity(model, loader)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--run", required=True, type=Path, help="pretraining output folder")
+    parser.add_argument("--corpus", required=True, type=Path, help="folder with dev.txt (held-out People's Daily)")
+    parser.add_argument("--output", required=True, type=Path)
+    parser.add_argument("--overwrite", action="store_true")
+    parser.add_argument("--skip-perplexity", action="store_true")
+    args = parser.parse_args()
+    torch.set_num_threads(1)
+
+    summary = json.loads((args.run / "pretraining_summary.json").read_text(encoding="utf-8"))
+    state = json.loads(max(args.run.glob("checkpoint-*/trainer_state.json"), key=lambda p: int(p.parent.name.split("-")[1])).read_text())
+    encoder = ElmoModel.from_pretrained(args.run)
+    # The shipped folder is the encoder only: the softmax's word list is not needed to embed text.
+    encoder.config.lm_vocab = None
+    tokenizer = ElmoTokenizer.from_pretrained(args.run)
+    with AtomicDirectory(args.output, overwrite=args.overwrite) as folder:
+        encoder.save_pretrained(folder)
+        tokenizer.save_pretrained(folder)
+
+    details = {
+        "training_steps": summary["global_step"],
+        "training_sentences_seen": summary["global_step"] * 64,
+        "train_loss_sampled_softmax": round(summary["train_loss"], 4),
+        "dev1000_perplexity": round(summary["eval_perplexity"], 2),
+        "dev1000_forward_perplexity": round(summary["eval_forward_perplexity"], 2),
+        "dev1000_backward_perplexity": round(summary["eval_backward_perplexity"], 2),
+        "parameters_encoder": summary["parameters_encoder"],
+        "vocabulary_size": summary["vocabulary_size"],
+        "log_history_tail": state["log_history"][-3:],
+    }
+    if not args.skip_perplexity:
+        start = time.time()
+        dev = perplexity(args.run, args.corpus / "dev.txt")
+        details["dev_perplexity"] = round(dev["perplexity"], 2)
+        details["dev_tokens"] = int(dev["tokens"])
+        details["dev_seconds"] = round(time.time() - start, 1)
+    print(json.dumps(details, indent=2, ensure_ascii=False))
+    out = REPO / "model_cards" / "results" / "elmo-zh-small.details.json"
+    out.write_text(json.dumps(details, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,62 @@
+"""The small Chinese ELMo shipped inside the package: loads offline, stays small, and uses context."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import torch
+from transformers import AutoModel, AutoTokenizer
+
+import hf_elmo
+
+REPO = Path(__file__).resolve().parents[1]
+XIAOMI = REPO / "docs" / "examples" / "xiaomi.txt"
+FOOD_SENTENCES = 12  # the first 12 lines use 小米 the grain, the other 10 the phone maker
+
+
+def test_default_model_loads_offline_and_is_small():
+    folder = Path(hf_elmo.DEFAULT_MODEL)
+    size = sum(path.stat().st_size for path in folder.iterdir())
+    assert size <= 25 * 1024 * 1024
+    model = AutoModel.from_pretrained(hf_elmo.DEFAULT_MODEL)
+    tokenizer = AutoTokenizer.from_pretrained(hf_elmo.DEFAULT_MODEL)
+    assert isinstance(model, hf_elmo.ElmoModel) and isinstance(tokenizer, hf_elmo.ElmoTokenizer)
+    assert tokenizer.chinese_segmentation == "jieba"
+    assert (folder / "README.md").is_file()
+
+
+def test_shipped_remote_code_matches_the_package():
+    folder = Path(hf_elmo.DEFAULT_MODEL)
+    for name in ("configuration_elmo.py", "modeling_elmo.py", "tokenization_elmo.py"):
+        assert (folder / name).read_bytes() == (Path(hf_elmo.__file__).parent / name).read_bytes(), name
+
+
+def _xiaomi_vectors():
+    tokenizer = AutoTokenizer.from_pretrained(hf_elmo.DEFAULT_MODEL)
+    model = AutoModel.from_pretrained(hf_elmo.DEFAULT_MODEL).eval()
+    sentences = XIAOMI.read_text(encoding="utf-8").splitlines()
+    batch = tokenizer(sentences, padding=True, return_tensors="pt", return_words=True)
+    positions = [words.index("小米") for words in batch.pop("words")]
+    with torch.no_grad():
+        layers = model(**batch).hidden_states
+    rows = torch.arange(len(sentences))
+    return [layer[rows, positions] for layer in layers]
+
+
+def _nearest_neighbour_same_sense(vectors: torch.Tensor) -> float:
+    vectors = torch.nn.functional.normalize(vectors, dim=-1)
+    similarity = vectors @ vectors.t()
+    similarity.fill_diagonal_(-2)
+    nearest = similarity.argmax(dim=1)
+    sense = torch.arange(len(vectors)) < FOOD_SENTENCES
+    return (sense[nearest] == sense).float().mean().item()
+
+
+def test_context_separates_the_two_senses_of_xiaomi_while_layer_zero_cannot():
+    layers = _xiaomi_vectors()
+    token_layer = layers[0]
+    # Layer 0 is context-free: every 小米 gets the same vector, so it cannot tell the senses apart.
+    assert (token_layer - token_layer[0]).abs().max() < 1e-5
+    # The biLSTM layers give every occurrence a nearest neighbour of the same sense.
+    contextual = torch.stack(layers[1:]).mean(dim=0)
+    assert _nearest_neighbour_same_sense(contextual) == 1.0
