@@ -8,7 +8,17 @@ from transformers import AutoConfig, AutoTokenizer
 
 from . import modeling_elmo
 from .configuration_elmo import ElmoConfig
-from .modeling_elmo import ElmoModel, ElmoModelOutput, ElmoPreTrainedModel, ElmoScalarMix
+from .data_collator import ElmoDataCollator
+from .modeling_elmo import (
+    ElmoCrf,
+    ElmoForSequenceClassification,
+    ElmoForTokenClassification,
+    ElmoModel,
+    ElmoModelOutput,
+    ElmoPreTrainedModel,
+    ElmoScalarMix,
+    ElmoTokenClassifierOutput,
+)
 from .tokenization_elmo import ElmoTokenizer
 from .embedder import Embedder
 
@@ -52,9 +62,18 @@ __all__ = [
     "DEFAULT_MODEL",
     "Embedder",
     "ElmoConfig",
+    "ElmoCrf",
+    "ElmoDataCollator",
+    "ElmoForSequenceClassification",
+    "ElmoForTokenClassification",
     "ElmoModel",
     "ElmoModelOutput",
     "ElmoPreTrainedModel",
     "ElmoScalarMix",
+    "ElmoTokenClassifierOutput",
     "ElmoTokenizer",
 ]
+
+from .pipeline_elmo import register_pipeline as _register_pipeline  # noqa: E402
+
+_register_pipeline()

@@ -87,6 +87,17 @@ class ElmoConfig(PretrainedConfig):
         lm_softmax (`str`, defaults to `"full"`): ``"full"`` or ``"sampled"`` softmax for pretraining.
         lm_num_sampled (`int`, defaults to 8192): Negative samples per batch for the sampled softmax.
         lm_dropout (`float`, defaults to 0.1): Dropout used while pretraining.
+        task_encoder (`str`, defaults to `"linear"`):
+            Token-classification head over the learned ELMo mix: `"linear"` (one linear layer) or `"bilstm"`
+            (a bidirectional LSTM, then a linear layer; the paper's NER setup).
+        task_encoder_hidden_size (`int`, defaults to 200): Size of each direction of the task BiLSTM.
+        task_encoder_num_layers (`int`, defaults to 1): Layers of the task BiLSTM.
+        use_crf (`bool`, defaults to `False`): Put a linear-chain CRF (Viterbi decoding) on top of the tag scores.
+        freeze_elmo (`bool`, defaults to `True`):
+            Keep the biLM fixed while a task head trains (the paper's default); only the mix and the head learn.
+        classifier_dropout (`float`, defaults to 0.5): Dropout on the ELMo mix and inside the task heads.
+        classifier_hidden_size (`int`, defaults to 256):
+            Hidden layer of the sequence-classification MLP (0 = a single linear layer).
     """
 
     model_type = "elmo"
@@ -119,6 +130,13 @@ class ElmoConfig(PretrainedConfig):
         lm_softmax: str = "full",
         lm_num_sampled: int = 8192,
         lm_dropout: float = 0.1,
+        task_encoder: str = "linear",
+        task_encoder_hidden_size: int = 200,
+        task_encoder_num_layers: int = 1,
+        use_crf: bool = False,
+        freeze_elmo: bool = True,
+        classifier_dropout: float = 0.5,
+        classifier_hidden_size: int = 256,
         **kwargs,
     ):
         if char_cnn_filters is None:
@@ -154,6 +172,13 @@ class ElmoConfig(PretrainedConfig):
         self.lm_softmax = lm_softmax
         self.lm_num_sampled = lm_num_sampled
         self.lm_dropout = lm_dropout
+        self.task_encoder = task_encoder
+        self.task_encoder_hidden_size = task_encoder_hidden_size
+        self.task_encoder_num_layers = task_encoder_num_layers
+        self.use_crf = use_crf
+        self.freeze_elmo = freeze_elmo
+        self.classifier_dropout = classifier_dropout
+        self.classifier_hidden_size = classifier_hidden_size
         super().__init__(**kwargs)
         self._validate()
 
@@ -241,6 +266,14 @@ class ElmoConfig(PretrainedConfig):
             problems.append(f"lm_softmax must be 'full' or 'sampled', got {self.lm_softmax!r}")
         if self.lm_vocab and list(self.lm_vocab[:3]) != ["<S>", "</S>", "<UNK>"]:
             problems.append("lm_vocab must start with '<S>', '</S>', '<UNK>'")
+        if self.task_encoder not in ("linear", "bilstm"):
+            problems.append(f"task_encoder must be 'linear' or 'bilstm', got {self.task_encoder!r}")
+        if self.task_encoder_hidden_size <= 0 or self.task_encoder_num_layers <= 0:
+            problems.append("task_encoder_hidden_size and task_encoder_num_layers must be positive")
+        if not 0.0 <= self.classifier_dropout < 1.0:
+            problems.append(f"classifier_dropout must be in [0, 1), got {self.classifier_dropout}")
+        if self.classifier_hidden_size < 0:
+            problems.append(f"classifier_hidden_size must be >= 0, got {self.classifier_hidden_size}")
         if problems:
             raise ValueError("Invalid ElmoConfig: " + "; ".join(problems))
 

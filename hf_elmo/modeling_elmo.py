@@ -21,6 +21,7 @@ import torch.nn.functional as F
 from torch import nn
 from transformers import PreTrainedModel
 from transformers import initialization as init
+from transformers.modeling_outputs import SequenceClassifierOutput, TokenClassifierOutput
 from transformers.utils import ModelOutput
 
 from .configuration_elmo import ElmoConfig
@@ -788,6 +789,351 @@ class ElmoForPreTraining(ElmoPreTrainedModel):
         return output if return_dict else output.to_tuple()
 
 
+# 6. Task heads ------------------------------------------------------------------------------
+
+# Score given to tags that a partial label rules out; finite so that gradients stay defined.
+_IMPOSSIBLE = -1e4
+
+
+class ElmoCrf(nn.Module):
+    """Linear-chain conditional random field over tag scores.
+
+    A path y_1..y_n through a sentence of n words scores
+    ``start[y_1] + sum_t emissions[t, y_t] + sum_t transitions[y_{t-1}, y_t] + end[y_n]``.
+    All methods take `emissions` (batch, words, num_tags) and a `mask` (batch, words) of real words
+    (ones then zeros per row); rows with no words contribute nothing.
+    """
+
+    def __init__(self, num_tags: int):
+        super().__init__()
+        self.start_transitions = nn.Parameter(torch.zeros(num_tags))
+        self.end_transitions = nn.Parameter(torch.zeros(num_tags))
+        self.transitions = nn.Parameter(torch.zeros(num_tags, num_tags))  # [from, to]
+
+    def log_partition(self, emissions: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+        """log Z: logsumexp of the scores of every path, shape (batch,)."""
+        mask = mask.bool()
+        if emissions.shape[1] == 0:
+            return emissions.new_zeros(emissions.shape[0])
+        score = self.start_transitions + emissions[:, 0]  # (B, K)
+        for t in range(1, emissions.shape[1]):
+            step = torch.logsumexp(score.unsqueeze(2) + self.transitions + emissions[:, t].unsqueeze(1), dim=1)
+            score = torch.where(mask[:, t : t + 1], step, score)
+        log_z = torch.logsumexp(score + self.end_transitions, dim=1)
+        return torch.where(mask.any(dim=1), log_z, torch.zeros_like(log_z))
+
+    def log_likelihood(self, emissions: torch.Tensor, tags: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+        """log p(tags | emissions) per sentence, shape (batch,).
+
+        A tag of -100 on a real word leaves that word unlabelled: the gold score sums over all tags there.
+        """
+        labelled = tags != -100
+        allowed = F.one_hot(tags.clamp(min=0), emissions.shape[-1]).bool() | ~labelled.unsqueeze(-1)
+        gold = self.log_partition(emissions.masked_fill(~allowed, _IMPOSSIBLE), mask)
+        return gold - self.log_partition(emissions, mask)
+
+    def marginals(self, emissions: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+        """p(tag at word t | sentence) by the forward-backward algorithm, (batch, words, num_tags), 0 at padding."""
+        mask = mask.bool()
+        num_words = emissions.shape[1]
+        if num_words == 0:
+            return torch.zeros_like(emissions)
+        alphas = [self.start_transitions + emissions[:, 0]]
+        for t in range(1, num_words):
+            step = torch.logsumexp(alphas[-1].unsqueeze(2) + self.transitions + emissions[:, t].unsqueeze(1), dim=1)
+            alphas.append(torch.where(mask[:, t : t + 1], step, alphas[-1]))
+        end = self.end_transitions.expand_as(alphas[0])
+        betas = [end]
+        for t in range(num_words - 2, -1, -1):
+            step = torch.logsumexp(self.transitions + (emissions[:, t + 1] + betas[-1]).unsqueeze(1), dim=2)
+            # Word t is its sentence's last when word t+1 is padding: nothing follows but the end transition.
+            betas.append(torch.where(mask[:, t + 1 : t + 2], step, end))
+        log_z = torch.logsumexp(alphas[-1] + self.end_transitions, dim=1)
+        scores = torch.stack(alphas, dim=1) + torch.stack(betas[::-1], dim=1) - log_z[:, None, None]
+        return scores.exp() * mask.unsqueeze(-1).to(scores.dtype)
+
+    def viterbi_decode(self, emissions: torch.Tensor, mask: torch.Tensor, pad_id: int = -100) -> torch.Tensor:
+        """Highest-scoring tag sequence per sentence, (batch, words) with `pad_id` past each end."""
+        mask = mask.bool()
+        batch, num_words, num_tags = emissions.shape
+        if num_words == 0:
+            return torch.full((batch, 0), pad_id, dtype=torch.long, device=emissions.device)
+        score = self.start_transitions + emissions[:, 0]
+        keep = torch.arange(num_tags, device=emissions.device).expand(batch, num_tags)
+        backpointers = []
+        for t in range(1, num_words):
+            candidates = score.unsqueeze(2) + self.transitions  # (B, from, to)
+            best_score, best_previous = candidates.max(dim=1)
+            step_mask = mask[:, t : t + 1]
+            score = torch.where(step_mask, best_score + emissions[:, t], score)
+            # Past a row's end the path stays on its last tag, so backtracking starts from the true end.
+            backpointers.append(torch.where(step_mask, best_previous, keep))
+        best_last = (score + self.end_transitions).argmax(dim=1)
+        path = [best_last]
+        for pointers in reversed(backpointers):
+            path.append(pointers.gather(1, path[-1].unsqueeze(1)).squeeze(1))
+        tags = torch.stack(path[::-1], dim=1)
+        return tags.masked_fill(~mask, pad_id)
+
+
+@dataclass
+class ElmoTokenClassifierOutput(TokenClassifierOutput):
+    """
+    [`TokenClassifierOutput`] plus decoded tags.
+
+    Args:
+        loss (`torch.FloatTensor` of shape `()`, *optional*): Mean negative log-likelihood per labelled word.
+        logits (`torch.FloatTensor` of shape `(batch_size, num_words, num_labels)`):
+            Tag scores (the CRF's emission scores when `use_crf`).
+        predictions (`torch.LongTensor` of shape `(batch_size, num_words)`, *optional*):
+            Best tag per word (Viterbi path with a CRF, argmax otherwise), -100 at padding. Returned in eval mode.
+        hidden_states (`tuple(torch.FloatTensor)`, *optional*): The biLM layers, with `output_hidden_states=True`.
+    """
+
+    predictions: torch.LongTensor | None = None
+
+
+def _reduce_loss(total: torch.Tensor, count: torch.Tensor, num_items_in_batch=None) -> torch.Tensor:
+    """Sum over labelled items -> mean. Under gradient accumulation `Trainer` passes the labelled count of the
+    whole accumulated batch, so that the summed micro-batch losses equal the loss of one large batch."""
+    if num_items_in_batch is not None:
+        return total / num_items_in_batch
+    return total / count.clamp(min=1)
+
+
+class _ElmoHeadMixin:
+    """What both heads share: the biLM (optionally frozen), an own learned mix, dropout, weight init."""
+
+    def _build_elmo(self, config: ElmoConfig) -> None:
+        self.elmo = ElmoModel(config)
+        # The head's own mix, so that it trains even when the biLM is frozen.
+        self.scalar_mix = ElmoScalarMix(config.num_lstm_layers + 1, layer_norm=config.scalar_mix_layer_norm)
+        self.dropout = nn.Dropout(config.classifier_dropout)
+        self.set_elmo_frozen(config.freeze_elmo)
+
+    def set_elmo_frozen(self, frozen: bool = True) -> None:
+        """Freeze (or unfreeze) the biLM; the learned mix and the head always train."""
+        self.config.freeze_elmo = bool(frozen)
+        self.elmo.requires_grad_(not frozen)
+        # The head mixes with its own `scalar_mix`; the encoder's mixes stay out of training (unused parameters
+        # that require gradients break DistributedDataParallel).
+        self.elmo.scalar_mixes.requires_grad_(False)
+
+    @classmethod
+    def from_pretrained(cls, *args, **kwargs):
+        loaded = super().from_pretrained(*args, **kwargs)
+        model = loaded[0] if isinstance(loaded, tuple) else loaded
+        # Loading swaps in fresh parameters (requires_grad=True), so apply `freeze_elmo` again.
+        model.set_elmo_frozen(model.config.freeze_elmo)
+        return loaded
+
+    def _mixed_representation(self, input_ids, attention_mask, word_ids=None):
+        """Run the biLM (without autograd when it is frozen) and mix its layers: ((B, W, 2P), mask, outputs)."""
+        track = torch.is_grad_enabled() and any(p.requires_grad for p in self.elmo.parameters())
+        with torch.set_grad_enabled(track):
+            outputs = self.elmo(input_ids, attention_mask=attention_mask, word_ids=word_ids, return_dict=True)
+        mixed = self.scalar_mix(outputs.hidden_states, outputs.mask)
+        return self.dropout(mixed), outputs.mask, outputs
+
+    @torch.no_grad()
+    def _init_weights(self, module):
+        if isinstance(module, nn.LSTM):
+            bound = module.hidden_size**-0.5
+            for parameter in module.parameters():
+                init.uniform_(parameter, -bound, bound)
+        elif isinstance(module, ElmoCrf):
+            for parameter in module.parameters():
+                init.zeros_(parameter)
+        else:
+            super()._init_weights(module)
+
+
+class ElmoForTokenClassification(_ElmoHeadMixin, ElmoPreTrainedModel):
+    """ELMo with a tagging head: learned mix -> dropout -> [BiLSTM] -> linear -> [CRF].
+
+    `config.task_encoder` picks `"linear"` or `"bilstm"`, `config.use_crf` adds a CRF, and
+    `config.freeze_elmo` (default) keeps the biLM fixed. Labels are one per word (no sub-words);
+    -100 marks words without a label (padding, or words to leave out of the loss).
+    """
+
+    accepts_loss_kwargs = True
+
+    def __init__(self, config: ElmoConfig):
+        super().__init__(config)
+        self.num_labels = config.num_labels
+        self._build_elmo(config)
+        if config.task_encoder == "bilstm":
+            self.encoder = nn.LSTM(
+                config.hidden_size,
+                config.task_encoder_hidden_size,
+                num_layers=config.task_encoder_num_layers,
+                bidirectional=True,
+                batch_first=True,
+                dropout=config.classifier_dropout if config.task_encoder_num_layers > 1 else 0.0,
+            )
+            classifier_input = 2 * config.task_encoder_hidden_size
+        else:
+            self.encoder = None
+            classifier_input = config.hidden_size
+        self.classifier = nn.Linear(classifier_input, config.num_labels)
+        self.crf = ElmoCrf(config.num_labels) if config.use_crf else None
+        self.post_init()
+
+    def _encode(self, mixed: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+        if self.encoder is None:
+            return mixed
+        if mixed.shape[1] == 0:  # every sentence empty: nothing to run
+            return mixed.new_zeros(mixed.shape[0], 0, 2 * self.encoder.hidden_size)
+        # pack_padded_sequence wants host-side lengths; an empty row runs one padding step, ignored later.
+        lengths = mask.sum(dim=1).clamp(min=1).tolist()
+        packed = nn.utils.rnn.pack_padded_sequence(mixed, lengths, batch_first=True, enforce_sorted=False)
+        encoded, _ = self.encoder(packed)
+        encoded, _ = nn.utils.rnn.pad_packed_sequence(encoded, batch_first=True, total_length=mixed.shape[1])
+        return self.dropout(encoded)
+
+    def forward(
+        self,
+        input_ids: torch.Tensor,
+        attention_mask: torch.Tensor | None = None,
+        labels: torch.Tensor | None = None,
+        word_ids: torch.Tensor | None = None,
+        output_hidden_states: bool | None = None,
+        return_dict: bool | None = None,
+        num_items_in_batch: int | torch.Tensor | None = None,
+        **kwargs,
+    ) -> ElmoTokenClassifierOutput | tuple:
+        r"""
+        Args:
+            input_ids (`torch.LongTensor` of shape `(batch_size, num_words, max_characters_per_token)`):
+                Character ids from [`ElmoTokenizer`].
+            attention_mask (`torch.Tensor` of shape `(batch_size, num_words)`, *optional*): 1 for real words.
+            labels (`torch.LongTensor` of shape `(batch_size, num_words)`, *optional*):
+                Tag ids in `[0, num_labels)`, or -100 for no label. The loss is the mean over labelled words of
+                the cross-entropy (or, with a CRF, each sentence's negative log-likelihood summed and divided by
+                the number of labelled words).
+            num_items_in_batch (`int`, *optional*):
+                Labelled words in the whole (gradient-accumulated) batch; `Trainer` passes it. Replaces the
+                local count as the divisor so that accumulated micro-batches add up to the large-batch loss.
+        """
+        return_dict = return_dict if return_dict is not None else self.config.return_dict
+        mixed, mask, elmo_outputs = self._mixed_representation(input_ids, attention_mask, word_ids)
+        logits = self.classifier(self._encode(mixed, mask))
+
+        loss = None
+        if labels is not None:
+            labels = self._check_labels(labels, mask)
+            labelled = (labels != -100) & mask
+            if self.crf is not None:
+                total = -self.crf.log_likelihood(logits, labels.masked_fill(~mask, -100), mask).sum()
+            else:
+                total = F.cross_entropy(
+                    logits[labelled].float(), labels[labelled], reduction="sum"
+                )
+            loss = _reduce_loss(total, labelled.sum(), num_items_in_batch)
+
+        predictions = None
+        if not self.training:
+            with torch.no_grad():
+                if self.crf is not None:
+                    predictions = self.crf.viterbi_decode(logits, mask)
+                else:
+                    predictions = logits.argmax(dim=-1).masked_fill(~mask, -100)
+
+        hidden_states = elmo_outputs.hidden_states if output_hidden_states else None
+        output = ElmoTokenClassifierOutput(
+            loss=loss, logits=logits, predictions=predictions, hidden_states=hidden_states
+        )
+        return output if return_dict else output.to_tuple()
+
+    def _check_labels(self, labels: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+        if tuple(labels.shape) != tuple(mask.shape):
+            raise ValueError(
+                f"labels must have shape (batch, words) = {tuple(mask.shape)}, one label per word; "
+                f"got {tuple(labels.shape)}"
+            )
+        labels = labels.to(device=mask.device, dtype=torch.long)
+        real = labels[mask & (labels != -100)]
+        if real.numel() and (int(real.min()) < 0 or int(real.max()) >= self.num_labels):
+            bad = int(real.min()) if int(real.min()) < 0 else int(real.max())
+            raise ValueError(f"label id {bad} is outside [0, {self.num_labels}) (use -100 for 'no label')")
+        return labels
+
+    def decode(self, logits: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+        """Best tags (batch, words) from `logits`, -100 at padding: Viterbi with a CRF, argmax otherwise."""
+        if self.crf is not None:
+            return self.crf.viterbi_decode(logits, mask)
+        return logits.argmax(dim=-1).masked_fill(~mask.bool(), -100)
+
+    def tag_probabilities(self, logits: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+        """p(tag | sentence) per word, (batch, words, num_labels): CRF marginals, or the softmax of `logits`."""
+        if self.crf is not None:
+            return self.crf.marginals(logits, mask)
+        return torch.softmax(logits.float(), dim=-1) * mask.unsqueeze(-1)
+
+
+class ElmoForSequenceClassification(_ElmoHeadMixin, ElmoPreTrainedModel):
+    """ELMo with a sentence classifier: learned mix -> masked mean over words -> MLP (`classifier_hidden_size`)."""
+
+    accepts_loss_kwargs = True
+
+    def __init__(self, config: ElmoConfig):
+        super().__init__(config)
+        self.num_labels = config.num_labels
+        self._build_elmo(config)
+        if config.classifier_hidden_size:
+            self.pre_classifier = nn.Linear(config.hidden_size, config.classifier_hidden_size)
+            classifier_input = config.classifier_hidden_size
+        else:
+            self.pre_classifier = None
+            classifier_input = config.hidden_size
+        self.classifier = nn.Linear(classifier_input, config.num_labels)
+        self.post_init()
+
+    def forward(
+        self,
+        input_ids: torch.Tensor,
+        attention_mask: torch.Tensor | None = None,
+        labels: torch.Tensor | None = None,
+        word_ids: torch.Tensor | None = None,
+        output_hidden_states: bool | None = None,
+        return_dict: bool | None = None,
+        num_items_in_batch: int | torch.Tensor | None = None,
+        **kwargs,
+    ) -> SequenceClassifierOutput | tuple:
+        r"""
+        Args:
+            input_ids (`torch.LongTensor` of shape `(batch_size, num_words, max_characters_per_token)`):
+                Character ids from [`ElmoTokenizer`].
+            attention_mask (`torch.Tensor` of shape `(batch_size, num_words)`, *optional*): 1 for real words.
+            labels (`torch.LongTensor` of shape `(batch_size,)`, *optional*):
+                Class ids in `[0, num_labels)`, or -100 to leave a sentence out of the mean cross-entropy loss.
+            num_items_in_batch (`int`, *optional*): labelled sentences in the whole accumulated batch (`Trainer`).
+        """
+        return_dict = return_dict if return_dict is not None else self.config.return_dict
+        mixed, mask, elmo_outputs = self._mixed_representation(input_ids, attention_mask, word_ids)
+        weights = mask.unsqueeze(-1).to(mixed.dtype)
+        pooled = (mixed * weights).sum(dim=1) / weights.sum(dim=1).clamp(min=1.0)  # (B, 2P)
+        if self.pre_classifier is not None:
+            pooled = self.dropout(F.relu(self.pre_classifier(pooled)))
+        logits = self.classifier(pooled)
+
+        loss = None
+        if labels is not None:
+            if tuple(labels.shape) != (logits.shape[0],):
+                raise ValueError(f"labels must have shape (batch,) = ({logits.shape[0]},), got {tuple(labels.shape)}")
+            labels = labels.to(device=logits.device, dtype=torch.long)
+            labelled = labels != -100
+            real = labels[labelled]
+            if real.numel() and (int(real.min()) < 0 or int(real.max()) >= self.num_labels):
+                raise ValueError(f"class ids must be in [0, {self.num_labels}) or -100, got {real.tolist()}")
+            total = F.cross_entropy(logits[labelled].float(), real, reduction="sum")
+            loss = _reduce_loss(total, labelled.sum(), num_items_in_batch)
+
+        hidden_states = elmo_outputs.hidden_states if output_hidden_states else None
+        output = SequenceClassifierOutput(loss=loss, logits=logits, hidden_states=hidden_states)
+        return output if return_dict else output.to_tuple()
+
+
 __all__ = [
     "ElmoModelOutput",
     "ElmoHighwayLayer",
@@ -801,4 +1147,8 @@ __all__ = [
     "ElmoForPreTrainingOutput",
     "ElmoLanguageModelSoftmax",
     "ElmoForPreTraining",
+    "ElmoCrf",
+    "ElmoTokenClassifierOutput",
+    "ElmoForTokenClassification",
+    "ElmoForSequenceClassification",
 ]

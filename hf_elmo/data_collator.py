@@ -1,0 +1,117 @@
+"""Batching for ELMo heads: word-level examples -> padded `(batch, words, 50)` character ids.
+
+Labels are one per word (ELMo reads whole words, so there is no sub-word alignment): token labels are
+padded with -100, sentence labels are stacked.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+
+from .tokenization_elmo import ElmoTokenizer
+
+
+@dataclass
+class ElmoDataCollator:
+    """Pads a list of examples into tensors for [`ElmoForTokenClassification`] / [`ElmoForSequenceClassification`].
+
+    Each example is a mapping with one of
+      * `"input_ids"`: character ids of its words, shape `(words, max_characters_per_token)`;
+      * `"words"`: a list of words (encoded with `tokenizer`);
+      * `"text"`: a raw string (split into words by `tokenizer`);
+    and optionally `"labels"`: a list of tag ids, one per word (token classification), or one class id
+    (sequence classification).
+
+    Returns `input_ids` (batch, max_words, max_characters_per_token), `attention_mask` (batch, max_words)
+    and `labels` ((batch, max_words) padded with `label_pad_token_id`, or (batch,)).
+
+    Args:
+        tokenizer: needed for `"words"` / `"text"` examples.
+        label_pad_token_id: label of padding positions (ignored by the loss).
+        max_words: cut longer sentences (and their labels) to this many words.
+    """
+
+    tokenizer: ElmoTokenizer | None = None
+    label_pad_token_id: int = -100
+    max_words: int | None = None
+    _cache: dict[str, list[int]] = field(default_factory=dict, init=False, repr=False)
+
+    def _char_ids(self, word: str) -> list[int]:
+        ids = self._cache.get(word)
+        if ids is None:
+            ids = self._cache[word] = self.tokenizer.word_to_char_ids(word)
+        return ids
+
+    def _example_ids(self, index: int, example: Mapping[str, Any]) -> torch.Tensor:
+        if "input_ids" in example:
+            ids = torch.as_tensor(example["input_ids"], dtype=torch.long)
+            if ids.dim() != 2:
+                raise ValueError(
+                    f"example {index}: input_ids must be (words, characters), got shape {tuple(ids.shape)}"
+                )
+            return ids
+        if "words" not in example and "text" not in example:
+            raise ValueError(f"example {index} has none of 'input_ids', 'words', 'text' (keys: {sorted(example)})")
+        if self.tokenizer is None:
+            raise ValueError("examples given as words or text need ElmoDataCollator(tokenizer=...)")
+        if "words" in example:
+            words = example["words"]
+            if isinstance(words, str) or not all(isinstance(word, str) for word in words):
+                raise TypeError(f"example {index}: 'words' must be a list of strings")
+        else:
+            words = self.tokenizer.tokenize(example["text"])
+        width = self.tokenizer.max_characters_per_token
+        if not words:
+            return torch.zeros(0, width, dtype=torch.long)
+        return torch.tensor([self._char_ids(word) for word in words], dtype=torch.long)
+
+    def __call__(self, examples: Sequence[Mapping[str, Any]]) -> dict[str, torch.Tensor]:
+        if len(examples) == 0:
+            raise ValueError("cannot collate an empty list of examples")
+        encoded = [self._example_ids(i, example) for i, example in enumerate(examples)]
+        widths = {ids.shape[1] for ids in encoded}
+        if len(widths) != 1:
+            raise ValueError(f"examples have different characters-per-word widths {sorted(widths)}")
+        width = widths.pop()
+        full_lengths = [ids.shape[0] for ids in encoded]
+        if self.max_words is not None:
+            encoded = [ids[: self.max_words] for ids in encoded]
+        lengths = [ids.shape[0] for ids in encoded]
+        num_words = max(lengths)
+
+        input_ids = torch.zeros(len(examples), num_words, width, dtype=torch.long)
+        attention_mask = torch.zeros(len(examples), num_words, dtype=torch.long)
+        for row, ids in enumerate(encoded):
+            input_ids[row, : ids.shape[0]] = ids
+            attention_mask[row, : ids.shape[0]] = 1
+        batch = {"input_ids": input_ids, "attention_mask": attention_mask}
+
+        has_labels = ["labels" in example and example["labels"] is not None for example in examples]
+        if any(has_labels):
+            if not all(has_labels):
+                raise ValueError("some examples have labels and some do not")
+            batch["labels"] = self._labels(examples, full_lengths, num_words)
+        return batch
+
+    def _labels(self, examples, full_lengths: list[int], num_words: int) -> torch.Tensor:
+        raw = [example["labels"] for example in examples]
+        scalar = [isinstance(label, int) or (torch.is_tensor(label) and label.dim() == 0) for label in raw]
+        if all(scalar):
+            return torch.tensor([int(label) for label in raw], dtype=torch.long)
+        if any(scalar):
+            raise ValueError("mixed label kinds: some examples have one class id, others one label per word")
+        labels = torch.full((len(examples), num_words), self.label_pad_token_id, dtype=torch.long)
+        for row, (label, length) in enumerate(zip(raw, full_lengths)):
+            label = [int(x) for x in label]
+            if len(label) != length:
+                raise ValueError(f"example {row}: {length} words but {len(label)} labels (need one label per word)")
+            kept = label[:num_words]
+            labels[row, : len(kept)] = torch.tensor(kept, dtype=torch.long)
+        return labels
+
+
+__all__ = ["ElmoDataCollator"]

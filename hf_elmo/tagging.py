@@ -1,0 +1,143 @@
+"""From word tags to entity spans, and tagging raw text with an [`ElmoForTokenClassification`] model.
+
+Tag schemes: BIO (IOB2) is the main one; IOB1, BIOES/IOBES and BMES tags are read leniently the way
+conlleval does (an `I-`/`M-`/`E-` tag after a different type starts a new entity; `S-`/`E-` close one).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import torch
+
+
+def split_tag(tag: str) -> tuple[str, str | None]:
+    """`"B-PER"` -> (`"B"`, `"PER"`); `"O"` (or anything without a known prefix) -> (`"O"`, None)."""
+    prefix, sep, entity = tag.partition("-")
+    if sep and prefix in ("B", "I", "E", "S", "M") and entity:
+        return prefix, entity
+    return "O", None
+
+
+def tag_spans(tags: Sequence[str]) -> list[tuple[str, int, int]]:
+    """Entities as (type, first word, end word exclusive)."""
+    spans: list[tuple[str, int, int]] = []
+    current: list | None = None  # [type, start]
+    for index, tag in enumerate(tags):
+        prefix, entity = split_tag(tag)
+        if current is not None and (entity != current[0] or prefix in ("B", "S") or entity is None):
+            spans.append((current[0], current[1], index))
+            current = None
+        if entity is not None and current is None:
+            current = [entity, index]
+        if current is not None and prefix in ("E", "S"):
+            spans.append((current[0], current[1], index + 1))
+            current = None
+    if current is not None:
+        spans.append((current[0], current[1], len(tags)))
+    return spans
+
+
+def word_offsets(text: str, words: Sequence[str], lowercase: bool = False) -> list[tuple[int, int] | None]:
+    """Character (start, end) of each word in `text`, searching left to right; None if a word is not found."""
+    haystack = text.lower() if lowercase else text
+    offsets: list[tuple[int, int] | None] = []
+    position = 0
+    for word in words:
+        start = haystack.find(word, position)
+        if start < 0:
+            offsets.append(None)
+            continue
+        offsets.append((start, start + len(word)))
+        position = start + len(word)
+    return offsets
+
+
+def entities_from_tags(
+    words: Sequence[str],
+    tags: Sequence[str],
+    text: str | None = None,
+    scores: Sequence[float] | None = None,
+    lowercase: bool = False,
+    joiner: str | None = None,
+) -> list[dict]:
+    """Entity dicts `{entity, word, start, end, word_start, word_end, score}`.
+
+    `start`/`end` are character offsets into `text` (None without text). `word` is the span's text from
+    `text` when possible, else the words joined with `joiner` ("" between CJK words, " " otherwise).
+    """
+    offsets = word_offsets(text, words, lowercase) if text is not None else [None] * len(words)
+    entities = []
+    for entity, first, end in tag_spans(tags):
+        start_offset, end_offset = offsets[first], offsets[end - 1]
+        if start_offset is not None and end_offset is not None:
+            start, stop = start_offset[0], end_offset[1]
+            surface = text[start:stop]
+        else:
+            start = stop = None
+            glue = joiner if joiner is not None else ("" if all(_is_cjk_word(w) for w in words[first:end]) else " ")
+            surface = glue.join(words[first:end])
+        item = {"entity": entity, "word": surface, "start": start, "end": stop, "word_start": first, "word_end": end}
+        if scores is not None:
+            item["score"] = float(sum(scores[first:end]) / (end - first))
+        entities.append(item)
+    return entities
+
+
+def _is_cjk_word(word: str) -> bool:
+    return bool(word) and all(
+        "\u2e80" <= ch <= "\u9fff" or "\uf900" <= ch <= "\ufaff" or ord(ch) >= 0x20000 for ch in word
+    )
+
+
+@torch.no_grad()
+def tag(
+    model,
+    tokenizer,
+    inputs: str | Sequence[str] | Sequence[Sequence[str]],
+    is_split_into_words: bool = False,
+    batch_size: int = 32,
+) -> list[dict]:
+    """Tag raw text (split into words by the tokenizer, Chinese included) or pre-split sentences.
+
+    Returns one dict per sentence: `{"text", "words", "tags", "entities"}` (see [`entities_from_tags`];
+    `score` is the mean probability of the chosen tags: CRF marginals or softmax).
+    """
+    if isinstance(inputs, str):
+        inputs = [inputs]
+    elif is_split_into_words and inputs and all(isinstance(word, str) for word in inputs):
+        inputs = [list(inputs)]
+    inputs = list(inputs)
+    id2label = model.config.id2label
+    was_training = model.training
+    model.eval()
+    device = next(model.parameters()).device
+    results = []
+    try:
+        for begin in range(0, len(inputs), batch_size):
+            chunk = inputs[begin : begin + batch_size]
+            encoding = tokenizer(
+                chunk, is_split_into_words=is_split_into_words, padding=True, return_tensors="pt", return_words=True
+            )
+            words_batch = encoding.pop("words")
+            encoding = {key: value.to(device) for key, value in encoding.items()}
+            logits = model(**encoding).logits
+            mask = encoding["attention_mask"].bool()
+            best = model.decode(logits, mask)
+            probabilities = model.tag_probabilities(logits, mask)
+            chosen = probabilities.gather(-1, best.clamp(min=0).unsqueeze(-1)).squeeze(-1)
+            for row, words in enumerate(words_batch):
+                count = len(words)
+                tags = [id2label[int(i)] for i in best[row, :count]]
+                scores = chosen[row, :count].tolist()
+                text = None if is_split_into_words else chunk[row]
+                entities = entities_from_tags(
+                    words, tags, text=text, scores=scores, lowercase=getattr(tokenizer, "do_lower_case", False)
+                )
+                results.append({"text": text, "words": list(words), "tags": tags, "entities": entities})
+    finally:
+        model.train(was_training)
+    return results
+
+
+__all__ = ["split_tag", "tag_spans", "word_offsets", "entities_from_tags", "tag"]

@@ -1,0 +1,68 @@
+"""Tiny ELMo models and toy tagging data shared by the head / fine-tuning tests."""
+
+from __future__ import annotations
+
+import random
+
+import torch
+
+from hf_elmo import ElmoConfig, ElmoModel, ElmoTokenizer
+
+TINY = dict(
+    char_embedding_dim=4,
+    char_cnn_filters=[[1, 4], [2, 8]],
+    num_highway_layers=1,
+    projection_dim=8,
+    lstm_cell_dim=16,
+    num_lstm_layers=2,
+)
+LABELS = ["O", "B-LOC", "I-LOC", "B-PER", "I-PER"]
+
+
+def tiny_config(**overrides) -> ElmoConfig:
+    values = dict(TINY)
+    values.update(overrides)
+    return ElmoConfig(**values)
+
+
+# Random biLM features of TINY barely tell words apart; this still-small size learns a toy task in seconds.
+LEARNABLE = dict(char_embedding_dim=8, char_cnn_filters=[[1, 32], [2, 32]], projection_dim=16, lstm_cell_dim=32)
+
+
+def save_tiny_base(folder, seed: int = 0, **overrides) -> str:
+    """A random small ElmoModel + tokenizer folder (stands in for a pretrained biLM)."""
+    torch.manual_seed(seed)
+    ElmoModel(tiny_config(**overrides)).save_pretrained(folder)
+    ElmoTokenizer().save_pretrained(folder)
+    return str(folder)
+
+
+PEOPLE = [["Alice"], ["Bob"], ["Carol", "Smith"], ["Dan", "Brown"]]
+PLACES = [["Paris"], ["Rome"], ["New", "York"], ["Oslo"]]
+FILLER = ["the", "a", "met", "in", "went", "to", "and", "saw", "."]
+
+
+def toy_sentences(count: int, seed: int) -> list[tuple[list[str], list[str]]]:
+    """Sentences with PER / LOC entities (BIO) among filler words."""
+    rng = random.Random(seed)
+    sentences = []
+    for _ in range(count):
+        words, tags = [], []
+        for _ in range(rng.randint(2, 7)):
+            r = rng.random()
+            if r < 0.2 or r < 0.4:
+                entity, kind = (rng.choice(PEOPLE), "PER") if r < 0.2 else (rng.choice(PLACES), "LOC")
+                words += entity
+                tags += [f"B-{kind}"] + [f"I-{kind}"] * (len(entity) - 1)
+            else:
+                words.append(rng.choice(FILLER))
+                tags.append("O")
+        sentences.append((words, tags))
+    return sentences
+
+
+def write_conll(path, sentences, separator="\t") -> str:
+    with open(path, "w", encoding="utf-8") as handle:
+        for words, tags in sentences:
+            handle.write("".join(f"{w}{separator}{t}\n" for w, t in zip(words, tags)) + "\n")
+    return str(path)

@@ -1,0 +1,75 @@
+import pytest
+import torch
+
+from hf_elmo import ElmoDataCollator, ElmoTokenizer
+from hf_elmo.tagging import entities_from_tags, tag_spans, word_offsets
+
+
+@pytest.fixture
+def collate():
+    return ElmoDataCollator(ElmoTokenizer(segmenter="chars"))
+
+
+def test_words_are_padded_with_zero_words_and_minus_100_labels(collate):
+    tokenizer = ElmoTokenizer()
+    batch = collate([{"words": ["ab", "c"], "labels": [1, 0]}, {"words": ["北京"], "labels": [2]}])
+    assert batch["input_ids"].shape == (2, 2, 50)
+    assert batch["attention_mask"].tolist() == [[1, 1], [1, 0]]
+    assert batch["labels"].tolist() == [[1, 0], [2, -100]]
+    assert batch["input_ids"][1, 1].eq(0).all()
+    assert batch["input_ids"][1, 0].tolist() == tokenizer.word_to_char_ids("北京")
+
+
+def test_input_ids_text_and_sentence_labels(collate):
+    tokenizer = ElmoTokenizer(segmenter="chars")
+    ids = tokenizer(["x", "yz"], is_split_into_words=True)["input_ids"]
+    batch = collate([{"input_ids": ids, "labels": 1}, {"text": "北京 hello", "labels": 0}])
+    assert batch["labels"].tolist() == [1, 0]
+    assert batch["attention_mask"].tolist() == [[1, 1, 0], [1, 1, 1]]  # 北 京 hello
+    assert batch["input_ids"][0, :2].tolist() == ids
+
+
+def test_max_words_cuts_words_and_labels_together():
+    collate = ElmoDataCollator(ElmoTokenizer(), max_words=2)
+    batch = collate([{"words": list("abcd"), "labels": [1, 2, 3, 4]}])
+    assert batch["labels"].tolist() == [[1, 2]] and batch["input_ids"].shape == (1, 2, 50)
+
+
+def test_bad_examples_are_named(collate):
+    with pytest.raises(ValueError, match="example 1: 2 words but 3 labels"):
+        collate([{"words": ["a"], "labels": [0]}, {"words": ["a", "b"], "labels": [0, 1, 2]}])
+    with pytest.raises(ValueError, match="some examples have labels"):
+        collate([{"words": ["a"], "labels": [0]}, {"words": ["b"]}])
+    with pytest.raises(ValueError, match="none of 'input_ids', 'words', 'text'"):
+        collate([{"tokens": ["a"]}])
+    with pytest.raises(ValueError, match="need ElmoDataCollator\\(tokenizer"):
+        ElmoDataCollator()([{"words": ["a"]}])
+    with pytest.raises(TypeError, match="list of strings"):
+        collate([{"words": "abc"}])
+    with pytest.raises(ValueError, match="empty list"):
+        collate([])
+
+
+def test_tag_spans_bio_bioes_and_stray_inside_tags():
+    assert tag_spans(["B-PER", "I-PER", "O", "B-LOC", "B-LOC", "I-ORG"]) == [
+        ("PER", 0, 2),
+        ("LOC", 3, 4),
+        ("LOC", 4, 5),
+        ("ORG", 5, 6),
+    ]
+    assert tag_spans(["S-PER", "B-LOC", "M-LOC", "E-LOC", "E-LOC"]) == [("PER", 0, 1), ("LOC", 1, 4), ("LOC", 4, 5)]
+    assert tag_spans(["I-PER", "I-PER", "I-LOC"]) == [("PER", 0, 2), ("LOC", 2, 3)]
+    assert tag_spans([]) == []
+
+
+def test_entities_carry_character_offsets():
+    text = "张三在北京工作。"
+    words = ["张三", "在", "北京", "工作", "。"]
+    assert word_offsets(text, words) == [(0, 2), (2, 3), (3, 5), (5, 7), (7, 8)]
+    entities = entities_from_tags(words, ["B-PER", "O", "B-LOC", "O", "O"], text=text, scores=[0.9, 1, 0.5, 1, 1])
+    assert entities == [
+        {"entity": "PER", "word": "张三", "start": 0, "end": 2, "word_start": 0, "word_end": 1, "score": 0.9},
+        {"entity": "LOC", "word": "北京", "start": 3, "end": 5, "word_start": 2, "word_end": 3, "score": 0.5},
+    ]
+    pre_split = entities_from_tags(["New", "York"], ["B-LOC", "I-LOC"])
+    assert pre_split[0]["word"] == "New York" and pre_split[0]["start"] is None

@@ -1,0 +1,252 @@
+"""The fine-tuning entry point: data checks, Trainer round trip, predict / evaluate / pipeline."""
+
+import json
+import logging
+
+import pytest
+import torch
+from finetune_helpers import LEARNABLE, save_tiny_base, toy_sentences, write_conll
+from transformers import pipeline
+
+from hf_elmo import ElmoDataCollator, ElmoForSequenceClassification, ElmoForTokenClassification, ElmoTokenizer
+from hf_elmo.conll import DataError, encode_tags, read_conll, sentences_from_dataset, sentences_from_pairs
+from hf_elmo.finetune import FinetuneOptions, evaluate_tagger, main, predict_tags, train_tagger
+from hf_elmo.tagging import tag
+
+
+@pytest.fixture(scope="module")
+def trained(tmp_path_factory):
+    root = tmp_path_factory.mktemp("finetune")
+    base = save_tiny_base(root / "base", **LEARNABLE)
+    files = {
+        split: write_conll(root / f"{split}.txt", toy_sentences(n, seed))
+        for split, n, seed in (("train", 160, 1), ("dev", 30, 2), ("test", 30, 3))
+    }
+    options = FinetuneOptions(
+        model=base,
+        output_dir=str(root / "tagger"),
+        task_encoder="bilstm",
+        task_encoder_hidden_size=16,
+        use_crf=True,
+        dropout=0.0,
+        epochs=6,
+        learning_rate=5e-2,
+        batch_size=16,
+        seed=0,
+        logging_steps=1000,
+    )
+    run = train_tagger(read_conll(files["train"]), read_conll(files["dev"]), read_conll(files["test"]), options)
+    return {"root": root, "base": base, "files": files, "folder": str(root / "tagger"), **run}
+
+
+def train_loss(model, sentences):
+    label2id = model.config.label2id
+    examples = [{"words": w, "labels": [label2id[t] for t in tags]} for w, tags in sentences]
+    batch = ElmoDataCollator(ElmoTokenizer())(examples)
+    with torch.no_grad():
+        return model.eval()(**batch).loss.item()
+
+
+def test_training_learns_and_reports_seqeval_scores(trained):
+    results = trained["results"]
+    assert results["labels"] == ["O", "B-LOC", "I-LOC", "B-PER", "I-PER"]
+    for split in ("dev", "test"):
+        scores = results[split]
+        assert {"precision", "recall", "f1", "accuracy", "PER_f1", "LOC_f1", "PER_support"} <= set(scores)
+    train = toy_sentences(160, 1)
+    untrained = ElmoForTokenClassification.from_pretrained(
+        trained["base"],
+        num_labels=5,
+        id2label=dict(enumerate(results["labels"])),
+        label2id={label: i for i, label in enumerate(results["labels"])},
+        task_encoder="bilstm",
+        task_encoder_hidden_size=16,
+        use_crf=True,
+    )
+    assert train_loss(trained["model"], train) < 0.5 * train_loss(untrained, train)
+    assert results["test"]["f1"] > 0.8
+
+
+def test_saved_folder_reloads_and_predicts_identically(trained):
+    folder = trained["folder"]
+    reloaded = ElmoForTokenClassification.from_pretrained(folder).eval()
+    tokenizer = ElmoTokenizer.from_pretrained(folder)
+    sentences = [words for words, _ in toy_sentences(30, 3)]
+    assert predict_tags(reloaded, tokenizer, sentences) == predict_tags(
+        trained["model"], trained["tokenizer"], sentences
+    )
+    inputs = ElmoTokenizer()(sentences[:4], is_split_into_words=True, padding=True, return_tensors="pt")
+    torch.testing.assert_close(reloaded(**inputs).logits, trained["model"].eval()(**inputs).logits)
+    saved = json.loads((trained["root"] / "tagger" / "results.json").read_text())
+    assert evaluate_tagger(reloaded, tokenizer, read_conll(trained["files"]["test"])) == saved["test"]
+    assert not [p for p in trained["root"].iterdir() if p.name.startswith(".")]  # no temp folders left
+
+
+def test_cli_predict_and_evaluate(trained, capsys):
+    text = "Alice met Bob in New York ."
+    assert main(["predict", "--model", trained["folder"], text]) == 0
+    printed = json.loads(capsys.readouterr().out.strip())
+    expected = tag(trained["model"], trained["tokenizer"], text)[0]
+    assert printed == json.loads(json.dumps(expected))
+    assert printed["words"] == text.split()
+    for entity in printed["entities"]:
+        assert text[entity["start"] : entity["end"]] == entity["word"]
+
+    assert main(["evaluate", "--model", trained["folder"], "--test", trained["files"]["test"]]) == 0
+    scores = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert scores == trained["results"]["test"]
+
+
+def test_pipeline_matches_tag(trained):
+    tagger = pipeline("elmo-token-classification", model=trained["folder"])
+    text = "Carol Smith went to Rome and Oslo ."
+    entities = tagger(text)
+    expected = tag(trained["model"], trained["tokenizer"], text)[0]["entities"]
+    assert [(e["entity"], e["start"], e["end"]) for e in entities] == [
+        (e["entity"], e["start"], e["end"]) for e in expected
+    ]
+    for got, want in zip(entities, expected):
+        assert got["score"] == pytest.approx(want["score"], rel=1e-5)
+
+
+def test_chinese_text_is_segmented_for_prediction(trained):
+    tokenizer = ElmoTokenizer(segmenter="jieba")
+    text = "我们在北京工作。"
+    result = tag(trained["model"], tokenizer, text)[0]
+    assert result["words"] == tokenizer.tokenize(text) == ["我们", "在", "北京", "工作", "。"]
+    assert len(result["tags"]) == 5
+
+
+def test_cli_train_writes_a_loadable_folder(trained, tmp_path, capsys):
+    out = tmp_path / "cli"
+    argv = [
+        "train",
+        "--model",
+        trained["base"],
+        "--train",
+        trained["files"]["train"],
+        "--dev",
+        trained["files"]["dev"],
+        "--output-dir",
+        str(out),
+        "--task-encoder",
+        "linear",
+        "--max-steps",
+        "2",
+        "--batch-size",
+        "8",
+    ]
+    assert main(argv) == 0
+    assert "dev:" in capsys.readouterr().out
+    model = ElmoForTokenClassification.from_pretrained(out)
+    assert model.config.task_encoder == "linear" and not model.config.use_crf
+    assert main(argv) == 2  # refuses to overwrite
+    assert "already exists" in capsys.readouterr().err
+
+
+# Bad input ------------------------------------------------------------------------------------
+
+
+def test_conll_formats(tmp_path):
+    path = tmp_path / "mixed.txt"
+    path.write_bytes(
+        "-DOCSTART- -X- -X- O\r\n\r\nEU NNP B-NP B-ORG\r\nrejects VBZ B-VP O\r\n\r\n"
+        "New York\tB-LOC\n张三 B-PER\n\n\n".encode("utf-8")
+    )
+    sentences = read_conll(path)
+    assert [(s.words, s.tags) for s in sentences] == [
+        (["EU", "rejects"], ["B-ORG", "O"]),
+        (["New York", "张三"], ["B-LOC", "B-PER"]),
+    ]
+    assert sentences[1].where(1) == f"{path}:7"
+
+
+@pytest.mark.parametrize(
+    "content,message",
+    [
+        ("a\tO\nlonely\n", r":2: expected 'word<TAB>tag'"),
+        ("a\tO\n\tO\n", r":2: expected"),
+        ("a\tO\nb\t\n", r":2: expected"),
+        ("a\tO\nb\tB X\n", r":2: tag 'B X' contains whitespace"),
+        ("", "no sentences found"),
+        ("\n\n  \n", "no sentences found"),
+    ],
+)
+def test_malformed_conll_is_reported_with_file_and_line(tmp_path, content, message):
+    path = tmp_path / "bad.txt"
+    path.write_text(content, encoding="utf-8")
+    with pytest.raises(DataError, match=message):
+        read_conll(path)
+
+
+def test_jsonl_and_pairs_check_word_and_tag_counts(tmp_path):
+    path = tmp_path / "data.jsonl"
+    path.write_text('{"words": ["a", "b"], "tags": ["O", "O"]}\n{"words": ["a"], "tags": ["O", "B-PER"]}\n')
+    with pytest.raises(DataError, match=r"data.jsonl:2: 1 words but 2 tags"):
+        read_conll(path)
+    with pytest.raises(DataError, match="sentence 2 has 1 words but 0 tags"):
+        sentences_from_pairs([(["a"], ["O"]), (["b"], [])])
+    with pytest.raises(DataError, match="not found"):
+        read_conll(tmp_path / "missing.txt")
+
+
+def test_dataset_rows_with_class_label_names():
+    class Names:
+        names = ["O", "B-PER"]
+
+    class Column:
+        feature = Names()
+
+    class FakeDataset(list):
+        features = {"ner_tags": Column()}
+
+    rows = FakeDataset([{"tokens": ["Alice", "ran"], "ner_tags": [1, 0]}])
+    assert [(s.words, s.tags) for s in sentences_from_dataset(rows)] == [(["Alice", "ran"], ["B-PER", "O"])]
+
+
+def test_unseen_labels_error_or_map_to_o(tmp_path, caplog):
+    path = write_conll(tmp_path / "test.txt", [(["Alice", "in", "Paris"], ["B-PER", "O", "B-MISC"])])
+    sentences = read_conll(path)
+    label2id = {"O": 0, "B-PER": 1}
+    with pytest.raises(DataError, match=r"test.txt:3: label 'B-MISC' does not occur in the training data"):
+        encode_tags(sentences, label2id)
+    with caplog.at_level(logging.WARNING, logger="hf_elmo.conll"):
+        examples = encode_tags(sentences, label2id, unseen_label="O", split="test")
+    assert examples[0]["labels"] == [1, 0, 0]
+    assert "B-MISC" in caplog.text
+
+
+def test_cli_reports_bad_files_without_writing(tmp_path, capsys):
+    bad = tmp_path / "bad.txt"
+    bad.write_text("a\tO\nb\n", encoding="utf-8")
+    code = main(["train", "--model", "unused", "--train", str(bad), "--output-dir", str(tmp_path / "out")])
+    assert code == 2
+    assert f"{bad}:2: expected" in capsys.readouterr().err
+    assert not (tmp_path / "out").exists()
+
+
+def test_cli_train_classifier(trained, tmp_path, capsys):
+    train = tmp_path / "train.tsv"
+    train.write_text("pos\tgood film\nneg\tbad film\npos\tvery good\nneg\tso bad\n", encoding="utf-8")
+    out = tmp_path / "classifier"
+    argv = ["train-classifier", "--model", trained["base"], "--train", str(train), "--dev", str(train)]
+    assert main(argv + ["--output-dir", str(out), "--max-steps", "2", "--batch-size", "2"]) == 0
+    assert "dev: accuracy" in capsys.readouterr().out
+    model = ElmoForSequenceClassification.from_pretrained(out)
+    assert model.config.id2label == {0: "neg", 1: "pos"}
+    results = json.loads((out / "results.json").read_text())
+    assert results["task"] == "sequence-classification" and 0.0 <= results["dev"]["accuracy"] <= 1.0
+
+    bad = tmp_path / "bad.tsv"
+    bad.write_text("pos\tfine\nno tab here\n", encoding="utf-8")
+    assert main(["train-classifier", "--model", trained["base"], "--train", str(bad), "--output-dir", str(out)]) == 2
+    assert f"{bad}:2: expected 'label<TAB>text'" in capsys.readouterr().err
+
+
+def test_cli_predict_reads_pre_split_words_from_a_file(trained, tmp_path, capsys):
+    inputs = tmp_path / "in.txt"
+    inputs.write_text("Alice went to New York\n\nBob saw Rome\n", encoding="utf-8")
+    assert main(["predict", "--model", trained["folder"], "--input", str(inputs), "--split-into-words"]) == 0
+    lines = [json.loads(line) for line in capsys.readouterr().out.strip().splitlines()]
+    assert [line["words"] for line in lines] == [["Alice", "went", "to", "New", "York"], ["Bob", "saw", "Rome"]]
+    assert all(len(line["tags"]) == len(line["words"]) for line in lines)
