@@ -277,10 +277,24 @@ class ElmoBiLstmLayer(nn.Module):
         self.recurrent_weight = nn.Parameter(torch.empty(2, projection_dim, 4 * cell_dim))
         self.bias = nn.Parameter(torch.empty(2, 4 * cell_dim))
         self.projection_weight = nn.Parameter(torch.empty(2, cell_dim, projection_dim))
+        self._transposed = None  # (key, weights): see `transposed_weights`
 
     @property
     def cell_dim(self) -> int:
         return self.projection_weight.shape[1]
+
+    def transposed_weights(self) -> tuple[torch.Tensor, torch.Tensor]:
+        """`recurrent_weight` and `projection_weight` as contiguous (2, out, in) copies, for the fast path's
+        weight-first per-step products. Without autograd the copies are kept (not saved: they are not
+        buffers) until the weights change in place or are replaced, so inference pays for them once."""
+        weights = (self.recurrent_weight, self.projection_weight)
+        if torch.is_grad_enabled() and any(w.requires_grad for w in weights):
+            return tuple(w.transpose(1, 2).contiguous() for w in weights)
+        key = tuple((w.data_ptr(), w._version, w.dtype, w.device) for w in weights)
+        if self._transposed is None or self._transposed[0] != key:
+            self._transposed = None  # free the old copies first
+            self._transposed = (key, tuple(w.detach().transpose(1, 2).contiguous() for w in weights))
+        return self._transposed[1]
 
 
 def _lstm_recurrence_reference(
@@ -330,25 +344,27 @@ def _lstm_recurrence_reference(
 
 
 # The fast path works on "feature-major" views: gates (2, 4C, N), cells (2, C, B), outputs (2, T, P, B),
-# so every product is weight-first, W^T (out, in) @ x (in, N). How those views sit in memory is chosen
-# per batch size; torch hands MKL whichever orientation makes the destination row-major, so the
-# same code runs two different kernels:
-# - "weight-first" memory (buffers (2, 4C, N), weights copied to (2, out, in) once per call): at
-#   batch >= 2 this runs 1.5-2x faster than the (N, in) @ (in, out) orientation;
+# so every product reads as weight-first, W^T (out, in) @ x (in, N). How those views sit in memory is
+# chosen per batch size, and torch hands MKL whichever orientation makes the destination row-major:
+# - "weight-first" memory (buffers (2, 4C, N); recurrent and projection weights as contiguous
+#   (2, out, in) copies, see `ElmoBiLstmLayer.transposed_weights`): at batch >= 2 the per-step
+#   products run 1.5-2x faster than in the (N, in) @ (in, out) orientation;
 # - "state-first" memory (buffers (2, N, 4C), weights in their stored (in, out) layout): at batch 1
-#   the product is a matrix-vector one that streams the contiguous (in, out) weight, and no
-#   transposed copy of the weights is made.
+#   each step is a matrix-vector product streaming the contiguous (in, out) weight, and no copies of
+#   the weights are made.
 _STATE_FIRST_MAX_BATCH = 1
 # Input products of all steps are computed up front, in chunks of steps holding at most this many
 # gate values, so that long batches do not need one huge buffer.
 _GATE_BUFFER_ELEMENTS = 1 << 24
 
 
-def _feature_major_buffer(like: torch.Tensor, leading: tuple[int, ...], features: int, n: int, state_first: bool):
-    """Zeros viewed as (*leading, features, n), stored as (*leading, n, features) when `state_first`."""
+def _feature_major_buffer(like, leading: tuple[int, ...], features: int, n: int, state_first: bool, zeros=True):
+    """Zeros (or, with `zeros=False`, uninitialised memory) viewed as (*leading, features, n), stored as
+    (*leading, n, features) when `state_first`."""
+    make = like.new_zeros if zeros else like.new_empty
     if state_first:
-        return like.new_zeros(*leading, n, features).transpose(-1, -2)
-    return like.new_zeros(*leading, features, n)
+        return make(*leading, n, features).transpose(-1, -2)
+    return make(*leading, features, n)
 
 
 def _lstm_recurrence(
@@ -395,23 +411,27 @@ def _lstm_forward(
     num_steps, batch = len(batch_sizes), h0.shape[-1]
     cell_dim, projection_dim = c0.shape[1], h0.shape[1]
     chunk_steps = max(1, min(num_steps, _GATE_BUFFER_ELEMENTS // (2 * 4 * cell_dim * batch)))
-    gates_all = _feature_major_buffer(inputs, (2,), 4 * cell_dim, (num_steps if save else chunk_steps) * batch, state_first)
     outputs = _feature_major_buffer(inputs, (2, num_steps), projection_dim, batch, state_first)
     cell = _feature_major_buffer(inputs, (2,), cell_dim, batch, state_first).copy_(c0)
+    gates_all = _feature_major_buffer(inputs, (2,), 4 * cell_dim, num_steps * batch, state_first) if save else None
     cells_all = _feature_major_buffer(inputs, (2,), cell_dim, num_steps * batch, state_first) if save else None
     hidden_all = _feature_major_buffer(inputs, (2, num_steps), projection_dim, batch, state_first) if save and proj_clip else None
     previous = h0
     for t, active in enumerate(batch_sizes):
         if active == 0:
             break
-        chunk_start = 0 if save else (t // chunk_steps) * chunk_steps * batch
         if t % chunk_steps == 0:
-            # Input products (plus bias) of the next chunk of steps in one large matrix product.
+            # Input products (plus bias) of the next chunk of steps in one large matrix product. With
+            # `save` the chunks are slices of one buffer that keeps every step's activations.
             first, last = t * batch, min(num_steps, t + chunk_steps) * batch
-            chunk = gates_all[:, :, first - chunk_start : last - chunk_start]
+            if save:
+                chunk = gates_all[:, :, first:last]
+            else:
+                chunk = _feature_major_buffer(inputs, (2,), 4 * cell_dim, last - first, state_first, zeros=False)
             chunk.copy_(bias.expand_as(chunk)).baddbmm_(input_weight_t, inputs[:, :, first:last])
+            chunk_start = first
         column = t * batch - chunk_start
-        gates = gates_all[:, :, column : column + active]
+        gates = chunk[:, :, column : column + active]
         gates.baddbmm_(recurrent_weight_t, previous[:, :, :active])
         input_gate, forget_gate, cell_input, output_gate = gates.chunk(4, dim=1)
         torch.sigmoid_(gates[:, : 2 * cell_dim])
@@ -654,13 +674,13 @@ class ElmoBiLstm(nn.Module):
         final_h, final_c, layer_outputs = [], [], []
         for index, layer in enumerate(self.layers):
             bias = (layer.bias + self._forget_bias_offset(layer.bias)).unsqueeze(-1)
-            weights = (layer.input_weight, layer.recurrent_weight, layer.projection_weight)
+            # The input product covers all steps at once, large enough to be fast in any orientation.
+            input_weight_t = layer.input_weight.transpose(1, 2)
             if state_first:  # views of the stored (in, out) weights
-                input_weight_t, recurrent_weight_t, projection_weight_t = (w.transpose(1, 2) for w in weights)
-            else:  # (out, in) copies, made once per call
-                input_weight_t, recurrent_weight_t, projection_weight_t = (
-                    w.transpose(1, 2).contiguous() for w in weights
-                )
+                recurrent_weight_t = layer.recurrent_weight.transpose(1, 2)
+                projection_weight_t = layer.projection_weight.transpose(1, 2)
+            else:
+                recurrent_weight_t, projection_weight_t = layer.transposed_weights()
             if state_first:
                 columns = layer_input.transpose(2, 3).reshape(2, steps * batch, projection_dim).transpose(1, 2)
             else:
