@@ -560,6 +560,9 @@ class ElmoBiLstm(nn.Module):
         super().__init__()
         self.config = config
         self.fast = True
+        # An alternative implementation of the layers with `_fast_layers`' contract (e.g. the int8 one
+        # of hf_elmo.quantization); None runs the built-in paths.
+        self.layer_runner = None
         self.layers = nn.ModuleList(
             [
                 ElmoBiLstmLayer(config.projection_dim, config.lstm_cell_dim, config.projection_dim)
@@ -615,6 +618,8 @@ class ElmoBiLstm(nn.Module):
             h, c = h[:, :, order], c[:, :, order]
 
         run = self._fast_layers if self.fast else self._reference_layers
+        if self.layer_runner is not None:
+            run = self.layer_runner
         layer_outputs, (h, c) = run(inputs[order], batch_sizes, reverse_index, (h, c), dropout)
 
         inverse_order = torch.argsort(order)

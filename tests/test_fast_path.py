@@ -285,3 +285,23 @@ def test_stale_token_cache_is_ignored(monkeypatch):
         expected = model(**encode([["the", "cat"]])).hidden_states[0]
     assert torch.equal(got, expected)
     assert model.config.token_cache_size == 0
+
+
+# Lower-precision modes ---------------------------------------------------------------------------------
+
+
+def test_int8_mode_is_close_and_reversible():
+    from hf_elmo.quantization import dequantize_lstm, quantize_lstm_int8
+
+    model = small_model(clip=False)
+    encoded = encode([["the", "cat", "sat"], ["a", "dog"]])
+    with torch.no_grad():
+        expected = model(**encoded).hidden_states
+        quantize_lstm_int8(model)
+        quantized = model(**encoded).hidden_states
+        dequantize_lstm(model)
+        again = model(**encoded).hidden_states
+    assert max_diff(again, expected) == 0
+    drift = max_diff(quantized[1:], expected[1:])
+    assert 0 < drift < 0.1 * max(float(layer.abs().max()) for layer in expected)
+    assert not quantized[-1][1, 2:].any()  # padding stays zero
