@@ -422,13 +422,14 @@ def _lstm_forward(
             break
         if t % chunk_steps == 0:
             # Input products (plus bias) of the next chunk of steps in one large matrix product. With
-            # `save` the chunks are slices of one buffer that keeps every step's activations.
+            # `save` the steps then run in one buffer that keeps every step's activations (the same
+            # products either way, so outputs do not depend on whether autograd is on).
             first, last = t * batch, min(num_steps, t + chunk_steps) * batch
-            if save:
-                chunk = gates_all[:, :, first:last]
-            else:
-                chunk = _feature_major_buffer(inputs, (2,), 4 * cell_dim, last - first, state_first, zeros=False)
+            chunk = _feature_major_buffer(inputs, (2,), 4 * cell_dim, last - first, state_first, zeros=False)
             chunk.copy_(bias.expand_as(chunk)).baddbmm_(input_weight_t, inputs[:, :, first:last])
+            if save:
+                gates_all[:, :, first:last] = chunk
+                chunk = gates_all[:, :, first:last]
             chunk_start = first
         column = t * batch - chunk_start
         gates = chunk[:, :, column : column + active]
