@@ -113,7 +113,7 @@ class ElmoCharacterEncoder(nn.Module):
     """
 
     # Tokens are encoded in chunks of this many, which bounds the convolution buffers.
-    chunk_size = 512
+    chunk_size = 256
 
     def __init__(self, config: ElmoConfig):
         super().__init__()
@@ -355,7 +355,7 @@ def _lstm_recurrence_reference(
 _STATE_FIRST_MAX_BATCH = 1
 # Input products of all steps are computed up front, in chunks of steps holding at most this many
 # gate values, so that long batches do not need one huge buffer.
-_GATE_BUFFER_ELEMENTS = 1 << 24
+_GATE_BUFFER_ELEMENTS = 1 << 22
 
 
 def _feature_major_buffer(like, leading: tuple[int, ...], features: int, n: int, state_first: bool, zeros=True):
