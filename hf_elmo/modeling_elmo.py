@@ -22,9 +22,11 @@ from torch import nn
 from transformers import PreTrainedModel
 from transformers import initialization as init
 from transformers.modeling_outputs import SequenceClassifierOutput, TokenClassifierOutput
-from transformers.utils import ModelOutput
+from transformers.utils import ModelOutput, logging
 
 from .configuration_elmo import ElmoConfig
+
+logger = logging.get_logger(__name__)
 
 # Raw character ids of the byte scheme (before the +1 shift that reserves 0 for padding). The model itself
 # reads its `<S>` / `</S>` rows from `config.bos_char_ids` / `config.eos_char_ids`, so it works with any scheme.
@@ -99,7 +101,14 @@ class ElmoCharacterEncoder(nn.Module):
     char ids `(num_tokens, max_characters_per_token)` -> embedding -> one Conv1d per filter width ->
     max over positions -> activation -> highway -> linear projection -> `(num_tokens, projection_dim)`.
     An optional word embedding (ELMoForManyLangs models) is concatenated before the projection.
+
+    With `config.token_cache_size > 0` the encoder holds a token-embedding cache (buffers saved with
+    the model, see `ElmoModel.build_token_cache`): in eval mode, tokens whose character ids are in the
+    cache take their stored vector and skip the CNN; all other tokens are computed as usual.
     """
+
+    # Tokens are encoded in chunks of this many, which bounds the convolution buffers.
+    chunk_size = 256
 
     def __init__(self, config: ElmoConfig):
         super().__init__()
@@ -114,36 +123,137 @@ class ElmoCharacterEncoder(nn.Module):
             nn.Embedding(config.word_vocab_size, config.word_embedding_dim) if config.word_vocab_size else None
         )
         self.projection = nn.Linear(num_filters + (config.word_embedding_dim if config.word_vocab_size else 0), config.projection_dim)
+        self.token_cache: ElmoTokenCache | None = None
+        cache_size = getattr(config, "token_cache_size", 0)
+        if cache_size:
+            self.token_cache = ElmoTokenCache(cache_size, config.max_characters_per_token, config.projection_dim)
 
     def forward(self, char_ids: torch.Tensor, word_ids: torch.Tensor | None = None) -> torch.Tensor:
         """`char_ids` (N, max_characters_per_token) -> (N, projection_dim)."""
-        char_ids = self._trim_constant_tail(char_ids)
-        chars = self.char_embedding(char_ids).transpose(1, 2)  # (N, d_char, positions)
-        # Max-pooling before the activation is equivalent for the monotone relu/tanh and cheaper.
-        pooled = [conv(chars).amax(dim=-1) for conv in self.convolutions]
+        if self.word_embedding is not None and word_ids is None:
+            raise ValueError("this model has a word embedding: pass `word_ids` along with `input_ids`")
+        if self._can_use_token_cache():
+            return self.token_cache.lookup(char_ids, self.encode)
+        return self.encode(char_ids, word_ids)
+
+    def _can_use_token_cache(self) -> bool:
+        if self.token_cache is None or self.training or self.word_embedding is not None:
+            return False
+        if torch.is_grad_enabled() and any(p.requires_grad for p in self.parameters()):
+            return False  # cached vectors carry no gradient to the CNN
+        return self.token_cache.is_valid_for(self)
+
+    def encode(self, char_ids: torch.Tensor, word_ids: torch.Tensor | None = None) -> torch.Tensor:
+        """Run the character CNN, highway and projection (no cache)."""
+        if char_ids.shape[0] > self.chunk_size:
+            pieces = [
+                self.encode(char_ids[i : i + self.chunk_size], None if word_ids is None else word_ids[i : i + self.chunk_size])
+                for i in range(0, char_ids.shape[0], self.chunk_size)
+            ]
+            return torch.cat(pieces)
+        char_ids = self._drop_constant_tail(char_ids)
+        chars = self.char_embedding(char_ids)  # (N, positions, d_char)
+        pooled = [self._convolve_and_pool(chars, conv) for conv in self.convolutions]
         tokens = self.highway(self.activation(torch.cat(pooled, dim=-1)))
         if self.word_embedding is not None:
-            if word_ids is None:
-                raise ValueError("this model has a word embedding: pass `word_ids` along with `input_ids`")
             tokens = torch.cat([self.word_embedding(word_ids), tokens], dim=-1)
         return self.projection(tokens)
 
-    def _trim_constant_tail(self, char_ids: torch.Tensor) -> torch.Tensor:
-        """Drop trailing positions that cannot change the max-pooled features.
+    def _drop_constant_tail(self, char_ids: torch.Tensor) -> torch.Tensor:
+        """Cut the trailing columns in which every row just repeats its own last character id.
 
-        Past a word's last character every id equals the final one (padding), so every convolution
-        window lying wholly in that tail has the same value. Keeping one such window per filter width
-        (the widest filter's width of tail) leaves every maximum exactly as it was, at a fraction of
-        the cost for short words.
+        Past column L (after which each row only repeats its final id, the padding character), every
+        convolution window of a row has the same content and so the same value. Keeping
+        L + widest-filter columns keeps every distinct window, and one of those constant windows
+        wherever the full width had one, so the max over positions is unchanged exactly. Words are
+        short, so this typically halves the convolution work.
         """
         width = char_ids.shape[1]
-        widest = max(conv.kernel_size[0] for conv in self.convolutions)
-        if char_ids.shape[0] == 0 or width <= widest:
-            return char_ids
-        differs = char_ids != char_ids[:, -1:]
-        positions = torch.arange(1, width + 1, device=char_ids.device)
-        tail_start = int((differs * positions).amax())
-        return char_ids[:, : min(width, tail_start + widest)]
+        varying = (char_ids != char_ids[:, -1:]).any(dim=0).nonzero()
+        last_varying = int(varying[-1]) + 1 if varying.numel() else 0
+        keep = min(width, last_varying + max(conv.kernel_size[0] for conv in self.convolutions))
+        return char_ids[:, :keep]
+
+    @staticmethod
+    def _convolve_and_pool(chars: torch.Tensor, conv: nn.Conv1d) -> torch.Tensor:
+        """`Conv1d` + max over positions as one matrix product over all windows (faster than the
+        convolution kernel for these thin 16-channel inputs); max-pooling before the activation is
+        equivalent for the monotone relu/tanh and cheaper, and the bias is added after the max, which
+        is exact because rounding is monotone."""
+        width = conv.kernel_size[0]
+        num_tokens, positions, channels = chars.shape
+        windows = chars.unfold(1, width, 1).reshape(num_tokens, positions - width + 1, channels * width)
+        weight = conv.weight.permute(1, 2, 0).reshape(channels * width, conv.out_channels)  # [channel][offset]
+        return torch.matmul(windows, weight).amax(dim=1) + conv.bias
+
+
+class ElmoTokenCache(nn.Module):
+    """Precomputed layer-0 vectors for a vocabulary of words, keyed by their character ids.
+
+    Buffers (saved with the model): `char_ids` (V, max_characters_per_token) int32 and `vectors`
+    (V, projection_dim). Lookups hash each row, find the candidate by binary search and then compare
+    the full rows, so a hit is always the same word; misses are computed by the CNN. The cache is only
+    used while the encoder's weights are the ones it was built or loaded with: after any in-place
+    change to them (an optimiser step) it is ignored, and on first use after loading a few entries are
+    recomputed and compared.
+    """
+
+    _PRIME = 2147483629  # < 2**31, so id * coefficient sums stay far inside int64
+
+    def __init__(self, size: int, width: int, dim: int):
+        super().__init__()
+        self.register_buffer("char_ids", torch.zeros(size, width, dtype=torch.int32))
+        self.register_buffer("vectors", torch.zeros(size, dim))
+        self._index = None
+        self._signature = None
+
+    def _hash(self, char_ids: torch.Tensor) -> torch.Tensor:
+        generator = torch.Generator().manual_seed(1234)
+        coefficients = torch.randint(1, self._PRIME, (char_ids.shape[1],), generator=generator).to(char_ids.device)
+        return (char_ids.long() * coefficients).sum(dim=1) % self._PRIME
+
+    @staticmethod
+    def _weights_signature(encoder: nn.Module) -> tuple:
+        return tuple((p.data_ptr(), p._version, p.dtype) for name, p in encoder.named_parameters())
+
+    def is_valid_for(self, encoder: "ElmoCharacterEncoder") -> bool:
+        signature = self._weights_signature(encoder)
+        if self._signature is None:
+            # First use (after building or loading): spot-check a few entries against the CNN.
+            sample = torch.linspace(0, self.char_ids.shape[0] - 1, min(8, self.char_ids.shape[0])).long()
+            with torch.no_grad():
+                fresh = encoder.encode(self.char_ids[sample].long())
+            stored = self.vectors[sample].to(fresh.dtype)
+            scale = max(float(stored.abs().max()), 1.0)
+            if not float((fresh - stored).abs().max()) <= 1e-4 * scale:
+                logger.warning("token cache does not match the character encoder's weights; ignoring it")
+                self._signature = ("stale",)
+                return False
+            self._signature = signature
+        return self._signature == signature
+
+    def fill(self, char_ids: torch.Tensor, vectors: torch.Tensor, encoder: "ElmoCharacterEncoder") -> None:
+        self.char_ids = char_ids.to(torch.int32)
+        self.vectors = vectors
+        self._index = None
+        self._signature = self._weights_signature(encoder)
+
+    @torch.no_grad()
+    def lookup(self, char_ids: torch.Tensor, encode) -> torch.Tensor:
+        if self._index is None or self._index[0].device != char_ids.device:
+            keys, order = torch.sort(self._hash(self.char_ids))
+            self._index = (keys, order)
+        keys, order = self._index
+        query = self._hash(char_ids)
+        slot = torch.searchsorted(keys, query).clamp_(max=keys.numel() - 1)
+        candidate = order[slot]
+        hit = (keys[slot] == query) & (self.char_ids[candidate] == char_ids).all(dim=1)
+        result = self.vectors.new_empty(char_ids.shape[0], self.vectors.shape[1])
+        result[hit] = self.vectors[candidate[hit]]
+        miss = ~hit
+        if bool(miss.any()):
+            result[miss] = encode(char_ids[miss]).to(result.dtype)
+        return result
 
 
 # 2. The biLSTM ------------------------------------------------------------------------------
@@ -162,13 +272,27 @@ class ElmoBiLstmLayer(nn.Module):
         self.recurrent_weight = nn.Parameter(torch.empty(2, projection_dim, 4 * cell_dim))
         self.bias = nn.Parameter(torch.empty(2, 4 * cell_dim))
         self.projection_weight = nn.Parameter(torch.empty(2, cell_dim, projection_dim))
+        self._transposed = None  # (key, weights): see `transposed_weights`
 
     @property
     def cell_dim(self) -> int:
         return self.projection_weight.shape[1]
 
+    def transposed_weights(self) -> tuple[torch.Tensor, torch.Tensor]:
+        """`recurrent_weight` and `projection_weight` as contiguous (2, out, in) copies, for the fast path's
+        weight-first per-step products. Without autograd the copies are kept (not saved: they are not
+        buffers) until the weights change in place or are replaced, so inference pays for them once."""
+        weights = (self.recurrent_weight, self.projection_weight)
+        if torch.is_grad_enabled() and any(w.requires_grad for w in weights):
+            return tuple(w.transpose(1, 2).contiguous() for w in weights)
+        key = tuple((w.data_ptr(), w._version, w.dtype, w.device) for w in weights)
+        if self._transposed is None or self._transposed[0] != key:
+            self._transposed = None  # free the old copies first
+            self._transposed = (key, tuple(w.detach().transpose(1, 2).contiguous() for w in weights))
+        return self._transposed[1]
 
-def _lstm_recurrence(
+
+def _lstm_recurrence_reference(
     input_gates: torch.Tensor,
     batch_sizes: list[int],
     recurrent_weight: torch.Tensor,
@@ -177,7 +301,7 @@ def _lstm_recurrence(
     cell_clip: float | None,
     proj_clip: float | None,
 ) -> tuple[torch.Tensor, tuple[torch.Tensor, torch.Tensor]]:
-    """Step both directions of one layer through time.
+    """The straightforward recurrence (`ElmoBiLstm.fast = False`), kept as the reference for the fast path.
 
     Args:
         input_gates: (2, T, B, 4C) input products plus bias for every step, time-major, rows sorted by
@@ -216,16 +340,227 @@ def _lstm_recurrence(
     return torch.stack(outputs, dim=1), (h, c)
 
 
+# The fast path works on "feature-major" views: gates (2, 4C, N), cells (2, C, B), outputs (2, T, P, B),
+# so every product reads as weight-first, W^T (out, in) @ x (in, N). How those views sit in memory is
+# chosen per batch size, and torch hands MKL whichever orientation makes the destination row-major:
+# - "weight-first" memory (buffers (2, 4C, N); recurrent and projection weights as contiguous
+#   (2, out, in) copies, see `ElmoBiLstmLayer.transposed_weights`): at batch >= 2 the per-step
+#   products run 1.5-2x faster than in the (N, in) @ (in, out) orientation;
+# - "state-first" memory (buffers (2, N, 4C), weights in their stored (in, out) layout): at batch 1
+#   each step is a matrix-vector product streaming the contiguous (in, out) weight, and no copies of
+#   the weights are made.
+_STATE_FIRST_MAX_BATCH = 1
+# Input products of all steps are computed up front, in chunks of steps holding at most this many
+# gate values, so that long batches do not need one huge buffer.
+_GATE_BUFFER_ELEMENTS = 1 << 22
+
+
+def _feature_major_buffer(like, leading: tuple[int, ...], features: int, n: int, state_first: bool, zeros=True):
+    """Zeros (or, with `zeros=False`, uninitialised memory) viewed as (*leading, features, n), stored as
+    (*leading, n, features) when `state_first`."""
+    make = like.new_zeros if zeros else like.new_empty
+    if state_first:
+        return make(*leading, n, features).transpose(-1, -2)
+    return make(*leading, features, n)
+
+
+def _lstm_recurrence(
+    inputs: torch.Tensor,
+    batch_sizes: list[int],
+    input_weight_t: torch.Tensor,
+    bias: torch.Tensor,
+    recurrent_weight_t: torch.Tensor,
+    projection_weight_t: torch.Tensor,
+    state: tuple[torch.Tensor, torch.Tensor],
+    cell_clip: float | None,
+    proj_clip: float | None,
+    state_first: bool,
+) -> tuple[torch.Tensor, tuple[torch.Tensor, torch.Tensor]]:
+    """Run both directions of one LSTM layer over all steps (the fast path, same numbers as the reference).
+
+    Shapes (feature-major views; B rows sorted by decreasing length, so the rows still running at step t
+    are the first `batch_sizes[t]`):
+        inputs: (2, I, T * B), column t * B + b is row b at step t.
+        input_weight_t (2, 4C, I), bias (2, 4C, 1), recurrent_weight_t (2, 4C, P), projection_weight_t (2, P, C).
+        state: h (2, P, B), c (2, C, B) before the first step; not modified.
+
+    Returns: outputs viewed as (2, T, P, B), exactly zero past each row's length, and the final
+    (h (2, P, B), c (2, C, B)) of every row after its own last step.
+
+    Every step works in place on preallocated buffers. With autograd the same forward runs inside
+    `_LstmLayerFunction`, which keeps what backpropagation through time needs and computes the weight
+    gradients as one product over all steps; outputs are bit-identical with and without autograd.
+    """
+    tensors = (inputs, input_weight_t, bias, recurrent_weight_t, projection_weight_t, *state)
+    if torch.is_grad_enabled() and any(t.requires_grad for t in tensors):
+        outputs, cell = _LstmLayerFunction.apply(*tensors, tuple(batch_sizes), cell_clip, proj_clip, state_first)
+    else:
+        outputs, cell, _ = _lstm_forward(*tensors, batch_sizes, cell_clip, proj_clip, state_first, save=False)
+    return outputs, (_last_outputs(outputs, batch_sizes), cell)
+
+
+def _lstm_forward(
+    inputs, input_weight_t, bias, recurrent_weight_t, projection_weight_t, h0, c0, batch_sizes,
+    cell_clip, proj_clip, state_first, save,
+):
+    """The in-place recurrence behind `_lstm_recurrence`; with `save`, also returns the gate activations,
+    the pre-clip cells and (with a projection clip) the pre-clip outputs of every step for the backward."""
+    num_steps, batch = len(batch_sizes), h0.shape[-1]
+    cell_dim, projection_dim = c0.shape[1], h0.shape[1]
+    chunk_steps = max(1, min(num_steps, _GATE_BUFFER_ELEMENTS // (2 * 4 * cell_dim * batch)))
+    outputs = _feature_major_buffer(inputs, (2, num_steps), projection_dim, batch, state_first)
+    cell = _feature_major_buffer(inputs, (2,), cell_dim, batch, state_first).copy_(c0)
+    gates_all = _feature_major_buffer(inputs, (2,), 4 * cell_dim, num_steps * batch, state_first) if save else None
+    cells_all = _feature_major_buffer(inputs, (2,), cell_dim, num_steps * batch, state_first) if save else None
+    hidden_all = _feature_major_buffer(inputs, (2, num_steps), projection_dim, batch, state_first) if save and proj_clip else None
+    previous = h0
+    for t, active in enumerate(batch_sizes):
+        if active == 0:
+            break
+        if t % chunk_steps == 0:
+            # Input products (plus bias) of the next chunk of steps in one large matrix product. With
+            # `save` the steps then run in one buffer that keeps every step's activations (the same
+            # products either way, so outputs do not depend on whether autograd is on).
+            first, last = t * batch, min(num_steps, t + chunk_steps) * batch
+            chunk = _feature_major_buffer(inputs, (2,), 4 * cell_dim, last - first, state_first, zeros=False)
+            chunk.copy_(bias.expand_as(chunk)).baddbmm_(input_weight_t, inputs[:, :, first:last])
+            if save:
+                gates_all[:, :, first:last] = chunk
+                chunk = gates_all[:, :, first:last]
+            chunk_start = first
+        column = t * batch - chunk_start
+        gates = chunk[:, :, column : column + active]
+        gates.baddbmm_(recurrent_weight_t, previous[:, :, :active])
+        input_gate, forget_gate, cell_input, output_gate = gates.chunk(4, dim=1)
+        torch.sigmoid_(gates[:, : 2 * cell_dim])
+        torch.tanh_(cell_input)
+        torch.sigmoid_(output_gate)
+        running_cell = cell[:, :, :active]
+        running_cell.mul_(forget_gate).addcmul_(input_gate, cell_input)
+        if save:
+            cells_all[:, :, t * batch : t * batch + active] = running_cell
+        if cell_clip:
+            running_cell.clamp_(-cell_clip, cell_clip)
+        hidden = outputs[:, t, :, :active]
+        hidden.baddbmm_(projection_weight_t, output_gate * torch.tanh(running_cell))  # zero buffer: the product
+        if hidden_all is not None:
+            hidden_all[:, t, :, :active] = hidden
+        if proj_clip:
+            hidden.clamp_(-proj_clip, proj_clip)
+        previous = outputs[:, t]
+    return outputs, cell, (gates_all, cells_all, hidden_all)
+
+
+def _clip_mask(values: torch.Tensor, clip: float | None):
+    """Where `clamp(-clip, clip)` passes the gradient (as torch's own clamp backward: inclusive bounds)."""
+    return (values >= -clip) & (values <= clip)
+
+
+class _LstmLayerFunction(torch.autograd.Function):
+    """`_lstm_forward` with a hand-written backpropagation through time.
+
+    The loop runs only the per-step work (element-wise gate gradients and the recurrent and projection
+    products for the state gradients); the weight and input gradients are single large products over
+    all steps afterwards.
+    """
+
+    @staticmethod
+    def forward(ctx, inputs, input_weight_t, bias, recurrent_weight_t, projection_weight_t, h0, c0, batch_sizes,
+                cell_clip, proj_clip, state_first):
+        outputs, cell, (gates, cells, hidden) = _lstm_forward(
+            inputs, input_weight_t, bias, recurrent_weight_t, projection_weight_t, h0, c0, batch_sizes,
+            cell_clip, proj_clip, state_first, save=True,
+        )
+        ctx.save_for_backward(inputs, input_weight_t, recurrent_weight_t, projection_weight_t, h0, c0, outputs, gates, cells, hidden)
+        ctx.settings = (batch_sizes, cell_clip, proj_clip)
+        return outputs, cell
+
+    @staticmethod
+    @torch.autograd.function.once_differentiable
+    def backward(ctx, grad_outputs, grad_cell):
+        inputs, input_weight_t, recurrent_weight_t, projection_weight_t, h0, c0, outputs, gates, cells, hidden = ctx.saved_tensors
+        batch_sizes, cell_clip, proj_clip = ctx.settings
+        num_steps, batch = len(batch_sizes), h0.shape[-1]
+        cell_dim, projection_dim = c0.shape[1], h0.shape[1]
+        grad_gates = gates.new_zeros(2, 4 * cell_dim, num_steps * batch)
+        grad_hidden = gates.new_zeros(2, projection_dim, num_steps * batch)  # before the projection clip
+        grad_h = h0.new_zeros(2, projection_dim, batch)  # recurrent part of d loss / d h_t
+        grad_c = grad_cell.contiguous().clone()  # d loss / d c_t, carried backwards
+        if cell_clip:
+            clipped_cells = cells.clamp(-cell_clip, cell_clip)
+        else:
+            clipped_cells = cells
+        for t in reversed(range(num_steps)):
+            active = batch_sizes[t]
+            if active == 0:
+                continue
+            columns = slice(t * batch, t * batch + active)
+            d_hidden = grad_outputs[:, t, :, :active] + grad_h[:, :, :active]
+            if proj_clip:
+                d_hidden = d_hidden * _clip_mask(hidden[:, t, :, :active], proj_clip)
+            grad_hidden[:, :, columns] = d_hidden
+            d_projected = torch.bmm(projection_weight_t.transpose(1, 2), d_hidden)
+            input_gate, forget_gate, cell_input, output_gate = gates[:, :, columns].chunk(4, dim=1)
+            tanh_cell = torch.tanh(clipped_cells[:, :, columns])
+            d_cell = grad_c[:, :, :active] + d_projected * output_gate * (1 - tanh_cell * tanh_cell)
+            if cell_clip:
+                d_cell = d_cell * _clip_mask(cells[:, :, columns], cell_clip)
+            if t > 0:
+                previous_cell = clipped_cells[:, :, (t - 1) * batch : (t - 1) * batch + active]
+            else:
+                previous_cell = c0[:, :, :active]
+            d_gates = grad_gates[:, :, columns]
+            d_gates[:, :cell_dim] = d_cell * cell_input * input_gate * (1 - input_gate)
+            d_gates[:, cell_dim : 2 * cell_dim] = d_cell * previous_cell * forget_gate * (1 - forget_gate)
+            d_gates[:, 2 * cell_dim : 3 * cell_dim] = d_cell * input_gate * (1 - cell_input * cell_input)
+            d_gates[:, 3 * cell_dim :] = d_projected * tanh_cell * output_gate * (1 - output_gate)
+            grad_c[:, :, :active] = d_cell * forget_gate
+            grad_h[:, :, :active] = torch.bmm(recurrent_weight_t.transpose(1, 2), d_gates)
+            grad_h[:, :, active:] = 0
+        needs = ctx.needs_input_grad
+        grad_inputs = torch.bmm(input_weight_t.transpose(1, 2), grad_gates) if needs[0] else None
+        grad_input_weight = torch.bmm(grad_gates, inputs.transpose(1, 2)) if needs[1] else None
+        grad_bias = grad_gates.sum(dim=-1, keepdim=True) if needs[2] else None
+        grad_recurrent_weight = None
+        if needs[3]:
+            previous_hidden = torch.cat(
+                [h0, outputs[:, :-1].permute(0, 2, 1, 3).reshape(2, projection_dim, (num_steps - 1) * batch)], dim=-1
+            )
+            grad_recurrent_weight = torch.bmm(grad_gates, previous_hidden.transpose(1, 2))
+        grad_projection_weight = None
+        if needs[4]:
+            projected = gates[:, 3 * cell_dim :] * torch.tanh(clipped_cells)
+            grad_projection_weight = torch.bmm(grad_hidden, projected.transpose(1, 2))
+        return (grad_inputs, grad_input_weight, grad_bias, grad_recurrent_weight, grad_projection_weight,
+                grad_h if needs[5] else None, grad_c if needs[6] else None, None, None, None, None)
+
+
+def _last_outputs(outputs: torch.Tensor, batch_sizes: list[int]) -> torch.Tensor:
+    """(2, T, P, B) outputs -> (2, P, B): each row's output at its own last step."""
+    batch = outputs.shape[-1]
+    steps = torch.tensor(batch_sizes, device=outputs.device)
+    last = (steps.unsqueeze(1) > torch.arange(batch, device=outputs.device)).sum(dim=0) - 1  # (B,)
+    index = last.view(1, 1, 1, batch).expand(2, 1, outputs.shape[2], batch)
+    return outputs.gather(1, index).squeeze(1)
+
+
 class ElmoBiLstm(nn.Module):
     """Forward and backward multi-layer LSTM language-model encoders (no weight sharing between directions).
 
     The backward direction reads each sentence reversed within its own length. Layers >= 1 add
     their input to their output when `use_skip_connections` is set.
+
+    `fast` (default True) selects the optimised recurrence; `fast=False` runs the straightforward
+    reference loop. Both give the same numbers up to float32 rounding.
     """
 
     def __init__(self, config: ElmoConfig):
         super().__init__()
         self.config = config
+        self.fast = True
+        # An alternative implementation of the layers with `_fast_layers`' contract (e.g. the int8 one
+        # of hf_elmo.quantization); None runs the built-in paths.
+        self.layer_runner = None
         self.layers = nn.ModuleList(
             [
                 ElmoBiLstmLayer(config.projection_dim, config.lstm_cell_dim, config.projection_dim)
@@ -260,6 +595,8 @@ class ElmoBiLstm(nn.Module):
         batch, steps, _ = inputs.shape
         config = self.config
         lengths = lengths.to(inputs.device)
+        if batch and int(lengths.min()) < 1:
+            raise ValueError("every row needs at least one position: lengths must be >= 1")
         order = torch.argsort(lengths, descending=True, stable=True)
         sorted_lengths = lengths[order]
         positions = torch.arange(steps, device=inputs.device)
@@ -271,10 +608,6 @@ class ElmoBiLstm(nn.Module):
             positions.unsqueeze(0),
         ).t()  # (T, B)
 
-        forward_inputs = inputs[order].transpose(0, 1)  # (T, B, P)
-        backward_inputs = forward_inputs.gather(0, reverse_index.unsqueeze(-1).expand_as(forward_inputs))
-        layer_input = torch.stack([forward_inputs, backward_inputs])  # (2, T, B, P)
-
         if initial_state is None:
             h = inputs.new_zeros(config.num_lstm_layers, 2, batch, config.projection_dim)
             c = inputs.new_zeros(config.num_lstm_layers, 2, batch, config.lstm_cell_dim)
@@ -282,13 +615,37 @@ class ElmoBiLstm(nn.Module):
             h, c = self._check_state(initial_state, batch, inputs)
             h, c = h[:, :, order], c[:, :, order]
 
-        layer_outputs, final_h, final_c = [], [], []
+        run = self._fast_layers if self.fast else self._reference_layers
+        if self.layer_runner is not None:
+            run = self.layer_runner
+        layer_outputs, (h, c) = run(inputs[order], batch_sizes, reverse_index, (h, c), dropout)
+
+        inverse_order = torch.argsort(order)
+        index = reverse_index.unsqueeze(-1).expand(steps, batch, config.projection_dim)
+        layers = []
+        for output in layer_outputs:  # each (2, T, B, P), sorted rows, backward direction reversed
+            forward_output = output[0]
+            backward_output = output[1].gather(0, index)
+            both = torch.cat([forward_output, backward_output], dim=-1).transpose(0, 1)
+            layers.append(both[inverse_order])
+        return layers, (h[:, :, inverse_order], c[:, :, inverse_order])
+
+    def _reference_layers(self, inputs, batch_sizes, reverse_index, state, dropout):
+        """Straightforward layers: (B, T, P) sorted inputs -> L outputs (2, T, B, P) and the final state."""
+        config = self.config
+        batch, steps, _ = inputs.shape
+        h, c = state
+        final_h, final_c = [], []
+        forward_inputs = inputs.transpose(0, 1)  # (T, B, P)
+        backward_inputs = forward_inputs.gather(0, reverse_index.unsqueeze(-1).expand_as(forward_inputs))
+        layer_input = torch.stack([forward_inputs, backward_inputs])  # (2, T, B, P)
+        layer_outputs = []
         for index, layer in enumerate(self.layers):
             bias = layer.bias + self._forget_bias_offset(layer.bias)
             input_gates = torch.baddbmm(
                 bias.unsqueeze(1), layer_input.reshape(2, steps * batch, -1), layer.input_weight
             ).view(2, steps, batch, -1)
-            output, (layer_h, layer_c) = _lstm_recurrence(
+            output, (layer_h, layer_c) = _lstm_recurrence_reference(
                 input_gates,
                 batch_sizes,
                 layer.recurrent_weight,
@@ -305,17 +662,53 @@ class ElmoBiLstm(nn.Module):
                 output = F.dropout(output, dropout, training=True)
             layer_outputs.append(output)
             layer_input = output
+        return layer_outputs, (torch.stack(final_h), torch.stack(final_c))
 
-        inverse_order = torch.argsort(order)
-        index = reverse_index.unsqueeze(-1).expand(steps, batch, config.projection_dim)
-        layers = []
-        for output in layer_outputs:
-            forward_output = output[0]
-            backward_output = output[1].gather(0, index)
-            both = torch.cat([forward_output, backward_output], dim=-1).transpose(0, 1)
-            layers.append(both[inverse_order])
-        h, c = torch.stack(final_h), torch.stack(final_c)
-        return layers, (h[:, :, inverse_order], c[:, :, inverse_order])
+    def _fast_layers(self, inputs, batch_sizes, reverse_index, state, dropout):
+        """Fast layers, same contract as `_reference_layers`; works on feature-major (2, T, P, B) views."""
+        config = self.config
+        batch, steps, projection_dim = inputs.shape
+        state_first = batch <= _STATE_FIRST_MAX_BATCH
+        h0, c0 = state
+        # (B, T, P) -> (T, P, B) feature-major view; the backward direction reads each row reversed.
+        forward_inputs = inputs.permute(1, 2, 0)
+        backward_inputs = forward_inputs.gather(0, reverse_index.unsqueeze(1).expand_as(forward_inputs))
+        layer_input = torch.stack([forward_inputs, backward_inputs])  # (2, T, P, B)
+        final_h, final_c, layer_outputs = [], [], []
+        for index, layer in enumerate(self.layers):
+            bias = (layer.bias + self._forget_bias_offset(layer.bias)).unsqueeze(-1)
+            # The input product covers all steps at once, large enough to be fast in any orientation.
+            input_weight_t = layer.input_weight.transpose(1, 2)
+            if state_first:  # views of the stored (in, out) weights
+                recurrent_weight_t = layer.recurrent_weight.transpose(1, 2)
+                projection_weight_t = layer.projection_weight.transpose(1, 2)
+            else:
+                recurrent_weight_t, projection_weight_t = layer.transposed_weights()
+            if state_first:
+                columns = layer_input.transpose(2, 3).reshape(2, steps * batch, projection_dim).transpose(1, 2)
+            else:
+                columns = layer_input.permute(0, 2, 1, 3).reshape(2, projection_dim, steps * batch)
+            output, (h, c) = _lstm_recurrence(
+                columns,
+                batch_sizes,
+                input_weight_t,
+                bias,
+                recurrent_weight_t,
+                projection_weight_t,
+                (h0[index].transpose(1, 2), c0[index].transpose(1, 2)),
+                config.cell_clip,
+                config.proj_clip,
+                state_first,
+            )
+            if config.use_skip_connections and index > 0:
+                output = output + layer_input
+            if dropout and self.training:
+                output = F.dropout(output, dropout, training=True)
+            layer_outputs.append(output.permute(0, 1, 3, 2))  # (2, T, B, P) view
+            final_h.append(h.transpose(1, 2))
+            final_c.append(c.transpose(1, 2))
+            layer_input = output
+        return layer_outputs, (torch.stack(final_h), torch.stack(final_c))
 
     def _check_state(self, state, batch: int, like: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         config = self.config
@@ -498,6 +891,42 @@ class ElmoModel(ElmoPreTrainedModel):
         self._validate_input_ids(char_ids.reshape(1, -1, char_ids.shape[-1]))
         flat = char_ids.reshape(-1, char_ids.shape[-1])
         return self.char_encoder(flat).reshape(*char_ids.shape[:-1], self.config.projection_dim)
+
+    @torch.no_grad()
+    def build_token_cache(self, char_ids: torch.Tensor, batch_size: int = 1024) -> int:
+        """Precompute layer 0 for a vocabulary so that known words skip the character CNN.
+
+        Args:
+            char_ids: `(V, max_characters_per_token)` character ids of the words to cache, e.g.
+                `torch.tensor([tokenizer.word_to_char_ids(w) for w in words])`; `<S>`/`</S>` are added.
+
+        The cache is stored as buffers of `char_encoder.token_cache` (so `save_pretrained` writes it and
+        `from_pretrained` loads it; `config.token_cache_size` records its size). It is used in eval mode
+        when no gradient is needed (e.g. under `torch.no_grad()`); unknown words fall back to the CNN.
+        Returns the number of cached tokens.
+        """
+        encoder = self.char_encoder
+        if encoder.word_embedding is not None:
+            raise ValueError("a token cache needs a model without a word embedding (its vectors depend on word ids)")
+        width = self.config.max_characters_per_token
+        if not isinstance(char_ids, torch.Tensor) or char_ids.dim() != 2 or char_ids.shape[1] != width:
+            raise ValueError(f"char_ids must be a (num_words, {width}) tensor of character ids")
+        device = encoder.projection.weight.device
+        boundaries = self.sentence_boundary_char_ids().to(char_ids.device)
+        ids = torch.unique(torch.cat([boundaries, char_ids.long()]).to(device), dim=0)
+        was_training = encoder.training
+        encoder.eval()
+        vectors = torch.cat([encoder.encode(ids[i : i + batch_size]) for i in range(0, ids.shape[0], batch_size)])
+        encoder.train(was_training)
+        encoder.token_cache = ElmoTokenCache(ids.shape[0], width, vectors.shape[1]).to(device)
+        encoder.token_cache.fill(ids, vectors, encoder)
+        self.config.token_cache_size = ids.shape[0]
+        return ids.shape[0]
+
+    def drop_token_cache(self) -> None:
+        """Remove the token-embedding cache (and its size from the config)."""
+        self.char_encoder.token_cache = None
+        self.config.token_cache_size = 0
 
     def _validate_input_ids(self, input_ids: torch.Tensor) -> None:
         width = self.config.max_characters_per_token
@@ -1139,6 +1568,7 @@ __all__ = [
     "ElmoHighwayLayer",
     "ElmoHighway",
     "ElmoCharacterEncoder",
+    "ElmoTokenCache",
     "ElmoBiLstmLayer",
     "ElmoBiLstm",
     "ElmoScalarMix",

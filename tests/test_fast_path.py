@@ -1,0 +1,310 @@
+"""The fast exact path (default) against the straightforward reference (`ElmoBiLstm.fast = False`).
+
+Speed is measured by benchmarks/bench_inference.py, never here; these tests check numbers only.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import torch
+
+import hf_elmo.modeling_elmo as modeling_elmo
+from hf_elmo.bilm_format import load_model_from_bilm
+from hf_elmo.configuration_elmo import ElmoConfig
+from hf_elmo.modeling_elmo import ElmoModel
+from hf_elmo.tokenization_elmo import ElmoTokenizer
+
+FIXTURES = Path(__file__).parent / "fixtures" / "allennlp_elmo"
+CELL_CLIP, PROJ_CLIP = 0.5, 0.3
+
+
+def small_model(skip: bool = True, clip: bool = True, layers: int = 2, dtype=torch.float32, seed: int = 0) -> ElmoModel:
+    torch.manual_seed(seed)
+    config = ElmoConfig(
+        char_embedding_dim=4, char_cnn_filters=[[1, 4], [2, 8], [3, 8]], num_highway_layers=1, projection_dim=8,
+        lstm_cell_dim=16, num_lstm_layers=layers, use_skip_connections=skip,
+        cell_clip=CELL_CLIP if clip else None, proj_clip=PROJ_CLIP if clip else None,
+    )
+    model = ElmoModel(config).to(dtype).eval()
+    with torch.no_grad():  # with clips: large enough weights that both clips are often active
+        for layer in model.bilstm.layers:
+            for parameter in layer.parameters():
+                parameter.normal_(0.0, 0.6 if clip else 0.25)
+    return model
+
+
+def bilstm_inputs(batch_lengths, steps, dim=8, dtype=torch.float32, seed=1):
+    generator = torch.Generator().manual_seed(seed)
+    lengths = torch.tensor(batch_lengths)
+    inputs = torch.randn(len(batch_lengths), steps, dim, generator=generator, dtype=dtype)
+    inputs[torch.arange(steps).unsqueeze(0) >= lengths.unsqueeze(1)] = 0
+    return inputs, lengths
+
+
+def random_state(model, batch, dtype=torch.float32, seed=2):
+    generator = torch.Generator().manual_seed(seed)
+    config = model.config
+    h = torch.randn(config.num_lstm_layers, 2, batch, config.projection_dim, generator=generator, dtype=dtype) * 0.3
+    c = torch.randn(config.num_lstm_layers, 2, batch, config.lstm_cell_dim, generator=generator, dtype=dtype)
+    return h, c
+
+
+def run_bilstm(model, inputs, lengths, state=None, fast=True, **kwargs):
+    model.bilstm.fast = fast
+    try:
+        return model.bilstm(inputs, lengths, state, **kwargs)
+    finally:
+        model.bilstm.fast = True
+
+
+def max_diff(a, b):
+    return max(float((x - y).abs().max()) for x, y in zip(a, b))
+
+
+LAYOUTS = {"weight-first": 0, "state-first": 64}  # batches up to this size use state-first memory
+
+
+@pytest.fixture(params=sorted(LAYOUTS))
+def layout(request, monkeypatch):
+    monkeypatch.setattr(modeling_elmo, "_STATE_FIRST_MAX_BATCH", LAYOUTS[request.param])
+    return request.param
+
+
+@pytest.mark.parametrize("skip", [True, False])
+@pytest.mark.parametrize("clip", [True, False])
+@pytest.mark.parametrize("with_state", [False, True])
+@pytest.mark.parametrize("batch_lengths", [[9, 3, 7, 1, 7], [6], [4, 4]])
+def test_fast_equals_reference(layout, skip, clip, with_state, batch_lengths):
+    model = small_model(skip=skip, clip=clip)
+    inputs, lengths = bilstm_inputs(batch_lengths, steps=max(batch_lengths) + 1)  # one all-padding step too
+    state = random_state(model, len(batch_lengths)) if with_state else None
+    with torch.no_grad():
+        ref_layers, (ref_h, ref_c) = run_bilstm(model, inputs, lengths, state, fast=False)
+        layers, (h, c) = run_bilstm(model, inputs, lengths, state)
+    assert max_diff(layers, ref_layers) <= 1e-6
+    assert max_diff([h, c], [ref_h, ref_c]) <= 1e-6
+    # Exactly zero past every row's length, in both directions.
+    padding = torch.arange(inputs.shape[1]).unsqueeze(0) >= lengths.unsqueeze(1)
+    assert all(not layer[padding].any() for layer in layers)
+    # The state after each row's own last step is what a longer run would continue from.
+    assert h.shape == ref_h.shape and c.shape == ref_c.shape
+    if clip:  # the clips really were exercised
+        assert any(bool((layer.abs() == PROJ_CLIP).any()) for layer in ref_layers)
+        assert bool((ref_c.abs() == CELL_CLIP).any())
+
+
+def test_outputs_differ_when_a_clip_is_dropped():
+    """Guards the comparison above against passing vacuously: the fast path must really use the clips."""
+    model = small_model()
+    inputs, lengths = bilstm_inputs([9, 3, 7, 1, 7], steps=9)
+    with torch.no_grad():
+        clipped, _ = run_bilstm(model, inputs, lengths)
+        model.bilstm.config.cell_clip = None
+        unclipped, _ = run_bilstm(model, inputs, lengths)
+    assert max_diff(clipped, unclipped) > 1e-2
+
+
+@pytest.mark.parametrize("chunked", [False, True])
+def test_grad_and_no_grad_give_identical_outputs(layout, chunked, monkeypatch):
+    if chunked:  # input products in chunks of two steps
+        monkeypatch.setattr(modeling_elmo, "_GATE_BUFFER_ELEMENTS", 2 * 4 * 16 * 5 * 2)
+    model = small_model()
+    model.train()
+    inputs, lengths = bilstm_inputs([9, 3, 7, 1, 7], steps=9)
+    state = random_state(model, 5)
+    with torch.no_grad():
+        plain, (plain_h, plain_c) = run_bilstm(model, inputs, lengths, state)
+    tracked, (h, c) = run_bilstm(model, inputs.requires_grad_(), lengths, state)
+    assert tracked[0].requires_grad
+    for a, b in zip(plain + [plain_h, plain_c], tracked + [h, c]):
+        assert torch.equal(a, b.detach())
+
+
+@pytest.mark.parametrize("skip", [True, False])
+def test_gradients_equal_reference(layout, skip):
+    """The hand-written backpropagation through time against autograd through the reference loop (float64)."""
+    model = small_model(skip=skip, dtype=torch.float64)
+    inputs, lengths = bilstm_inputs([9, 3, 7, 1, 7], steps=9, dtype=torch.float64)
+    h0, c0 = random_state(model, 5, dtype=torch.float64)
+    generator = torch.Generator().manual_seed(5)
+    output_weights = [torch.randn(5, 9, 16, generator=generator, dtype=torch.float64) for _ in range(2)]
+    state_weights = [torch.randn(h0.shape, generator=generator, dtype=torch.float64),
+                     torch.randn(c0.shape, generator=generator, dtype=torch.float64)]
+
+    def gradients(fast):
+        leaves = [t.clone().requires_grad_() for t in (inputs, h0, c0)]
+        layers, (h, c) = run_bilstm(model, leaves[0], lengths, (leaves[1], leaves[2]), fast=fast)
+        loss = sum((layer * w).sum() for layer, w in zip(layers, output_weights))
+        loss = loss + (h * state_weights[0]).sum() + (c * state_weights[1]).sum()
+        return torch.autograd.grad(loss, leaves + list(model.bilstm.parameters()))
+
+    reference, fast = gradients(False), gradients(True)
+    for ref, got in zip(reference, fast):
+        assert ref.abs().max() > 0
+        assert float((ref - got).abs().max()) <= 1e-10 * max(1.0, float(ref.abs().max()))
+
+
+def test_training_with_dropout_runs_through_fast_path():
+    model = small_model()
+    model.train()
+    inputs, lengths = bilstm_inputs([9, 3, 7], steps=9)
+    layers, _ = model.bilstm(inputs, lengths, dropout=0.5)
+    layers[-1].pow(2).sum().backward()
+    grads = [p.grad for p in model.bilstm.parameters()]
+    assert all(g is not None and torch.isfinite(g).all() and g.abs().sum() > 0 for g in grads)
+
+
+def test_long_batches_use_chunked_input_products(monkeypatch):
+    model = small_model()
+    inputs, lengths = bilstm_inputs([9, 3, 7, 1, 7], steps=9)
+    with torch.no_grad():
+        reference, _ = run_bilstm(model, inputs, lengths, fast=False)
+        monkeypatch.setattr(modeling_elmo, "_GATE_BUFFER_ELEMENTS", 2 * 4 * 16 * 5 * 2)  # two steps per chunk
+        chunked, _ = run_bilstm(model, inputs, lengths)
+    assert max_diff(chunked, reference) <= 1e-6
+
+
+def test_fixture_model_fast_equals_reference():
+    """The real (tiny) AllenNLP test biLM on its own sentences: fast and reference paths agree."""
+    model = load_model_from_bilm(FIXTURES / "options.json", FIXTURES / "lm_weights.hdf5")
+    sentences = [batch[0] for batch in json.loads((FIXTURES / "sentences.json").read_text())]
+    encoded = ElmoTokenizer(segmenter="whitespace")(sentences, is_split_into_words=True, padding=True, return_tensors="pt")
+    with torch.no_grad():
+        fast = model(**encoded).hidden_states
+        model.bilstm.fast = False
+        reference = model(**encoded).hidden_states
+    assert max_diff(fast, reference) <= 1e-6
+
+
+# Character encoder ------------------------------------------------------------------------------------
+
+
+def plain_character_encoder(encoder, char_ids):
+    """ELMo layer 0 written the obvious way: Conv1d over all positions, max, activation, highway, projection."""
+    chars = encoder.char_embedding(char_ids).transpose(1, 2)
+    pooled = torch.cat([conv(chars).amax(dim=-1) for conv in encoder.convolutions], dim=-1)
+    return encoder.projection(encoder.highway(encoder.activation(pooled)))
+
+
+def test_character_encoder_equals_plain_convolution():
+    model = small_model()
+    tokenizer = ElmoTokenizer()
+    words = ["a", "hello", "x" * 60, "日本語", "", "<S>"]
+    char_ids = torch.tensor([tokenizer.word_to_char_ids(w) if w else [0] * 50 for w in words])
+    encoder = model.char_encoder
+    with torch.no_grad():
+        expected = plain_character_encoder(encoder, char_ids)
+        assert float((encoder(char_ids) - expected).abs().max()) <= 1e-6
+        short = char_ids[[0, 1, 3]]  # no long word: most of the padding tail is dropped
+        assert float((encoder(short) - expected[[0, 1, 3]]).abs().max()) <= 1e-6
+
+
+def test_character_encoder_chunks(monkeypatch):
+    model = small_model()
+    char_ids = torch.tensor([ElmoTokenizer().word_to_char_ids(w) for w in ["ab", "cde", "fghij", "k", "lmnopq"]])
+    with torch.no_grad():
+        whole = model.char_encoder(char_ids)
+        monkeypatch.setattr(type(model.char_encoder), "chunk_size", 2)
+        chunked = model.char_encoder(char_ids)
+    assert float((whole - chunked).abs().max()) <= 1e-6
+
+
+# Token-embedding cache --------------------------------------------------------------------------------
+
+
+def encode(sentences):
+    return ElmoTokenizer(segmenter="whitespace")(sentences, is_split_into_words=True, padding=True, return_tensors="pt")
+
+
+def cached_model(words):
+    model = small_model()
+    tokenizer = ElmoTokenizer()
+    model.build_token_cache(torch.tensor([tokenizer.word_to_char_ids(w) for w in words]))
+    return model
+
+
+def count_cnn_tokens(model, monkeypatch):
+    """Count the tokens this model's character CNN encodes (patched on the instance only)."""
+    counter = {"tokens": 0}
+    original = model.char_encoder.encode
+
+    def counting(char_ids, word_ids=None):
+        counter["tokens"] += char_ids.shape[0]
+        return original(char_ids, word_ids)
+
+    monkeypatch.setattr(model.char_encoder, "encode", counting)
+    return counter
+
+
+def test_token_cache_matches_cnn_and_falls_back(monkeypatch):
+    sentences = [["the", "cat", "sat"], ["a", "dog", "unknownword", "sat"]]
+    plain = small_model()
+    model = cached_model(["the", "cat", "sat", "a", "dog"])
+    assert model.config.token_cache_size == 7  # five words and <S>, </S>
+    counter = count_cnn_tokens(model, monkeypatch)
+    with torch.no_grad():
+        expected = plain(**encode(sentences)).hidden_states
+        got = model(**encode(sentences)).hidden_states
+    assert max_diff(got, expected) <= 1e-6
+    assert counter["tokens"] == 1  # only "unknownword" went through the CNN
+
+
+def test_token_cache_not_used_for_training_or_gradients(monkeypatch):
+    model = cached_model(["the", "cat"])
+    counter = count_cnn_tokens(model, monkeypatch)
+    model(**encode([["the", "cat"]]))  # eval mode but gradients wanted: the CNN runs
+    assert counter["tokens"] == 4
+    model.train()
+    with torch.no_grad():
+        model(**encode([["the", "cat"]]))
+    assert counter["tokens"] == 8
+
+
+def test_token_cache_saved_and_loaded(tmp_path, monkeypatch):
+    model = cached_model(["the", "cat", "sat"])
+    model.save_pretrained(tmp_path)
+    loaded = ElmoModel.from_pretrained(tmp_path).eval()
+    assert loaded.config.token_cache_size == 5
+    assert torch.equal(loaded.char_encoder.token_cache.vectors, model.char_encoder.token_cache.vectors)
+    counter = count_cnn_tokens(loaded, monkeypatch)
+    with torch.no_grad():
+        got = loaded(**encode([["the", "cat", "sat"]])).hidden_states
+    expected_model = small_model()
+    with torch.no_grad():
+        expected = expected_model(**encode([["the", "cat", "sat"]])).hidden_states
+    assert max_diff(got, expected) <= 1e-6
+    assert counter["tokens"] == 5  # the first-use spot check of the (5) cached entries; the words skip the CNN
+
+
+def test_stale_token_cache_is_ignored(monkeypatch):
+    model = cached_model(["the", "cat"])
+    with torch.no_grad():
+        model.char_encoder.projection.bias.add_(1.0)  # e.g. an optimiser step
+        got = model(**encode([["the", "cat"]])).hidden_states[0]
+        model.drop_token_cache()
+        expected = model(**encode([["the", "cat"]])).hidden_states[0]
+    assert torch.equal(got, expected)
+    assert model.config.token_cache_size == 0
+
+
+# Lower-precision modes ---------------------------------------------------------------------------------
+
+
+def test_int8_mode_is_close_and_reversible():
+    from hf_elmo.quantization import dequantize_lstm, quantize_lstm_int8
+
+    model = small_model(clip=False)
+    encoded = encode([["the", "cat", "sat"], ["a", "dog"]])
+    with torch.no_grad():
+        expected = model(**encoded).hidden_states
+        quantize_lstm_int8(model)
+        quantized = model(**encoded).hidden_states
+        dequantize_lstm(model)
+        again = model(**encoded).hidden_states
+    assert max_diff(again, expected) == 0
+    drift = max_diff(quantized[1:], expected[1:])
+    assert 0 < drift < 0.1 * max(float(layer.abs().max()) for layer in expected)
+    assert not quantized[-1][1, 2:].any()  # padding stays zero
