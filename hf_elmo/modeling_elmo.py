@@ -559,7 +559,7 @@ class ElmoBiLstm(nn.Module):
         self.config = config
         self.fast = True
         # An alternative implementation of the layers with `_fast_layers`' contract (e.g. the int8 one
-        # of hf_elmo.quantization); None runs the built-in paths.
+        # of the quantization module beside this package); None runs the built-in paths.
         self.layer_runner = None
         self.layers = nn.ModuleList(
             [
