@@ -344,8 +344,8 @@ def _lstm_recurrence_reference(
 # so every product reads as weight-first, W^T (out, in) @ x (in, N). How those views sit in memory is
 # chosen per batch size, and torch hands MKL whichever orientation makes the destination row-major:
 # - "weight-first" memory (buffers (2, 4C, N); recurrent and projection weights as contiguous
-#   (2, out, in) copies, see `ElmoBiLstmLayer.transposed_weights`): at batch >= 2 the per-step
-#   products run 1.5-2x faster than in the (N, in) @ (in, out) orientation;
+#   (2, out, in) copies, see `ElmoBiLstmLayer.transposed_weights`): at batch >= 8 the per-step
+#   products ran 1.5-2x faster than in the (N, in) @ (in, out) orientation in micro-benchmarks;
 # - "state-first" memory (buffers (2, N, 4C), weights in their stored (in, out) layout): at batch 1
 #   each step is a matrix-vector product streaming the contiguous (in, out) weight, and no copies of
 #   the weights are made.
