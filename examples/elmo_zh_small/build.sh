@@ -13,6 +13,10 @@ work = sys.argv[1]
 save_vocabulary(build_vocabulary([f"{work}/corpus/train.txt"], min_count=5), f"{work}/corpus/vocab.txt")
 PY
 head -1000 "$WORK/corpus/dev.txt" > "$WORK/corpus/dev1000.txt"
+python -c "
+from hf_elmo.zh_corpora import split_peoples_daily
+test = split_peoples_daily()['test'][:1000]
+open('$WORK/corpus/test1000.txt', 'w', encoding='utf-8').write(''.join(' '.join(w) + '\n' for w, _ in test))"
 OMP_NUM_THREADS=1 python -m hf_elmo.pretrain \
   --train-file "$WORK/corpus/train.txt" --dev-file "$WORK/corpus/dev1000.txt" --vocab "$WORK/corpus/vocab.txt" \
   --output-dir "$WORK/run" --projection-dim 128 --cell-dim 512 --layers 2 --char-dim 16 \
