@@ -1,0 +1,408 @@
+"""ELMo configuration: the architecture fields of AllenNLP / bilm-tf ``options.json``."""
+
+from __future__ import annotations
+
+import json
+import numbers
+import os
+from typing import Any
+
+from transformers import PretrainedConfig
+from transformers.utils import logging
+
+logger = logging.get_logger(__name__)
+
+# Keys bilm-tf writes into training-time options files; they do not change the architecture.
+_TRAINING_ONLY_KEYS = {
+    "bidirectional",
+    "dropout",
+    "all_clip_norm_val",
+    "batch_size",
+    "n_epochs",
+    "n_tokens_vocab",
+    "unroll_steps",
+    "n_negative_samples_batch",
+    "n_train_tokens",
+}
+_KNOWN_CHAR_CNN_KEYS = {"embedding", "filters", "n_highway", "activation", "n_characters", "max_characters_per_token"}
+_KNOWN_LSTM_KEYS = {"dim", "projection_dim", "n_layers", "cell_clip", "proj_clip", "use_skip_connections"}
+_CHAR_SCHEMES = ("bytes", "dictionary")
+
+# Raw ids of the byte scheme (before its +1 shift that keeps 0 for padding).
+_BEGINNING_OF_SENTENCE_BYTE = 256
+_END_OF_SENTENCE_BYTE = 257
+_BEGINNING_OF_WORD_BYTE = 258
+_END_OF_WORD_BYTE = 259
+_PADDING_BYTE = 260
+
+
+def _byte_boundary_char_ids(boundary_character: int, max_characters_per_token: int) -> list[int]:
+    """Shifted character ids of the byte scheme's `<S>` / `</S>` pseudo-word: ``[BOW, boundary, EOW, PAD...] + 1``."""
+    ids = [_BEGINNING_OF_WORD_BYTE, boundary_character, _END_OF_WORD_BYTE]
+    ids += [_PADDING_BYTE] * (max_characters_per_token - len(ids))
+    return [i + 1 for i in ids[:max_characters_per_token]]
+
+
+class ElmoConfig(PretrainedConfig):
+    r"""
+    Configuration of an ELMo bidirectional language model (Peters et al., 2018).
+
+    The defaults describe the standard ``2x4096_512_2048cnn_2xhighway`` English model.
+
+    Args:
+        char_vocab_size (`int`, defaults to 262):
+            Rows of the character embedding table. Row 0 is the all-zero padding row.
+        char_embedding_dim (`int`, defaults to 16): Size of a character embedding.
+        char_cnn_filters (`list[list[int]]`): ``[width, number_of_filters]`` per convolution.
+        num_highway_layers (`int`, defaults to 2): Highway layers after the character CNN.
+        char_cnn_activation (`str`, defaults to `"relu"`): ``"relu"`` or ``"tanh"`` after max-pooling.
+        max_characters_per_token (`int`, defaults to 50): Character ids per word, boundaries included.
+        projection_dim (`int`, defaults to 512):
+            Size P of the token representation and of each LSTM direction's output.
+        lstm_cell_dim (`int`, defaults to 4096): Size C of the LSTM memory cell.
+        num_lstm_layers (`int`, defaults to 2): LSTM layers L per direction.
+        cell_clip (`float`, *optional*, defaults to 3.0): Memory-cell clip; `None` or 0 disables it.
+        proj_clip (`float`, *optional*, defaults to 3.0): Projected-output clip; `None` or 0 disables it.
+        use_skip_connections (`bool`, defaults to `True`): Residual connections on LSTM layers >= 1.
+        lstm_forget_bias (`float`, defaults to 1.0):
+            Constant added to the forget gate at run time, as TensorFlow's ``LSTMCell`` does. Keeping it
+            out of the stored bias lets bilm-tf weights round-trip bit for bit.
+        num_output_representations (`int`, defaults to 1): Number of learned ELMo mixes to return.
+        scalar_mix_layer_norm (`bool`, defaults to `False`):
+            Normalise each layer (one mean/variance over all unmasked elements) before mixing.
+        char_scheme (`str`, defaults to `"bytes"`):
+            How words become character ids: ``"bytes"`` is the AllenNLP / bilm-tf UTF-8 byte scheme;
+            ``"dictionary"`` looks characters up in the tokenizer's character vocabulary (ELMoForManyLangs).
+        bos_char_ids (`list[int]`, *optional*):
+            The `max_characters_per_token` character ids of the `<S>` pseudo-word the model puts before every
+            sentence. Defaults to the byte scheme's row; required for ``char_scheme="dictionary"``.
+        eos_char_ids (`list[int]`, *optional*): Same for the `</S>` pseudo-word after every sentence.
+        word_vocab_size (`int`, defaults to 0): Size of an optional word embedding table (0 = none).
+        word_embedding_dim (`int`, defaults to 0): Size of the optional word embedding.
+        bos_word_id (`int`, *optional*): Word id of `<S>`; required with a word embedding.
+        eos_word_id (`int`, *optional*): Word id of `</S>`; required with a word embedding.
+        lm_vocab (`list[str]`, *optional*):
+            Word vocabulary of the language-model head (pretraining only): `<S>`, `</S>`, `<UNK>` first, then
+            words by decreasing frequency. The inputs stay characters; this only names the softmax rows.
+        lm_softmax (`str`, defaults to `"full"`): ``"full"`` or ``"sampled"`` softmax for pretraining.
+        lm_num_sampled (`int`, defaults to 8192): Negative samples per batch for the sampled softmax.
+        lm_dropout (`float`, defaults to 0.1): Dropout used while pretraining.
+        task_encoder (`str`, defaults to `"linear"`):
+            Token-classification head over the learned ELMo mix: `"linear"` (one linear layer) or `"bilstm"`
+            (a bidirectional LSTM, then a linear layer; the paper's NER setup).
+        task_encoder_hidden_size (`int`, defaults to 200): Size of each direction of the task BiLSTM.
+        task_encoder_num_layers (`int`, defaults to 1): Layers of the task BiLSTM.
+        use_crf (`bool`, defaults to `False`): Put a linear-chain CRF (Viterbi decoding) on top of the tag scores.
+        freeze_elmo (`bool`, defaults to `True`):
+            Keep the biLM fixed while a task head trains (the paper's default); only the mix and the head learn.
+        classifier_dropout (`float`, defaults to 0.5): Dropout on the ELMo mix and inside the task heads.
+        classifier_hidden_size (`int`, defaults to 256):
+            Hidden layer of the sequence-classification MLP (0 = a single linear layer).
+    """
+
+    model_type = "elmo"
+
+    def __init__(
+        self,
+        char_vocab_size: int = 262,
+        char_embedding_dim: int = 16,
+        char_cnn_filters: list[list[int]] | None = None,
+        num_highway_layers: int = 2,
+        char_cnn_activation: str = "relu",
+        max_characters_per_token: int = 50,
+        projection_dim: int = 512,
+        lstm_cell_dim: int = 4096,
+        num_lstm_layers: int = 2,
+        cell_clip: float | None = 3.0,
+        proj_clip: float | None = 3.0,
+        use_skip_connections: bool = True,
+        lstm_forget_bias: float = 1.0,
+        num_output_representations: int = 1,
+        scalar_mix_layer_norm: bool = False,
+        char_scheme: str = "bytes",
+        bos_char_ids: list[int] | None = None,
+        eos_char_ids: list[int] | None = None,
+        word_vocab_size: int = 0,
+        word_embedding_dim: int = 0,
+        bos_word_id: int | None = None,
+        eos_word_id: int | None = None,
+        lm_vocab: list[str] | None = None,
+        lm_softmax: str = "full",
+        lm_num_sampled: int = 8192,
+        lm_dropout: float = 0.1,
+        task_encoder: str = "linear",
+        task_encoder_hidden_size: int = 200,
+        task_encoder_num_layers: int = 1,
+        use_crf: bool = False,
+        freeze_elmo: bool = True,
+        classifier_dropout: float = 0.5,
+        classifier_hidden_size: int = 256,
+        **kwargs,
+    ):
+        if char_cnn_filters is None:
+            char_cnn_filters = [[1, 32], [2, 32], [3, 64], [4, 128], [5, 256], [6, 512], [7, 1024]]
+        self.char_vocab_size = char_vocab_size
+        self.char_embedding_dim = char_embedding_dim
+        self.char_cnn_filters = [list(f) if isinstance(f, (list, tuple)) else f for f in char_cnn_filters]
+        self.num_highway_layers = num_highway_layers
+        self.char_cnn_activation = char_cnn_activation
+        self.max_characters_per_token = max_characters_per_token
+        self.projection_dim = projection_dim
+        self.lstm_cell_dim = lstm_cell_dim
+        self.num_lstm_layers = num_lstm_layers
+        self.cell_clip = cell_clip or None
+        self.proj_clip = proj_clip or None
+        self.use_skip_connections = use_skip_connections
+        self.lstm_forget_bias = lstm_forget_bias
+        self.num_output_representations = num_output_representations
+        self.scalar_mix_layer_norm = scalar_mix_layer_norm
+        self.char_scheme = char_scheme
+        if char_scheme == "bytes":
+            if bos_char_ids is None:
+                bos_char_ids = _byte_boundary_char_ids(_BEGINNING_OF_SENTENCE_BYTE, max_characters_per_token)
+            if eos_char_ids is None:
+                eos_char_ids = _byte_boundary_char_ids(_END_OF_SENTENCE_BYTE, max_characters_per_token)
+        self.bos_char_ids = None if bos_char_ids is None else [int(i) for i in bos_char_ids]
+        self.eos_char_ids = None if eos_char_ids is None else [int(i) for i in eos_char_ids]
+        self.word_vocab_size = word_vocab_size
+        self.word_embedding_dim = word_embedding_dim
+        self.bos_word_id = bos_word_id
+        self.eos_word_id = eos_word_id
+        self.lm_vocab = list(lm_vocab) if lm_vocab else None
+        self.lm_softmax = lm_softmax
+        self.lm_num_sampled = lm_num_sampled
+        self.lm_dropout = lm_dropout
+        self.task_encoder = task_encoder
+        self.task_encoder_hidden_size = task_encoder_hidden_size
+        self.task_encoder_num_layers = task_encoder_num_layers
+        self.use_crf = use_crf
+        self.freeze_elmo = freeze_elmo
+        self.classifier_dropout = classifier_dropout
+        self.classifier_hidden_size = classifier_hidden_size
+        super().__init__(**kwargs)
+        self._validate()
+
+    @classmethod
+    def get_config_dict(cls, pretrained_model_name_or_path, **kwargs):
+        config_dict, kwargs = super().get_config_dict(pretrained_model_name_or_path, **kwargs)
+        model_type = config_dict.get("model_type")
+        if model_type is not None and model_type != cls.model_type:
+            # Without this, transformers only warns and then fails on some unrelated attribute.
+            raise ValueError(
+                f"{pretrained_model_name_or_path} holds a {model_type!r} model, not an ELMo model (model_type "
+                f"'{cls.model_type}'): load it with its own class or an Auto class such as AutoModel"
+            )
+        return config_dict, kwargs
+
+    @property
+    def hidden_size(self) -> int:
+        """Width of every ELMo layer: forward and backward outputs side by side (2P)."""
+        return 2 * self.projection_dim
+
+    @property
+    def lm_vocab_size(self) -> int:
+        return len(self.lm_vocab) if self.lm_vocab else 0
+
+    @property
+    def num_char_filters(self) -> int:
+        return sum(n for _, n in self.char_cnn_filters)
+
+    def _validate(self) -> None:
+        def is_int(value) -> bool:
+            return isinstance(value, numbers.Integral) and not isinstance(value, bool)
+
+        integer_fields = (
+            "char_vocab_size",
+            "char_embedding_dim",
+            "num_highway_layers",
+            "max_characters_per_token",
+            "projection_dim",
+            "lstm_cell_dim",
+            "num_lstm_layers",
+            "num_output_representations",
+        )
+        type_problems = [
+            f"{name} must be an integer, got {getattr(self, name)!r}"
+            for name in integer_fields
+            if not is_int(getattr(self, name))
+        ]
+        if not isinstance(self.char_cnn_filters, (list, tuple)) or not all(
+            isinstance(f, list) and len(f) == 2 and is_int(f[0]) and is_int(f[1]) for f in self.char_cnn_filters
+        ):
+            type_problems.append(f"char_cnn_filters must be a list of [width, count] integer pairs, got {self.char_cnn_filters!r}")
+        for name in ("cell_clip", "proj_clip"):
+            value = getattr(self, name)
+            if value is not None and (isinstance(value, bool) or not isinstance(value, numbers.Real) or value < 0):
+                type_problems.append(f"{name} must be a non-negative number or None, got {value!r}")
+        if type_problems:  # the checks below need numbers
+            raise ValueError("Invalid ElmoConfig: " + "; ".join(type_problems))
+        self.char_cnn_filters = [[int(width), int(count)] for width, count in self.char_cnn_filters]
+
+        problems = []
+        for name in ("char_vocab_size", "char_embedding_dim", "projection_dim", "lstm_cell_dim", "num_lstm_layers"):
+            if getattr(self, name) <= 0:
+                problems.append(f"{name} must be positive, got {getattr(self, name)}")
+        if self.num_highway_layers < 0:
+            problems.append(f"num_highway_layers must be >= 0, got {self.num_highway_layers}")
+        if self.char_cnn_activation not in ("relu", "tanh"):
+            problems.append(f"char_cnn_activation must be 'relu' or 'tanh', got {self.char_cnn_activation!r}")
+        if not self.char_cnn_filters:
+            problems.append("char_cnn_filters is empty")
+        for width, count in self.char_cnn_filters:
+            if width <= 0 or count <= 0:
+                problems.append(f"char_cnn_filters entry [{width}, {count}] must have positive width and count")
+            elif width > self.max_characters_per_token:
+                problems.append(
+                    f"char_cnn_filters width {width} exceeds max_characters_per_token {self.max_characters_per_token}"
+                )
+        problems.extend(self._input_layer_problems())
+        if self.max_characters_per_token < 3:
+            problems.append("max_characters_per_token must be >= 3 (begin-of-word, a character, end-of-word)")
+        if self.char_scheme == "bytes" and self.char_vocab_size < 262:
+            problems.append(f"the byte scheme needs char_vocab_size >= 262, got {self.char_vocab_size}")
+        if self.num_output_representations < 0:
+            problems.append("num_output_representations must be >= 0")
+        if self.lm_softmax not in ("full", "sampled"):
+            problems.append(f"lm_softmax must be 'full' or 'sampled', got {self.lm_softmax!r}")
+        if self.lm_vocab and list(self.lm_vocab[:3]) != ["<S>", "</S>", "<UNK>"]:
+            problems.append("lm_vocab must start with '<S>', '</S>', '<UNK>'")
+        if self.task_encoder not in ("linear", "bilstm"):
+            problems.append(f"task_encoder must be 'linear' or 'bilstm', got {self.task_encoder!r}")
+        if self.task_encoder_hidden_size <= 0 or self.task_encoder_num_layers <= 0:
+            problems.append("task_encoder_hidden_size and task_encoder_num_layers must be positive")
+        if not 0.0 <= self.classifier_dropout < 1.0:
+            problems.append(f"classifier_dropout must be in [0, 1), got {self.classifier_dropout}")
+        if self.classifier_hidden_size < 0:
+            problems.append(f"classifier_hidden_size must be >= 0, got {self.classifier_hidden_size}")
+        if problems:
+            raise ValueError("Invalid ElmoConfig: " + "; ".join(problems))
+
+    def _input_layer_problems(self) -> list[str]:
+        """What is wrong with the character scheme, the boundary rows and the optional word embedding."""
+        problems = []
+        if self.char_scheme not in _CHAR_SCHEMES:
+            problems.append(f"char_scheme must be one of {_CHAR_SCHEMES}, got {self.char_scheme!r}")
+        for name in ("bos_char_ids", "eos_char_ids"):
+            ids = getattr(self, name)
+            if ids is None:
+                problems.append(f"{name} is required for char_scheme={self.char_scheme!r}")
+            elif len(ids) != self.max_characters_per_token:
+                problems.append(
+                    f"{name} must hold max_characters_per_token={self.max_characters_per_token} ids, got {len(ids)}"
+                )
+            elif not all(0 < i < self.char_vocab_size for i in ids):
+                # 0 would make the boundary look like a padded word position.
+                problems.append(f"{name} must be character ids in [1, {self.char_vocab_size - 1}], got {ids}")
+        if self.word_vocab_size < 0 or self.word_embedding_dim < 0:
+            problems.append("word_vocab_size and word_embedding_dim must be >= 0")
+        elif bool(self.word_vocab_size) != bool(self.word_embedding_dim):
+            problems.append(
+                "word_vocab_size and word_embedding_dim must both be positive (word embedding) or both 0 (none), "
+                f"got {self.word_vocab_size} and {self.word_embedding_dim}"
+            )
+        elif self.word_vocab_size:
+            for name in ("bos_word_id", "eos_word_id"):
+                value = getattr(self, name)
+                if not isinstance(value, int) or not 0 <= value < self.word_vocab_size:
+                    problems.append(f"{name} must be a word id in [0, {self.word_vocab_size - 1}], got {value!r}")
+        return problems
+
+    @classmethod
+    def from_allennlp_options(cls, path_or_dict: str | os.PathLike | dict[str, Any], **kwargs) -> "ElmoConfig":
+        """Build a config from an AllenNLP / bilm-tf ``options.json`` (path or parsed dict).
+
+        Training-only keys (dropout, batch size, ...) are ignored; missing or contradictory
+        architecture keys raise `ValueError` naming the key.
+        """
+        if isinstance(path_or_dict, dict):
+            options, source = path_or_dict, "options"
+        else:
+            source = os.fspath(path_or_dict)
+            try:
+                with open(source, encoding="utf-8") as handle:
+                    options = json.load(handle)
+            except FileNotFoundError:
+                raise ValueError(f"options file not found: {source}") from None
+            except (json.JSONDecodeError, UnicodeDecodeError) as error:
+                raise ValueError(f"{source} is not valid JSON: {error}") from None
+        if not isinstance(options, dict):
+            raise ValueError(f"{source}: expected a JSON object with 'char_cnn' and 'lstm'")
+
+        def require(section: dict, section_name: str, key: str):
+            if key not in section:
+                raise ValueError(f"{source}: missing required key '{section_name}.{key}'")
+            return section[key]
+
+        for section_name in ("char_cnn", "lstm"):
+            if not isinstance(options.get(section_name), dict):
+                raise ValueError(f"{source}: missing required section '{section_name}'")
+        char_cnn, lstm = options["char_cnn"], options["lstm"]
+        unknown = (set(options) - {"char_cnn", "lstm"} - _TRAINING_ONLY_KEYS) | {
+            f"char_cnn.{k}" for k in set(char_cnn) - _KNOWN_CHAR_CNN_KEYS
+        } | {f"lstm.{k}" for k in set(lstm) - _KNOWN_LSTM_KEYS - _TRAINING_ONLY_KEYS}
+        if unknown:
+            logger.warning("%s: ignoring unknown option keys %s", source, sorted(unknown))
+        if options.get("bidirectional", True) is not True:
+            raise ValueError(f"{source}: 'bidirectional' is {options['bidirectional']!r}; ELMo needs both directions")
+
+        n_characters = require(char_cnn, "char_cnn", "n_characters")
+        if n_characters not in (261, 262):
+            raise ValueError(
+                f"{source}: char_cnn.n_characters must be 261 (training) or 262 (prediction) for the byte scheme, "
+                f"got {n_characters}"
+            )
+        embedding = require(char_cnn, "char_cnn", "embedding")
+        if not isinstance(embedding, dict) or "dim" not in embedding:
+            raise ValueError(f"{source}: missing required key 'char_cnn.embedding.dim'")
+        filters = require(char_cnn, "char_cnn", "filters")
+        if not (isinstance(filters, list) and all(isinstance(f, list) and len(f) == 2 for f in filters)):
+            raise ValueError(f"{source}: char_cnn.filters must be a list of [width, count] pairs, got {filters!r}")
+        cell_dim = require(lstm, "lstm", "dim")
+        projection_dim = lstm.get("projection_dim", cell_dim)
+        use_skip = lstm.get("use_skip_connections", False)
+        if not isinstance(use_skip, bool):
+            raise ValueError(f"{source}: lstm.use_skip_connections must be true or false, got {use_skip!r}")
+        architecture = dict(
+            char_vocab_size=262,
+            char_embedding_dim=embedding["dim"],
+            char_cnn_filters=filters,
+            num_highway_layers=require(char_cnn, "char_cnn", "n_highway"),
+            char_cnn_activation=char_cnn.get("activation", "relu"),
+            max_characters_per_token=char_cnn.get("max_characters_per_token", 50),
+            projection_dim=projection_dim,
+            lstm_cell_dim=cell_dim,
+            num_lstm_layers=require(lstm, "lstm", "n_layers"),
+            cell_clip=lstm.get("cell_clip"),
+            proj_clip=lstm.get("proj_clip"),
+            use_skip_connections=use_skip,
+        )
+        try:
+            return cls(**architecture, **kwargs)
+        except ValueError as error:  # say which file the inconsistent values came from
+            raise ValueError(f"{source}: {error}") from None
+
+    def to_allennlp_options(self) -> dict[str, Any]:
+        """The prediction-time ``options.json`` that AllenNLP and bilm-tf read."""
+        if self.char_scheme != "bytes" or self.word_vocab_size:
+            raise ValueError("only byte-scheme models without a word embedding have an AllenNLP / bilm-tf layout")
+        return {
+            "lstm": {
+                "use_skip_connections": self.use_skip_connections,
+                "projection_dim": self.projection_dim,
+                "cell_clip": self.cell_clip or 0,
+                "proj_clip": self.proj_clip or 0,
+                "dim": self.lstm_cell_dim,
+                "n_layers": self.num_lstm_layers,
+            },
+            "char_cnn": {
+                "activation": self.char_cnn_activation,
+                "filters": self.char_cnn_filters,
+                "n_highway": self.num_highway_layers,
+                "embedding": {"dim": self.char_embedding_dim},
+                "n_characters": 262,
+                "max_characters_per_token": self.max_characters_per_token,
+            },
+        }
+
+
+__all__ = ["ElmoConfig"]

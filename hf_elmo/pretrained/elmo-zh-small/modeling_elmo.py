@@ -1,0 +1,1584 @@
+"""PyTorch ELMo: character CNN -> highway -> projection -> biLSTM language model -> layer mix.
+
+The file reads top-down in the order data flows through the model:
+
+1. `ElmoCharacterEncoder`   character ids (words, 50) -> context-insensitive token vectors (words, P)
+2. `ElmoBiLstm`             token vectors -> forward and backward LSTM layers with cell/projection clipping
+3. `ElmoScalarMix`          L+1 layers -> gamma * sum_j softmax(w)_j * layer_j
+4. `ElmoModel`              the encoder users load; adds sentence boundaries, returns all layers and mixes
+5. task heads               thin layers over `ElmoModel`
+
+Numerics follow AllenNLP / bilm-tf exactly; weights are kept in bilm-tf's (in, out) layout so that
+conversion is a pure reshuffle and round-trips bit for bit.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+from transformers import PreTrainedModel
+from transformers import initialization as init
+from transformers.modeling_outputs import SequenceClassifierOutput, TokenClassifierOutput
+from transformers.utils import ModelOutput, logging
+
+from .configuration_elmo import ElmoConfig
+
+logger = logging.get_logger(__name__)
+
+# Raw character ids of the byte scheme (before the +1 shift that reserves 0 for padding). The model itself
+# reads its `<S>` / `</S>` rows from `config.bos_char_ids` / `config.eos_char_ids`, so it works with any scheme.
+BEGINNING_OF_SENTENCE_CHARACTER = 256
+END_OF_SENTENCE_CHARACTER = 257
+BEGINNING_OF_WORD_CHARACTER = 258
+END_OF_WORD_CHARACTER = 259
+PADDING_CHARACTER = 260
+
+
+@dataclass
+class ElmoModelOutput(ModelOutput):
+    """
+    Output of [`ElmoModel`].
+
+    Args:
+        last_hidden_state (`torch.FloatTensor` of shape `(batch_size, num_words, 2 * projection_dim)`):
+            Top biLSTM layer, `[forward; backward]`.
+        elmo_representations (`tuple(torch.FloatTensor)`):
+            `config.num_output_representations` learned mixes, each `(batch_size, num_words, 2 * projection_dim)`.
+        hidden_states (`tuple(torch.FloatTensor)`):
+            All L+1 layers, each `(batch_size, num_words, 2 * projection_dim)`: layer 0 is `[token; token]`,
+            layer j >= 1 is `[forward_j; backward_j]`.
+        mask (`torch.BoolTensor` of shape `(batch_size, num_words)`): True at real words.
+        final_state (`tuple(torch.FloatTensor)`, *optional*):
+            `(h, c)` after each sentence, shapes `(num_layers, 2, batch_size, projection_dim)` and
+            `(num_layers, 2, batch_size, lstm_cell_dim)`; direction 0 is forward, 1 backward.
+            Returned when `return_state=True`; feed it back as `initial_state` to continue statefully.
+
+    `num_words` excludes the `<S>`/`</S>` positions unless `keep_sentence_boundaries=True` was passed,
+    in which case it is the number of words + 2.
+    """
+
+    last_hidden_state: torch.FloatTensor | None = None
+    elmo_representations: tuple[torch.FloatTensor, ...] | None = None
+    hidden_states: tuple[torch.FloatTensor, ...] | None = None
+    mask: torch.BoolTensor | None = None
+    final_state: tuple[torch.FloatTensor, torch.FloatTensor] | None = None
+
+
+# 1. Characters -> token vectors -------------------------------------------------------------
+
+
+class ElmoHighwayLayer(nn.Linear):
+    """One highway layer's linear map, `size` -> `[transform; carry]` (2 * size)."""
+
+    def __init__(self, size: int):
+        super().__init__(size, 2 * size)
+
+
+class ElmoHighway(nn.Module):
+    """Highway layers (TensorFlow convention): ``x <- g * relu(x W_t + b_t) + (1 - g) * x``, ``g = sigmoid(x W_c + b_c)``.
+
+    Each layer is one linear map producing ``[transform; carry]`` side by side.
+    """
+
+    def __init__(self, size: int, num_layers: int):
+        super().__init__()
+        self.layers = nn.ModuleList([ElmoHighwayLayer(size) for _ in range(num_layers)])
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        for layer in self.layers:
+            transform, carry = layer(x).chunk(2, dim=-1)
+            gate = torch.sigmoid(carry)
+            x = gate * F.relu(transform) + (1 - gate) * x
+        return x
+
+
+class ElmoCharacterEncoder(nn.Module):
+    """Context-insensitive token representation (ELMo layer 0).
+
+    char ids `(num_tokens, max_characters_per_token)` -> embedding -> one Conv1d per filter width ->
+    max over positions -> activation -> highway -> linear projection -> `(num_tokens, projection_dim)`.
+    An optional word embedding (ELMoForManyLangs models) is concatenated before the projection.
+
+    With `config.token_cache_size > 0` the encoder holds a token-embedding cache (buffers saved with
+    the model, see `ElmoModel.build_token_cache`): in eval mode, tokens whose character ids are in the
+    cache take their stored vector and skip the CNN; all other tokens are computed as usual.
+    """
+
+    # Tokens are encoded in chunks of this many, which bounds the convolution buffers.
+    chunk_size = 256
+
+    def __init__(self, config: ElmoConfig):
+        super().__init__()
+        self.char_embedding = nn.Embedding(config.char_vocab_size, config.char_embedding_dim, padding_idx=0)
+        self.convolutions = nn.ModuleList(
+            [nn.Conv1d(config.char_embedding_dim, count, width) for width, count in config.char_cnn_filters]
+        )
+        self.activation = torch.tanh if config.char_cnn_activation == "tanh" else F.relu
+        num_filters = config.num_char_filters
+        self.highway = ElmoHighway(num_filters, config.num_highway_layers)
+        self.word_embedding = (
+            nn.Embedding(config.word_vocab_size, config.word_embedding_dim) if config.word_vocab_size else None
+        )
+        self.projection = nn.Linear(num_filters + (config.word_embedding_dim if config.word_vocab_size else 0), config.projection_dim)
+        self.token_cache: ElmoTokenCache | None = None
+        cache_size = getattr(config, "token_cache_size", 0)
+        if cache_size:
+            self.token_cache = ElmoTokenCache(cache_size, config.max_characters_per_token, config.projection_dim)
+
+    def forward(self, char_ids: torch.Tensor, word_ids: torch.Tensor | None = None) -> torch.Tensor:
+        """`char_ids` (N, max_characters_per_token) -> (N, projection_dim)."""
+        if self.word_embedding is not None and word_ids is None:
+            raise ValueError("this model has a word embedding: pass `word_ids` along with `input_ids`")
+        if self._can_use_token_cache():
+            return self.token_cache.lookup(char_ids, self.encode)
+        return self.encode(char_ids, word_ids)
+
+    def _can_use_token_cache(self) -> bool:
+        if self.token_cache is None or self.training or self.word_embedding is not None:
+            return False
+        if torch.is_grad_enabled() and any(p.requires_grad for p in self.parameters()):
+            return False  # cached vectors carry no gradient to the CNN
+        return self.token_cache.is_valid_for(self)
+
+    def encode(self, char_ids: torch.Tensor, word_ids: torch.Tensor | None = None) -> torch.Tensor:
+        """Run the character CNN, highway and projection (no cache)."""
+        if char_ids.shape[0] > self.chunk_size:
+            pieces = [
+                self.encode(char_ids[i : i + self.chunk_size], None if word_ids is None else word_ids[i : i + self.chunk_size])
+                for i in range(0, char_ids.shape[0], self.chunk_size)
+            ]
+            return torch.cat(pieces)
+        char_ids = self._drop_constant_tail(char_ids)
+        chars = self.char_embedding(char_ids)  # (N, positions, d_char)
+        pooled = [self._convolve_and_pool(chars, conv) for conv in self.convolutions]
+        tokens = self.highway(self.activation(torch.cat(pooled, dim=-1)))
+        if self.word_embedding is not None:
+            tokens = torch.cat([self.word_embedding(word_ids), tokens], dim=-1)
+        return self.projection(tokens)
+
+    def _drop_constant_tail(self, char_ids: torch.Tensor) -> torch.Tensor:
+        """Cut the trailing columns in which every row just repeats its own last character id.
+
+        Past column L (after which each row only repeats its final id, the padding character), every
+        convolution window of a row has the same content and so the same value. Keeping
+        L + widest-filter columns keeps every distinct window, and one of those constant windows
+        wherever the full width had one, so the max over positions is unchanged exactly. Words are
+        short, so this typically halves the convolution work.
+        """
+        width = char_ids.shape[1]
+        varying = (char_ids != char_ids[:, -1:]).any(dim=0).nonzero()
+        last_varying = int(varying[-1]) + 1 if varying.numel() else 0
+        keep = min(width, last_varying + max(conv.kernel_size[0] for conv in self.convolutions))
+        return char_ids[:, :keep]
+
+    @staticmethod
+    def _convolve_and_pool(chars: torch.Tensor, conv: nn.Conv1d) -> torch.Tensor:
+        """`Conv1d` + max over positions as one matrix product over all windows (faster than the
+        convolution kernel for these thin 16-channel inputs); max-pooling before the activation is
+        equivalent for the monotone relu/tanh and cheaper, and the bias is added after the max, which
+        is exact because rounding is monotone."""
+        width = conv.kernel_size[0]
+        num_tokens, positions, channels = chars.shape
+        windows = chars.unfold(1, width, 1).reshape(num_tokens, positions - width + 1, channels * width)
+        weight = conv.weight.permute(1, 2, 0).reshape(channels * width, conv.out_channels)  # [channel][offset]
+        return torch.matmul(windows, weight).amax(dim=1) + conv.bias
+
+
+class ElmoTokenCache(nn.Module):
+    """Precomputed layer-0 vectors for a vocabulary of words, keyed by their character ids.
+
+    Buffers (saved with the model): `char_ids` (V, max_characters_per_token) int32 and `vectors`
+    (V, projection_dim). Lookups hash each row, find the candidate by binary search and then compare
+    the full rows, so a hit is always the same word; misses are computed by the CNN. The cache is only
+    used while the encoder's weights are the ones it was built or loaded with: after any in-place
+    change to them (an optimiser step) it is ignored, and on first use after loading a few entries are
+    recomputed and compared.
+    """
+
+    _PRIME = 2147483629  # < 2**31, so id * coefficient sums stay far inside int64
+
+    def __init__(self, size: int, width: int, dim: int):
+        super().__init__()
+        self.register_buffer("char_ids", torch.zeros(size, width, dtype=torch.int32))
+        self.register_buffer("vectors", torch.zeros(size, dim))
+        self._index = None
+        self._signature = None
+
+    def _hash(self, char_ids: torch.Tensor) -> torch.Tensor:
+        generator = torch.Generator().manual_seed(1234)
+        coefficients = torch.randint(1, self._PRIME, (char_ids.shape[1],), generator=generator).to(char_ids.device)
+        return (char_ids.long() * coefficients).sum(dim=1) % self._PRIME
+
+    @staticmethod
+    def _weights_signature(encoder: nn.Module) -> tuple:
+        return tuple((p.data_ptr(), p._version, p.dtype) for name, p in encoder.named_parameters())
+
+    def is_valid_for(self, encoder: "ElmoCharacterEncoder") -> bool:
+        signature = self._weights_signature(encoder)
+        if self._signature is None:
+            # First use (after building or loading): spot-check a few entries against the CNN.
+            sample = torch.linspace(0, self.char_ids.shape[0] - 1, min(8, self.char_ids.shape[0])).long()
+            with torch.no_grad():
+                fresh = encoder.encode(self.char_ids[sample].long())
+            stored = self.vectors[sample].to(fresh.dtype)
+            scale = max(float(stored.abs().max()), 1.0)
+            if not float((fresh - stored).abs().max()) <= 1e-4 * scale:
+                logger.warning("token cache does not match the character encoder's weights; ignoring it")
+                self._signature = ("stale",)
+                return False
+            self._signature = signature
+        return self._signature == signature
+
+    def fill(self, char_ids: torch.Tensor, vectors: torch.Tensor, encoder: "ElmoCharacterEncoder") -> None:
+        self.char_ids = char_ids.to(torch.int32)
+        self.vectors = vectors
+        self._index = None
+        self._signature = self._weights_signature(encoder)
+
+    @torch.no_grad()
+    def lookup(self, char_ids: torch.Tensor, encode) -> torch.Tensor:
+        if self._index is None or self._index[0].device != char_ids.device:
+            keys, order = torch.sort(self._hash(self.char_ids))
+            self._index = (keys, order)
+        keys, order = self._index
+        query = self._hash(char_ids)
+        slot = torch.searchsorted(keys, query).clamp_(max=keys.numel() - 1)
+        candidate = order[slot]
+        hit = (keys[slot] == query) & (self.char_ids[candidate] == char_ids).all(dim=1)
+        result = self.vectors.new_empty(char_ids.shape[0], self.vectors.shape[1])
+        result[hit] = self.vectors[candidate[hit]]
+        miss = ~hit
+        if bool(miss.any()):
+            result[miss] = encode(char_ids[miss]).to(result.dtype)
+        return result
+
+
+# 2. The biLSTM ------------------------------------------------------------------------------
+
+
+class ElmoBiLstmLayer(nn.Module):
+    """One layer of both LSTM directions, weights stacked on a leading axis of size 2 (forward, backward).
+
+    Weights use the (in, out) layout: `input_weight` (2, input_dim, 4C), `recurrent_weight` (2, P, 4C),
+    `bias` (2, 4C), `projection_weight` (2, C, P). Gate blocks are ordered i, f, g, o.
+    """
+
+    def __init__(self, input_dim: int, cell_dim: int, projection_dim: int):
+        super().__init__()
+        self.input_weight = nn.Parameter(torch.empty(2, input_dim, 4 * cell_dim))
+        self.recurrent_weight = nn.Parameter(torch.empty(2, projection_dim, 4 * cell_dim))
+        self.bias = nn.Parameter(torch.empty(2, 4 * cell_dim))
+        self.projection_weight = nn.Parameter(torch.empty(2, cell_dim, projection_dim))
+        self._transposed = None  # (key, weights): see `transposed_weights`
+
+    @property
+    def cell_dim(self) -> int:
+        return self.projection_weight.shape[1]
+
+    def transposed_weights(self) -> tuple[torch.Tensor, torch.Tensor]:
+        """`recurrent_weight` and `projection_weight` as contiguous (2, out, in) copies, for the fast path's
+        weight-first per-step products. Without autograd the copies are kept (not saved: they are not
+        buffers) until the weights change in place or are replaced, so inference pays for them once."""
+        weights = (self.recurrent_weight, self.projection_weight)
+        if torch.is_grad_enabled() and any(w.requires_grad for w in weights):
+            return tuple(w.transpose(1, 2).contiguous() for w in weights)
+        key = tuple((w.data_ptr(), w._version, w.dtype, w.device) for w in weights)
+        if self._transposed is None or self._transposed[0] != key:
+            self._transposed = None  # free the old copies first
+            self._transposed = (key, tuple(w.detach().transpose(1, 2).contiguous() for w in weights))
+        return self._transposed[1]
+
+
+def _lstm_recurrence_reference(
+    input_gates: torch.Tensor,
+    batch_sizes: list[int],
+    recurrent_weight: torch.Tensor,
+    projection_weight: torch.Tensor,
+    state: tuple[torch.Tensor, torch.Tensor],
+    cell_clip: float | None,
+    proj_clip: float | None,
+) -> tuple[torch.Tensor, tuple[torch.Tensor, torch.Tensor]]:
+    """The straightforward recurrence (`ElmoBiLstm.fast = False`), kept as the reference for the fast path.
+
+    Args:
+        input_gates: (2, T, B, 4C) input products plus bias for every step, time-major, rows sorted by
+            decreasing length so that the rows still running at step t are the first `batch_sizes[t]`.
+        state: (h (2, B, P), c (2, B, C)) to start from.
+
+    Returns: (2, T, B, P) outputs, exactly zero past each row's length, and the final (h, c): each row
+    holds the state after its own last step. Nothing is modified in place, so autograd works.
+    """
+    h, c = state
+    batch = input_gates.shape[2]
+    # Unbinding once keeps autograd from materialising a full-size gradient for every per-step slice.
+    step_gates = input_gates.unbind(1)
+    outputs = []
+    for t, active in enumerate(batch_sizes):
+        if active == 0:
+            break
+        gates = torch.baddbmm(step_gates[t][:, :active], h[:, :active], recurrent_weight)
+        input_gate, forget_gate, cell_input, output_gate = gates.chunk(4, dim=-1)
+        cell = torch.sigmoid(input_gate) * torch.tanh(cell_input) + torch.sigmoid(forget_gate) * c[:, :active]
+        if cell_clip:
+            cell = cell.clamp(-cell_clip, cell_clip)
+        hidden = torch.bmm(torch.sigmoid(output_gate) * torch.tanh(cell), projection_weight)
+        if proj_clip:
+            hidden = hidden.clamp(-proj_clip, proj_clip)
+        if active < batch:
+            h = torch.cat([hidden, h[:, active:]], dim=1)
+            c = torch.cat([cell, c[:, active:]], dim=1)
+            hidden = F.pad(hidden, (0, 0, 0, batch - active))
+        else:
+            h, c = hidden, cell
+        outputs.append(hidden)
+    missing = input_gates.shape[1] - len(outputs)
+    if missing:
+        outputs.extend([outputs[0].new_zeros(outputs[0].shape)] * missing)
+    return torch.stack(outputs, dim=1), (h, c)
+
+
+# The fast path works on "feature-major" views: gates (2, 4C, N), cells (2, C, B), outputs (2, T, P, B),
+# so every product reads as weight-first, W^T (out, in) @ x (in, N). How those views sit in memory is
+# chosen per batch size, and torch hands MKL whichever orientation makes the destination row-major:
+# - "weight-first" memory (buffers (2, 4C, N); recurrent and projection weights as contiguous
+#   (2, out, in) copies, see `ElmoBiLstmLayer.transposed_weights`): at batch >= 8 the per-step
+#   products ran 1.5-2x faster than in the (N, in) @ (in, out) orientation in micro-benchmarks;
+# - "state-first" memory (buffers (2, N, 4C), weights in their stored (in, out) layout): at batch 1
+#   each step is a matrix-vector product streaming the contiguous (in, out) weight, and no copies of
+#   the weights are made.
+_STATE_FIRST_MAX_BATCH = 1
+# Input products of all steps are computed up front, in chunks of steps holding at most this many
+# gate values, so that long batches do not need one huge buffer.
+_GATE_BUFFER_ELEMENTS = 1 << 22
+
+
+def _feature_major_buffer(like, leading: tuple[int, ...], features: int, n: int, state_first: bool, zeros=True):
+    """Zeros (or, with `zeros=False`, uninitialised memory) viewed as (*leading, features, n), stored as
+    (*leading, n, features) when `state_first`."""
+    make = like.new_zeros if zeros else like.new_empty
+    if state_first:
+        return make(*leading, n, features).transpose(-1, -2)
+    return make(*leading, features, n)
+
+
+def _lstm_recurrence(
+    inputs: torch.Tensor,
+    batch_sizes: list[int],
+    input_weight_t: torch.Tensor,
+    bias: torch.Tensor,
+    recurrent_weight_t: torch.Tensor,
+    projection_weight_t: torch.Tensor,
+    state: tuple[torch.Tensor, torch.Tensor],
+    cell_clip: float | None,
+    proj_clip: float | None,
+    state_first: bool,
+) -> tuple[torch.Tensor, tuple[torch.Tensor, torch.Tensor]]:
+    """Run both directions of one LSTM layer over all steps (the fast path, same numbers as the reference).
+
+    Shapes (feature-major views; B rows sorted by decreasing length, so the rows still running at step t
+    are the first `batch_sizes[t]`):
+        inputs: (2, I, T * B), column t * B + b is row b at step t.
+        input_weight_t (2, 4C, I), bias (2, 4C, 1), recurrent_weight_t (2, 4C, P), projection_weight_t (2, P, C).
+        state: h (2, P, B), c (2, C, B) before the first step; not modified.
+
+    Returns: outputs viewed as (2, T, P, B), exactly zero past each row's length, and the final
+    (h (2, P, B), c (2, C, B)) of every row after its own last step.
+
+    Every step works in place on preallocated buffers. With autograd the same forward runs inside
+    `_LstmLayerFunction`, which keeps what backpropagation through time needs and computes the weight
+    gradients as one product over all steps; outputs are bit-identical with and without autograd.
+    """
+    tensors = (inputs, input_weight_t, bias, recurrent_weight_t, projection_weight_t, *state)
+    if torch.is_grad_enabled() and any(t.requires_grad for t in tensors):
+        outputs, cell = _LstmLayerFunction.apply(*tensors, tuple(batch_sizes), cell_clip, proj_clip, state_first)
+    else:
+        outputs, cell, _ = _lstm_forward(*tensors, batch_sizes, cell_clip, proj_clip, state_first, save=False)
+    return outputs, (_last_outputs(outputs, batch_sizes), cell)
+
+
+def _lstm_forward(
+    inputs, input_weight_t, bias, recurrent_weight_t, projection_weight_t, h0, c0, batch_sizes,
+    cell_clip, proj_clip, state_first, save,
+):
+    """The in-place recurrence behind `_lstm_recurrence`; with `save`, also returns the gate activations,
+    the pre-clip cells and (with a projection clip) the pre-clip outputs of every step for the backward."""
+    num_steps, batch = len(batch_sizes), h0.shape[-1]
+    cell_dim, projection_dim = c0.shape[1], h0.shape[1]
+    chunk_steps = max(1, min(num_steps, _GATE_BUFFER_ELEMENTS // (2 * 4 * cell_dim * batch)))
+    outputs = _feature_major_buffer(inputs, (2, num_steps), projection_dim, batch, state_first)
+    cell = _feature_major_buffer(inputs, (2,), cell_dim, batch, state_first).copy_(c0)
+    gates_all = _feature_major_buffer(inputs, (2,), 4 * cell_dim, num_steps * batch, state_first) if save else None
+    cells_all = _feature_major_buffer(inputs, (2,), cell_dim, num_steps * batch, state_first) if save else None
+    hidden_all = _feature_major_buffer(inputs, (2, num_steps), projection_dim, batch, state_first) if save and proj_clip else None
+    previous = h0
+    for t, active in enumerate(batch_sizes):
+        if active == 0:
+            break
+        if t % chunk_steps == 0:
+            # Input products (plus bias) of the next chunk of steps in one large matrix product. With
+            # `save` the steps then run in one buffer that keeps every step's activations (the same
+            # products either way, so outputs do not depend on whether autograd is on).
+            first, last = t * batch, min(num_steps, t + chunk_steps) * batch
+            chunk = _feature_major_buffer(inputs, (2,), 4 * cell_dim, last - first, state_first, zeros=False)
+            chunk.copy_(bias.expand_as(chunk)).baddbmm_(input_weight_t, inputs[:, :, first:last])
+            if save:
+                gates_all[:, :, first:last] = chunk
+                chunk = gates_all[:, :, first:last]
+            chunk_start = first
+        column = t * batch - chunk_start
+        gates = chunk[:, :, column : column + active]
+        gates.baddbmm_(recurrent_weight_t, previous[:, :, :active])
+        input_gate, forget_gate, cell_input, output_gate = gates.chunk(4, dim=1)
+        torch.sigmoid_(gates[:, : 2 * cell_dim])
+        torch.tanh_(cell_input)
+        torch.sigmoid_(output_gate)
+        running_cell = cell[:, :, :active]
+        running_cell.mul_(forget_gate).addcmul_(input_gate, cell_input)
+        if save:
+            cells_all[:, :, t * batch : t * batch + active] = running_cell
+        if cell_clip:
+            running_cell.clamp_(-cell_clip, cell_clip)
+        hidden = outputs[:, t, :, :active]
+        hidden.baddbmm_(projection_weight_t, output_gate * torch.tanh(running_cell))  # zero buffer: the product
+        if hidden_all is not None:
+            hidden_all[:, t, :, :active] = hidden
+        if proj_clip:
+            hidden.clamp_(-proj_clip, proj_clip)
+        previous = outputs[:, t]
+    return outputs, cell, (gates_all, cells_all, hidden_all)
+
+
+def _clip_mask(values: torch.Tensor, clip: float | None):
+    """Where `clamp(-clip, clip)` passes the gradient (as torch's own clamp backward: inclusive bounds)."""
+    return (values >= -clip) & (values <= clip)
+
+
+class _LstmLayerFunction(torch.autograd.Function):
+    """`_lstm_forward` with a hand-written backpropagation through time.
+
+    The loop runs only the per-step work (element-wise gate gradients and the recurrent and projection
+    products for the state gradients); the weight and input gradients are single large products over
+    all steps afterwards.
+    """
+
+    @staticmethod
+    def forward(ctx, inputs, input_weight_t, bias, recurrent_weight_t, projection_weight_t, h0, c0, batch_sizes,
+                cell_clip, proj_clip, state_first):
+        outputs, cell, (gates, cells, hidden) = _lstm_forward(
+            inputs, input_weight_t, bias, recurrent_weight_t, projection_weight_t, h0, c0, batch_sizes,
+            cell_clip, proj_clip, state_first, save=True,
+        )
+        ctx.save_for_backward(inputs, input_weight_t, recurrent_weight_t, projection_weight_t, h0, c0, outputs, gates, cells, hidden)
+        ctx.settings = (batch_sizes, cell_clip, proj_clip)
+        return outputs, cell
+
+    @staticmethod
+    @torch.autograd.function.once_differentiable
+    def backward(ctx, grad_outputs, grad_cell):
+        inputs, input_weight_t, recurrent_weight_t, projection_weight_t, h0, c0, outputs, gates, cells, hidden = ctx.saved_tensors
+        batch_sizes, cell_clip, proj_clip = ctx.settings
+        num_steps, batch = len(batch_sizes), h0.shape[-1]
+        cell_dim, projection_dim = c0.shape[1], h0.shape[1]
+        grad_gates = gates.new_zeros(2, 4 * cell_dim, num_steps * batch)
+        grad_hidden = gates.new_zeros(2, projection_dim, num_steps * batch)  # before the projection clip
+        grad_h = h0.new_zeros(2, projection_dim, batch)  # recurrent part of d loss / d h_t
+        grad_c = grad_cell.contiguous().clone()  # d loss / d c_t, carried backwards
+        if cell_clip:
+            clipped_cells = cells.clamp(-cell_clip, cell_clip)
+        else:
+            clipped_cells = cells
+        for t in reversed(range(num_steps)):
+            active = batch_sizes[t]
+            if active == 0:
+                continue
+            columns = slice(t * batch, t * batch + active)
+            d_hidden = grad_outputs[:, t, :, :active] + grad_h[:, :, :active]
+            if proj_clip:
+                d_hidden = d_hidden * _clip_mask(hidden[:, t, :, :active], proj_clip)
+            grad_hidden[:, :, columns] = d_hidden
+            d_projected = torch.bmm(projection_weight_t.transpose(1, 2), d_hidden)
+            input_gate, forget_gate, cell_input, output_gate = gates[:, :, columns].chunk(4, dim=1)
+            tanh_cell = torch.tanh(clipped_cells[:, :, columns])
+            d_cell = grad_c[:, :, :active] + d_projected * output_gate * (1 - tanh_cell * tanh_cell)
+            if cell_clip:
+                d_cell = d_cell * _clip_mask(cells[:, :, columns], cell_clip)
+            if t > 0:
+                previous_cell = clipped_cells[:, :, (t - 1) * batch : (t - 1) * batch + active]
+            else:
+                previous_cell = c0[:, :, :active]
+            d_gates = grad_gates[:, :, columns]
+            d_gates[:, :cell_dim] = d_cell * cell_input * input_gate * (1 - input_gate)
+            d_gates[:, cell_dim : 2 * cell_dim] = d_cell * previous_cell * forget_gate * (1 - forget_gate)
+            d_gates[:, 2 * cell_dim : 3 * cell_dim] = d_cell * input_gate * (1 - cell_input * cell_input)
+            d_gates[:, 3 * cell_dim :] = d_projected * tanh_cell * output_gate * (1 - output_gate)
+            grad_c[:, :, :active] = d_cell * forget_gate
+            grad_h[:, :, :active] = torch.bmm(recurrent_weight_t.transpose(1, 2), d_gates)
+            grad_h[:, :, active:] = 0
+        needs = ctx.needs_input_grad
+        grad_inputs = torch.bmm(input_weight_t.transpose(1, 2), grad_gates) if needs[0] else None
+        grad_input_weight = torch.bmm(grad_gates, inputs.transpose(1, 2)) if needs[1] else None
+        grad_bias = grad_gates.sum(dim=-1, keepdim=True) if needs[2] else None
+        grad_recurrent_weight = None
+        if needs[3]:
+            previous_hidden = torch.cat(
+                [h0, outputs[:, :-1].permute(0, 2, 1, 3).reshape(2, projection_dim, (num_steps - 1) * batch)], dim=-1
+            )
+            grad_recurrent_weight = torch.bmm(grad_gates, previous_hidden.transpose(1, 2))
+        grad_projection_weight = None
+        if needs[4]:
+            projected = gates[:, 3 * cell_dim :] * torch.tanh(clipped_cells)
+            grad_projection_weight = torch.bmm(grad_hidden, projected.transpose(1, 2))
+        return (grad_inputs, grad_input_weight, grad_bias, grad_recurrent_weight, grad_projection_weight,
+                grad_h if needs[5] else None, grad_c if needs[6] else None, None, None, None, None)
+
+
+def _last_outputs(outputs: torch.Tensor, batch_sizes: list[int]) -> torch.Tensor:
+    """(2, T, P, B) outputs -> (2, P, B): each row's output at its own last step."""
+    batch = outputs.shape[-1]
+    steps = torch.tensor(batch_sizes, device=outputs.device)
+    last = (steps.unsqueeze(1) > torch.arange(batch, device=outputs.device)).sum(dim=0) - 1  # (B,)
+    index = last.view(1, 1, 1, batch).expand(2, 1, outputs.shape[2], batch)
+    return outputs.gather(1, index).squeeze(1)
+
+
+class ElmoBiLstm(nn.Module):
+    """Forward and backward multi-layer LSTM language-model encoders (no weight sharing between directions).
+
+    The backward direction reads each sentence reversed within its own length. Layers >= 1 add
+    their input to their output when `use_skip_connections` is set.
+
+    `fast` (default True) selects the optimised recurrence; `fast=False` runs the straightforward
+    reference loop. Both give the same numbers up to float32 rounding.
+    """
+
+    def __init__(self, config: ElmoConfig):
+        super().__init__()
+        self.config = config
+        self.fast = True
+        # An alternative implementation of the layers with `_fast_layers`' contract (e.g. the int8 one
+        # of the quantization module beside this package); None runs the built-in paths.
+        self.layer_runner = None
+        self.layers = nn.ModuleList(
+            [
+                ElmoBiLstmLayer(config.projection_dim, config.lstm_cell_dim, config.projection_dim)
+                for _ in range(config.num_lstm_layers)
+            ]
+        )
+
+    def _forget_bias_offset(self, like: torch.Tensor) -> torch.Tensor:
+        cell_dim = self.config.lstm_cell_dim
+        offset = torch.zeros(4 * cell_dim, dtype=like.dtype, device=like.device)
+        offset[cell_dim : 2 * cell_dim] = self.config.lstm_forget_bias
+        return offset
+
+    def forward(
+        self,
+        inputs: torch.Tensor,
+        lengths: torch.Tensor,
+        initial_state: tuple[torch.Tensor, torch.Tensor] | None = None,
+        dropout: float = 0.0,
+    ) -> tuple[list[torch.Tensor], tuple[torch.Tensor, torch.Tensor]]:
+        """
+        Args:
+            inputs: (B, T, P) token representations, zero past each row's length.
+            lengths: (B,) number of real positions per row (boundaries included), each >= 1.
+            initial_state: optional (h (L, 2, B, P), c (L, 2, B, C)); zeros when omitted.
+            dropout: dropout on each layer's output (pretraining only).
+
+        Returns:
+            `layers`: L tensors of shape (B, T, 2P), `[forward; backward]`, zero past each length;
+            `final_state`: (h, c) shaped like `initial_state`, in the caller's row order.
+        """
+        batch, steps, _ = inputs.shape
+        config = self.config
+        lengths = lengths.to(inputs.device)
+        if batch and int(lengths.min()) < 1:
+            raise ValueError("every row needs at least one position: lengths must be >= 1")
+        order = torch.argsort(lengths, descending=True, stable=True)
+        sorted_lengths = lengths[order]
+        positions = torch.arange(steps, device=inputs.device)
+        batch_sizes = (sorted_lengths.unsqueeze(0) > positions.unsqueeze(1)).sum(dim=1).tolist()
+        # Index that reverses every row within its own length; applying it twice is the identity.
+        reverse_index = torch.where(
+            positions.unsqueeze(0) < sorted_lengths.unsqueeze(1),
+            sorted_lengths.unsqueeze(1) - 1 - positions.unsqueeze(0),
+            positions.unsqueeze(0),
+        ).t()  # (T, B)
+
+        if initial_state is None:
+            h = inputs.new_zeros(config.num_lstm_layers, 2, batch, config.projection_dim)
+            c = inputs.new_zeros(config.num_lstm_layers, 2, batch, config.lstm_cell_dim)
+        else:
+            h, c = self._check_state(initial_state, batch, inputs)
+            h, c = h[:, :, order], c[:, :, order]
+
+        run = self._fast_layers if self.fast else self._reference_layers
+        if self.layer_runner is not None:
+            run = self.layer_runner
+        layer_outputs, (h, c) = run(inputs[order], batch_sizes, reverse_index, (h, c), dropout)
+
+        inverse_order = torch.argsort(order)
+        index = reverse_index.unsqueeze(-1).expand(steps, batch, config.projection_dim)
+        layers = []
+        for output in layer_outputs:  # each (2, T, B, P), sorted rows, backward direction reversed
+            forward_output = output[0]
+            backward_output = output[1].gather(0, index)
+            both = torch.cat([forward_output, backward_output], dim=-1).transpose(0, 1)
+            layers.append(both[inverse_order])
+        return layers, (h[:, :, inverse_order], c[:, :, inverse_order])
+
+    def _reference_layers(self, inputs, batch_sizes, reverse_index, state, dropout):
+        """Straightforward layers: (B, T, P) sorted inputs -> L outputs (2, T, B, P) and the final state."""
+        config = self.config
+        batch, steps, _ = inputs.shape
+        h, c = state
+        final_h, final_c = [], []
+        forward_inputs = inputs.transpose(0, 1)  # (T, B, P)
+        backward_inputs = forward_inputs.gather(0, reverse_index.unsqueeze(-1).expand_as(forward_inputs))
+        layer_input = torch.stack([forward_inputs, backward_inputs])  # (2, T, B, P)
+        layer_outputs = []
+        for index, layer in enumerate(self.layers):
+            bias = layer.bias + self._forget_bias_offset(layer.bias)
+            input_gates = torch.baddbmm(
+                bias.unsqueeze(1), layer_input.reshape(2, steps * batch, -1), layer.input_weight
+            ).view(2, steps, batch, -1)
+            output, (layer_h, layer_c) = _lstm_recurrence_reference(
+                input_gates,
+                batch_sizes,
+                layer.recurrent_weight,
+                layer.projection_weight,
+                (h[index], c[index]),
+                config.cell_clip,
+                config.proj_clip,
+            )
+            final_h.append(layer_h)
+            final_c.append(layer_c)
+            if config.use_skip_connections and index > 0:
+                output = output + layer_input
+            if dropout and self.training:
+                output = F.dropout(output, dropout, training=True)
+            layer_outputs.append(output)
+            layer_input = output
+        return layer_outputs, (torch.stack(final_h), torch.stack(final_c))
+
+    def _fast_layers(self, inputs, batch_sizes, reverse_index, state, dropout):
+        """Fast layers, same contract as `_reference_layers`; works on feature-major (2, T, P, B) views."""
+        config = self.config
+        batch, steps, projection_dim = inputs.shape
+        state_first = batch <= _STATE_FIRST_MAX_BATCH
+        h0, c0 = state
+        # (B, T, P) -> (T, P, B) feature-major view; the backward direction reads each row reversed.
+        forward_inputs = inputs.permute(1, 2, 0)
+        backward_inputs = forward_inputs.gather(0, reverse_index.unsqueeze(1).expand_as(forward_inputs))
+        layer_input = torch.stack([forward_inputs, backward_inputs])  # (2, T, P, B)
+        final_h, final_c, layer_outputs = [], [], []
+        for index, layer in enumerate(self.layers):
+            bias = (layer.bias + self._forget_bias_offset(layer.bias)).unsqueeze(-1)
+            # The input product covers all steps at once, large enough to be fast in any orientation.
+            input_weight_t = layer.input_weight.transpose(1, 2)
+            if state_first:  # views of the stored (in, out) weights
+                recurrent_weight_t = layer.recurrent_weight.transpose(1, 2)
+                projection_weight_t = layer.projection_weight.transpose(1, 2)
+            else:
+                recurrent_weight_t, projection_weight_t = layer.transposed_weights()
+            if state_first:
+                columns = layer_input.transpose(2, 3).reshape(2, steps * batch, projection_dim).transpose(1, 2)
+            else:
+                columns = layer_input.permute(0, 2, 1, 3).reshape(2, projection_dim, steps * batch)
+            output, (h, c) = _lstm_recurrence(
+                columns,
+                batch_sizes,
+                input_weight_t,
+                bias,
+                recurrent_weight_t,
+                projection_weight_t,
+                (h0[index].transpose(1, 2), c0[index].transpose(1, 2)),
+                config.cell_clip,
+                config.proj_clip,
+                state_first,
+            )
+            if config.use_skip_connections and index > 0:
+                output = output + layer_input
+            if dropout and self.training:
+                output = F.dropout(output, dropout, training=True)
+            layer_outputs.append(output.permute(0, 1, 3, 2))  # (2, T, B, P) view
+            final_h.append(h.transpose(1, 2))
+            final_c.append(c.transpose(1, 2))
+            layer_input = output
+        return layer_outputs, (torch.stack(final_h), torch.stack(final_c))
+
+    def _check_state(self, state, batch: int, like: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        config = self.config
+        if not (isinstance(state, (tuple, list)) and len(state) == 2):
+            raise ValueError("initial_state must be a pair (h, c)")
+        h, c = state
+        expected_h = (config.num_lstm_layers, 2, batch, config.projection_dim)
+        expected_c = (config.num_lstm_layers, 2, batch, config.lstm_cell_dim)
+        if tuple(h.shape) != expected_h or tuple(c.shape) != expected_c:
+            raise ValueError(
+                f"initial_state shapes must be h {expected_h} and c {expected_c}, "
+                f"got h {tuple(h.shape)} and c {tuple(c.shape)}"
+            )
+        return h.to(like), c.to(like)
+
+
+# 3. Mixing the layers -----------------------------------------------------------------------
+
+
+class ElmoScalarMix(nn.Module):
+    """``gamma * sum_j softmax(w)_j * layer_j`` with w initialised to 0 and gamma to 1 (the paper's eq. 1).
+
+    With `layer_norm`, each layer is first normalised by one mean and variance over all of its
+    unmasked elements in the batch (AllenNLP's definition, not a per-token LayerNorm).
+    """
+
+    def __init__(self, num_layers: int, layer_norm: bool = False, trainable: bool = True):
+        super().__init__()
+        self.layer_norm = layer_norm
+        self.scalar_parameters = nn.Parameter(torch.zeros(num_layers), requires_grad=trainable)
+        self.gamma = nn.Parameter(torch.ones(1), requires_grad=trainable)
+
+    def forward(self, layers: list[torch.Tensor] | tuple[torch.Tensor, ...], mask: torch.Tensor | None = None):
+        if len(layers) != self.scalar_parameters.numel():
+            raise ValueError(f"expected {self.scalar_parameters.numel()} layers, got {len(layers)}")
+        weights = torch.softmax(self.scalar_parameters, dim=0)
+        if self.layer_norm:
+            if mask is None:
+                raise ValueError("layer-normalised mixing needs the word mask")
+            layers = [_masked_layer_norm(layer, mask) for layer in layers]
+        mixed = sum(weight * layer for weight, layer in zip(weights, layers))
+        return self.gamma * mixed
+
+
+def _remote_code_auto_map() -> dict[str, str]:
+    """`{auto class: "modeling_elmo.Class"}` for the classes of this file registered for remote code."""
+    module = __name__.rsplit(".", 1)[-1]
+    auto_map = {}
+    for value in list(globals().values()):
+        if isinstance(value, type) and issubclass(value, ElmoPreTrainedModel):
+            auto_class = value.__dict__.get("_auto_class")  # set on the class itself, not inherited
+            if auto_class is not None:
+                auto_map[auto_class] = f"{module}.{value.__name__}"
+    return auto_map
+
+
+def _masked_layer_norm(layer: torch.Tensor, mask: torch.Tensor, eps: float = 1e-12) -> torch.Tensor:
+    mask = mask.unsqueeze(-1).to(layer.dtype)
+    count = mask.sum() * layer.shape[-1]
+    mean = (layer * mask).sum() / count
+    variance = (((layer - mean) * mask) ** 2).sum() / count
+    return (layer - mean) / torch.sqrt(variance + eps)
+
+
+# 4. The model -------------------------------------------------------------------------------
+
+
+class ElmoPreTrainedModel(PreTrainedModel):
+    config: ElmoConfig
+    config_class = ElmoConfig
+    base_model_prefix = "elmo"
+    main_input_name = "input_ids"
+    supports_gradient_checkpointing = False
+
+    @classmethod
+    def from_pretrained(cls, pretrained_model_name_or_path, *args, **kwargs):
+        # Weights come from safetensors only: never fall back to unpickling a pytorch_model.bin.
+        kwargs.setdefault("use_safetensors", True)
+        try:
+            return super().from_pretrained(pretrained_model_name_or_path, *args, **kwargs)
+        except OSError as error:
+            message = str(error)
+            if "model.safetensors" in message and ("does not appear to have" in message or "no file named" in message):
+                raise OSError(
+                    f"{pretrained_model_name_or_path} has no model.safetensors: ELMo weights are loaded from "
+                    "safetensors files only (pytorch_model.bin is not unpickled). Save the model with "
+                    "`save_pretrained`, or convert bilm-tf / AllenNLP files (options.json + weights.hdf5) with "
+                    "conversion/convert_allennlp.py."
+                ) from error
+            raise
+
+    def save_pretrained(self, save_directory, *args, **kwargs):
+        # transformers writes only the saved class's own entry into `config.auto_map`; list every ELMo class
+        # registered for remote code (see `register_for_auto_class`), so any head loads from this folder.
+        if self.is_remote_code():
+            auto_map = {**(getattr(self.config, "auto_map", None) or {}), **_remote_code_auto_map()}
+            if not self.config.lm_vocab:  # the pretraining head needs the softmax's word list
+                auto_map.pop("AutoModelForPreTraining", None)
+            self.config.auto_map = auto_map
+        return super().save_pretrained(save_directory, *args, **kwargs)
+
+    @torch.no_grad()
+    def _init_weights(self, module):
+        if isinstance(module, ElmoBiLstmLayer):
+            bound = module.cell_dim**-0.5
+            for weight in (module.input_weight, module.recurrent_weight, module.projection_weight):
+                init.uniform_(weight, -bound, bound)
+            init.zeros_(module.bias)
+        elif isinstance(module, ElmoHighwayLayer):
+            init.normal_(module.weight, std=module.in_features**-0.5)
+            # A negative carry bias starts every highway layer close to the identity (as bilm-tf does).
+            init.copy_(module.bias, torch.cat([torch.zeros(module.in_features), torch.full((module.in_features,), -2.0)]))
+        elif isinstance(module, ElmoLanguageModelSoftmax):
+            init.normal_(module.weight, std=module.weight.shape[1] ** -0.5)
+            init.zeros_(module.bias)
+        elif isinstance(module, ElmoScalarMix):
+            init.zeros_(module.scalar_parameters)
+            init.ones_(module.gamma)
+        elif isinstance(module, nn.Embedding):
+            init.uniform_(module.weight, -1.0, 1.0)
+            # Slicing drops the "already loaded" flag, so check it on the full weight.
+            if module.padding_idx is not None and not getattr(module.weight, "_is_hf_initialized", False):
+                init.zeros_(module.weight[module.padding_idx])
+        elif isinstance(module, nn.Conv1d):
+            init.normal_(module.weight, std=(module.in_channels * module.kernel_size[0]) ** -0.5)
+            init.zeros_(module.bias)
+        elif isinstance(module, nn.Linear):
+            init.normal_(module.weight, std=module.in_features**-0.5)
+            if module.bias is not None:
+                init.zeros_(module.bias)
+
+
+class ElmoModel(ElmoPreTrainedModel):
+    """The ELMo encoder: character ids of words in, every biLM layer and the learned ELMo mixes out.
+
+    Stateless by default: each sentence starts from a zero LSTM state, so its vectors depend
+    neither on the batch it is in nor on earlier calls. Pass `initial_state` / `return_state=True`
+    to carry state between calls the way AllenNLP and bilm-tf do.
+    """
+
+    # A pretraining checkpoint also holds the language-model softmax; the encoder does not need it.
+    _keys_to_ignore_on_load_unexpected = [r"softmax\."]
+
+    def __init__(self, config: ElmoConfig):
+        super().__init__(config)
+        self.char_encoder = ElmoCharacterEncoder(config)
+        self.bilstm = ElmoBiLstm(config)
+        self.scalar_mixes = nn.ModuleList(
+            [
+                ElmoScalarMix(config.num_lstm_layers + 1, layer_norm=config.scalar_mix_layer_norm)
+                for _ in range(config.num_output_representations)
+            ]
+        )
+        self.post_init()
+
+    def get_input_embeddings(self):
+        return self.char_encoder.char_embedding
+
+    def sentence_boundary_char_ids(self) -> torch.LongTensor:
+        """`(2, max_characters_per_token)` character ids of the `<S>` and `</S>` pseudo-words the model adds."""
+        return torch.tensor([self.config.bos_char_ids, self.config.eos_char_ids], device=self.device)
+
+    def token_embeddings(self, char_ids: torch.Tensor) -> torch.Tensor:
+        """Layer 0 (the context-insensitive token vectors) of single words, without running the LSTMs.
+
+        Args:
+            char_ids (`torch.LongTensor` of shape `(..., max_characters_per_token)`): one row per word,
+                e.g. `ElmoTokenizer.word_to_char_ids` rows or `sentence_boundary_char_ids()`.
+
+        Returns: `torch.FloatTensor` of shape `(..., projection_dim)`.
+        """
+        if self.char_encoder.word_embedding is not None:
+            raise ValueError("this model also needs word ids for its token vectors; use forward()")
+        if char_ids.dim() < 1 or char_ids.shape[-1] != self.config.max_characters_per_token:
+            raise ValueError(
+                f"char_ids must end in a dimension of {self.config.max_characters_per_token}, "
+                f"got shape {tuple(char_ids.shape)}"
+            )
+        # Reuse the input checks of forward(): a (1, words, width) view has the same ids.
+        self._validate_input_ids(char_ids.reshape(1, -1, char_ids.shape[-1]))
+        flat = char_ids.reshape(-1, char_ids.shape[-1])
+        return self.char_encoder(flat).reshape(*char_ids.shape[:-1], self.config.projection_dim)
+
+    @torch.no_grad()
+    def build_token_cache(self, char_ids: torch.Tensor, batch_size: int = 1024) -> int:
+        """Precompute layer 0 for a vocabulary so that known words skip the character CNN.
+
+        Args:
+            char_ids: `(V, max_characters_per_token)` character ids of the words to cache, e.g.
+                `torch.tensor([tokenizer.word_to_char_ids(w) for w in words])`; `<S>`/`</S>` are added.
+
+        The cache is stored as buffers of `char_encoder.token_cache` (so `save_pretrained` writes it and
+        `from_pretrained` loads it; `config.token_cache_size` records its size). It is used in eval mode
+        when no gradient is needed (e.g. under `torch.no_grad()`); unknown words fall back to the CNN.
+        Returns the number of cached tokens.
+        """
+        encoder = self.char_encoder
+        if encoder.word_embedding is not None:
+            raise ValueError("a token cache needs a model without a word embedding (its vectors depend on word ids)")
+        width = self.config.max_characters_per_token
+        if not isinstance(char_ids, torch.Tensor) or char_ids.dim() != 2 or char_ids.shape[1] != width:
+            raise ValueError(f"char_ids must be a (num_words, {width}) tensor of character ids")
+        device = encoder.projection.weight.device
+        boundaries = self.sentence_boundary_char_ids().to(char_ids.device)
+        ids = torch.unique(torch.cat([boundaries, char_ids.long()]).to(device), dim=0)
+        was_training = encoder.training
+        encoder.eval()
+        vectors = torch.cat([encoder.encode(ids[i : i + batch_size]) for i in range(0, ids.shape[0], batch_size)])
+        encoder.train(was_training)
+        encoder.token_cache = ElmoTokenCache(ids.shape[0], width, vectors.shape[1]).to(device)
+        encoder.token_cache.fill(ids, vectors, encoder)
+        self.config.token_cache_size = ids.shape[0]
+        return ids.shape[0]
+
+    def drop_token_cache(self) -> None:
+        """Remove the token-embedding cache (and its size from the config)."""
+        self.char_encoder.token_cache = None
+        self.config.token_cache_size = 0
+
+    def _validate_input_ids(self, input_ids: torch.Tensor) -> None:
+        width = self.config.max_characters_per_token
+        if not isinstance(input_ids, torch.Tensor):
+            raise TypeError(f"input_ids must be a torch.Tensor, got {type(input_ids).__name__}")
+        if input_ids.dim() != 3 or input_ids.shape[-1] != width:
+            raise ValueError(
+                f"input_ids must have shape (batch, words, {width}) of character ids, got {tuple(input_ids.shape)}"
+            )
+        if input_ids.dtype.is_floating_point or input_ids.dtype == torch.bool:
+            raise TypeError(f"input_ids must be integer character ids, got dtype {input_ids.dtype}")
+        if input_ids.shape[0] == 0:
+            raise ValueError("empty batch: input_ids has batch size 0")
+        if input_ids.numel():
+            low, high = int(input_ids.min()), int(input_ids.max())
+            if low < 0 or high >= self.config.char_vocab_size:
+                raise ValueError(
+                    f"input_ids contains character id {low if low < 0 else high}, "
+                    f"outside [0, {self.config.char_vocab_size - 1}]"
+                )
+
+    def word_mask(self, input_ids: torch.Tensor, attention_mask: torch.Tensor | None = None) -> torch.Tensor:
+        """(batch, words) bool mask of real words; checks that real words come first in every row."""
+        if attention_mask is None:
+            mask = (input_ids > 0).any(dim=-1)
+        else:
+            if tuple(attention_mask.shape) != tuple(input_ids.shape[:2]):
+                raise ValueError(
+                    f"attention_mask must have shape {tuple(input_ids.shape[:2])} (batch, words), "
+                    f"got {tuple(attention_mask.shape)}"
+                )
+            mask = attention_mask.to(device=input_ids.device).bool()
+        lengths = mask.sum(dim=1)
+        if not torch.equal(mask, torch.arange(mask.shape[1], device=mask.device) < lengths.unsqueeze(1)):
+            raise ValueError("padding must come after the words: each row's mask must be ones then zeros")
+        if attention_mask is not None and (mask & ~(input_ids > 0).any(dim=-1)).any():
+            raise ValueError("attention_mask marks a padded (all-zero) word position as a real word")
+        return mask
+
+    def token_representations(
+        self, input_ids: torch.Tensor, mask: torch.Tensor, word_ids: torch.Tensor | None = None
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """Layer 0 with `<S>`/`</S>` added: returns ((B, W+2, P) zero past each end, lengths (B,) = words + 2)."""
+        batch, num_words, width = input_ids.shape
+        device = input_ids.device
+        lengths = mask.sum(dim=1) + 2
+        steps = num_words + 2
+        positions = torch.arange(steps, device=device)
+        char_ids = input_ids.new_zeros(batch, steps, width)
+        char_ids[:, 0] = self._boundary_ids(self.config.bos_char_ids, input_ids)
+        char_ids[:, 1:-1] = input_ids * mask.unsqueeze(-1).to(input_ids.dtype)
+        end = positions.unsqueeze(0) == (lengths - 1).unsqueeze(1)
+        char_ids[end] = self._boundary_ids(self.config.eos_char_ids, input_ids)
+        real = positions.unsqueeze(0) < lengths.unsqueeze(1)
+        token_word_ids = None
+        if self.char_encoder.word_embedding is not None:
+            token_word_ids = self._word_ids_with_boundaries(word_ids, mask, steps)[real]
+        elif word_ids is not None:
+            raise ValueError("this model has no word embedding: word_ids must be None")
+        encoded = self.char_encoder(char_ids[real], token_word_ids)
+        tokens = encoded.new_zeros(batch, steps, encoded.shape[-1])
+        tokens[real] = encoded
+        return tokens, lengths
+
+    @staticmethod
+    def _boundary_ids(ids: list[int], like: torch.Tensor) -> torch.Tensor:
+        """The character ids of `<S>` or `</S>` (from the config, so any character scheme works)."""
+        return torch.tensor(ids, dtype=like.dtype, device=like.device)
+
+    def _word_ids_with_boundaries(self, word_ids: torch.Tensor | None, mask: torch.Tensor, steps: int) -> torch.Tensor:
+        """(B, W) word ids -> (B, W + 2) with `<S>` first and `</S>` at every padded position (incl. each end)."""
+        config = self.config
+        if word_ids is None:
+            raise ValueError("this model has a word embedding: pass `word_ids` (from the tokenizer) with `input_ids`")
+        if not isinstance(word_ids, torch.Tensor) or word_ids.dtype.is_floating_point or word_ids.dtype == torch.bool:
+            raise TypeError("word_ids must be an integer torch.Tensor of shape (batch, words)")
+        if tuple(word_ids.shape) != tuple(mask.shape):
+            raise ValueError(
+                f"word_ids must have shape {tuple(mask.shape)} (batch, words) like input_ids, "
+                f"got {tuple(word_ids.shape)}"
+            )
+        word_ids = word_ids.to(mask.device)
+        real_ids = word_ids[mask]
+        if real_ids.numel() and (int(real_ids.min()) < 0 or int(real_ids.max()) >= config.word_vocab_size):
+            bad = int(real_ids.min()) if int(real_ids.min()) < 0 else int(real_ids.max())
+            raise ValueError(f"word_ids contains word id {bad}, outside [0, {config.word_vocab_size - 1}]")
+        ids = word_ids.new_full((mask.shape[0], steps), config.eos_word_id)
+        ids[:, 0] = config.bos_word_id
+        # `</S>` lands at each row's end because every position past the words holds it.
+        ids[:, 1:-1] = torch.where(mask, word_ids, torch.full_like(word_ids, config.eos_word_id))
+        return ids
+
+    def forward(
+        self,
+        input_ids: torch.Tensor,
+        attention_mask: torch.Tensor | None = None,
+        word_ids: torch.Tensor | None = None,
+        initial_state: tuple[torch.Tensor, torch.Tensor] | None = None,
+        return_state: bool = False,
+        keep_sentence_boundaries: bool = False,
+        return_dict: bool | None = None,
+        **kwargs,
+    ) -> ElmoModelOutput | tuple:
+        r"""
+        Args:
+            input_ids (`torch.LongTensor` of shape `(batch_size, num_words, max_characters_per_token)`):
+                Character ids from [`ElmoTokenizer`]; a padded word position is all zeros.
+            attention_mask (`torch.Tensor` of shape `(batch_size, num_words)`, *optional*):
+                1 for real words, 0 for padding; derived from `input_ids` when omitted.
+            word_ids (`torch.LongTensor` of shape `(batch_size, num_words)`, *optional*):
+                Word-vocabulary ids from the tokenizer; required exactly when the model has a word embedding
+                (`config.word_vocab_size > 0`, e.g. converted ELMoForManyLangs models). Padded positions are ignored.
+            initial_state (`tuple(torch.FloatTensor)`, *optional*):
+                `(h, c)` with shapes `(num_layers, 2, batch_size, projection_dim)` and
+                `(num_layers, 2, batch_size, lstm_cell_dim)` to start the LSTMs from (default zeros).
+            return_state (`bool`): also return the state after each sentence as `final_state`.
+            keep_sentence_boundaries (`bool`): keep the `<S>` and `</S>` positions in the outputs.
+        """
+        return_dict = return_dict if return_dict is not None else self.config.return_dict
+        self._validate_input_ids(input_ids)
+        mask = self.word_mask(input_ids, attention_mask)
+        tokens, lengths = self.token_representations(input_ids, mask, word_ids)
+        lstm_layers, final_state = self.bilstm(tokens, lengths, initial_state)
+        layers = [torch.cat([tokens, tokens], dim=-1)] + lstm_layers
+
+        if keep_sentence_boundaries:
+            output_mask = torch.arange(tokens.shape[1], device=tokens.device) < lengths.unsqueeze(1)
+        else:
+            output_mask = mask
+            keep = mask.unsqueeze(-1).to(tokens.dtype)
+            layers = [layer[:, 1:-1] * keep for layer in layers]
+        mixes = tuple(mix(layers, output_mask) for mix in self.scalar_mixes)
+        outputs = ElmoModelOutput(
+            last_hidden_state=layers[-1],
+            elmo_representations=mixes,
+            hidden_states=tuple(layers),
+            mask=output_mask,
+            final_state=final_state if return_state else None,
+        )
+        return outputs if return_dict else outputs.to_tuple()
+
+
+# 5. Heads -----------------------------------------------------------------------------------
+
+
+@dataclass
+class ElmoForPreTrainingOutput(ModelOutput):
+    """
+    Output of [`ElmoForPreTraining`].
+
+    Args:
+        loss (`torch.FloatTensor` of shape `()`, returned with `labels`):
+            Mean of the forward and backward language models' cross-entropies (perplexity = exp(loss)).
+        forward_loss, backward_loss (`torch.FloatTensor` of shape `()`): each direction's mean cross-entropy.
+        num_predictions (`torch.LongTensor` of shape `()`): predictions per direction in the batch.
+        forward_hidden_states, backward_hidden_states (`torch.FloatTensor` of shape
+            `(batch_size, num_words + 2, projection_dim)`): top LSTM layer of each direction, boundaries included.
+    """
+
+    loss: torch.FloatTensor | None = None
+    forward_loss: torch.FloatTensor | None = None
+    backward_loss: torch.FloatTensor | None = None
+    num_predictions: torch.LongTensor | None = None
+    forward_hidden_states: torch.FloatTensor | None = None
+    backward_hidden_states: torch.FloatTensor | None = None
+
+
+class ElmoLanguageModelSoftmax(nn.Module):
+    """The word softmax shared by the forward and backward language models (the paper ties it).
+
+    Training with `config.lm_softmax == "sampled"` uses an importance-sampled softmax: negatives drawn
+    from a log-uniform (Zipf) distribution over the frequency-sorted vocabulary, their logits corrected
+    by log(K q(w)) and accidental hits removed, so that the sampled normaliser is an unbiased estimate
+    of the full one. Evaluation always uses the full softmax, so perplexities are exact.
+    """
+
+    def __init__(self, config: ElmoConfig):
+        super().__init__()
+        self.weight = nn.Parameter(torch.empty(config.lm_vocab_size, config.projection_dim))
+        self.bias = nn.Parameter(torch.empty(config.lm_vocab_size))
+        self.sampled = config.lm_softmax == "sampled"
+        self.num_sampled = config.lm_num_sampled
+
+    def full_loss(self, hidden: torch.Tensor, targets: torch.Tensor, reduction: str = "sum") -> torch.Tensor:
+        """hidden (N, P), targets (N,) -> summed (or per-item) cross-entropy of the full softmax."""
+        return F.cross_entropy(F.linear(hidden, self.weight, self.bias), targets, reduction=reduction)
+
+    def sampled_loss(
+        self, hidden: torch.Tensor, targets: torch.Tensor, reduction: str = "sum", generator: torch.Generator | None = None
+    ) -> torch.Tensor:
+        vocab_size = self.weight.shape[0]
+        num_sampled = self.num_sampled
+        log_range = torch.log1p(torch.tensor(float(vocab_size), dtype=torch.float64))
+        uniform = torch.rand(num_sampled, dtype=torch.float64, generator=generator).to(hidden.device)
+        samples = (torch.exp(uniform * log_range.to(hidden.device)).long() - 1).clamp_(0, vocab_size - 1)
+        probability = (torch.log((samples + 2).double()) - torch.log((samples + 1).double())) / log_range
+        log_expected = torch.log(num_sampled * probability).to(hidden.dtype)
+        true_logits = (hidden * self.weight[targets]).sum(-1) + self.bias[targets]
+        sampled_logits = hidden @ self.weight[samples].t() + self.bias[samples] - log_expected
+        sampled_logits = sampled_logits.masked_fill(samples.unsqueeze(0) == targets.unsqueeze(1), float("-inf"))
+        logits = torch.cat([true_logits.unsqueeze(1), sampled_logits], dim=1)
+        losses = torch.logsumexp(logits, dim=1) - true_logits
+        return losses.sum() if reduction == "sum" else losses
+
+    def forward(self, hidden: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
+        if self.sampled and self.training:
+            return self.sampled_loss(hidden, targets)
+        return self.full_loss(hidden, targets)
+
+
+class ElmoForPreTraining(ElmoPreTrainedModel):
+    """ELMo's biLM objective: the forward LM predicts word k from words < k, the backward LM from words > k.
+
+    The token representation and the softmax are shared by both directions; the LSTMs are not.
+    `labels` are word ids into `config.lm_vocab` (`<S>`=0, `</S>`=1, `<UNK>`=2), one per input word,
+    -100 at padding; the model adds the `<S>`/`</S>` targets itself.
+    """
+
+    _keys_to_ignore_on_load_missing = [r"scalar_mixes"]
+
+    def __init__(self, config: ElmoConfig):
+        super().__init__(config)
+        if not config.lm_vocab_size:
+            raise ValueError("ElmoForPreTraining needs config.lm_vocab (the word vocabulary of the softmax)")
+        self.elmo = ElmoModel(config)
+        self.softmax = ElmoLanguageModelSoftmax(config)
+        self.dropout = nn.Dropout(config.lm_dropout)
+        self.post_init()
+        # The layer mix is a downstream-task parameter: pretraining must not touch it (and DDP must
+        # not wait for its gradient).
+        for parameter in self.elmo.scalar_mixes.parameters():
+            parameter.requires_grad_(False)
+
+    # Trainer passes num_items_in_batch only to models that accept it; our loss is already a mean.
+    accepts_loss_kwargs = False
+
+    def forward(
+        self,
+        input_ids: torch.Tensor,
+        attention_mask: torch.Tensor | None = None,
+        labels: torch.Tensor | None = None,
+        word_ids: torch.Tensor | None = None,
+        return_dict: bool | None = None,
+        **kwargs,
+    ) -> ElmoForPreTrainingOutput | tuple:
+        r"""
+        Args:
+            input_ids (`torch.LongTensor` of shape `(batch_size, num_words, max_characters_per_token)`)
+            attention_mask (`torch.Tensor` of shape `(batch_size, num_words)`, *optional*)
+            labels (`torch.LongTensor` of shape `(batch_size, num_words)`, *optional*):
+                word ids in `config.lm_vocab` of the input words, -100 at padded positions.
+        """
+        return_dict = return_dict if return_dict is not None else self.config.return_dict
+        elmo = self.elmo
+        elmo._validate_input_ids(input_ids)
+        mask = elmo.word_mask(input_ids, attention_mask)
+        tokens, lengths = elmo.token_representations(input_ids, mask, word_ids)
+        layers, _ = elmo.bilstm(self.dropout(tokens), lengths, dropout=self.config.lm_dropout)
+        projection_dim = self.config.projection_dim
+        top = self.dropout(layers[-1])
+        forward_hidden, backward_hidden = top[..., :projection_dim], top[..., projection_dim:]
+
+        loss = forward_loss = backward_loss = num_predictions = None
+        if labels is not None:
+            if tuple(labels.shape) != tuple(mask.shape):
+                raise ValueError(f"labels must have shape {tuple(mask.shape)} (batch, words), got {tuple(labels.shape)}")
+            batch, steps = tokens.shape[:2]
+            positions = torch.arange(steps, device=tokens.device).unsqueeze(0)
+            # Targets of the whole row [<S>, words..., </S>]; positions past </S> are never used.
+            targets = labels.new_full((batch, steps), 1)
+            targets[:, 0] = 0
+            targets[:, 1:-1] = torch.where(mask, labels, targets[:, 1:-1])
+            forward_valid = positions[:, :-1] < (lengths - 1).unsqueeze(1)  # position t predicts t + 1
+            backward_valid = (positions[:, 1:] < lengths.unsqueeze(1))  # position t predicts t - 1
+            num_predictions = forward_valid.sum()
+            forward_loss = self.softmax(forward_hidden[:, :-1][forward_valid], targets[:, 1:][forward_valid])
+            backward_loss = self.softmax(backward_hidden[:, 1:][backward_valid], targets[:, :-1][backward_valid])
+            forward_loss, backward_loss = forward_loss / num_predictions, backward_loss / num_predictions
+            loss = (forward_loss + backward_loss) / 2
+
+        output = ElmoForPreTrainingOutput(
+            loss=loss,
+            forward_loss=forward_loss,
+            backward_loss=backward_loss,
+            num_predictions=num_predictions,
+            forward_hidden_states=forward_hidden,
+            backward_hidden_states=backward_hidden,
+        )
+        return output if return_dict else output.to_tuple()
+
+
+# 6. Task heads ------------------------------------------------------------------------------
+
+# Score given to tags that a partial label rules out; finite so that gradients stay defined.
+_IMPOSSIBLE = -1e4
+
+
+class ElmoCrf(nn.Module):
+    """Linear-chain conditional random field over tag scores.
+
+    A path y_1..y_n through a sentence of n words scores
+    ``start[y_1] + sum_t emissions[t, y_t] + sum_t transitions[y_{t-1}, y_t] + end[y_n]``.
+    All methods take `emissions` (batch, words, num_tags) and a `mask` (batch, words) of real words
+    (ones then zeros per row); rows with no words contribute nothing.
+    """
+
+    def __init__(self, num_tags: int):
+        super().__init__()
+        self.start_transitions = nn.Parameter(torch.zeros(num_tags))
+        self.end_transitions = nn.Parameter(torch.zeros(num_tags))
+        self.transitions = nn.Parameter(torch.zeros(num_tags, num_tags))  # [from, to]
+
+    def log_partition(self, emissions: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+        """log Z: logsumexp of the scores of every path, shape (batch,)."""
+        mask = mask.bool()
+        if emissions.shape[1] == 0:
+            return emissions.new_zeros(emissions.shape[0])
+        score = self.start_transitions + emissions[:, 0]  # (B, K)
+        for t in range(1, emissions.shape[1]):
+            step = torch.logsumexp(score.unsqueeze(2) + self.transitions + emissions[:, t].unsqueeze(1), dim=1)
+            score = torch.where(mask[:, t : t + 1], step, score)
+        log_z = torch.logsumexp(score + self.end_transitions, dim=1)
+        return torch.where(mask.any(dim=1), log_z, torch.zeros_like(log_z))
+
+    def log_likelihood(self, emissions: torch.Tensor, tags: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+        """log p(tags | emissions) per sentence, shape (batch,).
+
+        A tag of -100 on a real word leaves that word unlabelled: the gold score sums over all tags there.
+        """
+        labelled = tags != -100
+        allowed = F.one_hot(tags.clamp(min=0), emissions.shape[-1]).bool() | ~labelled.unsqueeze(-1)
+        gold = self.log_partition(emissions.masked_fill(~allowed, _IMPOSSIBLE), mask)
+        return gold - self.log_partition(emissions, mask)
+
+    def marginals(self, emissions: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+        """p(tag at word t | sentence) by the forward-backward algorithm, (batch, words, num_tags), 0 at padding."""
+        mask = mask.bool()
+        num_words = emissions.shape[1]
+        if num_words == 0:
+            return torch.zeros_like(emissions)
+        alphas = [self.start_transitions + emissions[:, 0]]
+        for t in range(1, num_words):
+            step = torch.logsumexp(alphas[-1].unsqueeze(2) + self.transitions + emissions[:, t].unsqueeze(1), dim=1)
+            alphas.append(torch.where(mask[:, t : t + 1], step, alphas[-1]))
+        end = self.end_transitions.expand_as(alphas[0])
+        betas = [end]
+        for t in range(num_words - 2, -1, -1):
+            step = torch.logsumexp(self.transitions + (emissions[:, t + 1] + betas[-1]).unsqueeze(1), dim=2)
+            # Word t is its sentence's last when word t+1 is padding: nothing follows but the end transition.
+            betas.append(torch.where(mask[:, t + 1 : t + 2], step, end))
+        log_z = torch.logsumexp(alphas[-1] + self.end_transitions, dim=1)
+        scores = torch.stack(alphas, dim=1) + torch.stack(betas[::-1], dim=1) - log_z[:, None, None]
+        return scores.exp() * mask.unsqueeze(-1).to(scores.dtype)
+
+    def viterbi_decode(self, emissions: torch.Tensor, mask: torch.Tensor, pad_id: int = -100) -> torch.Tensor:
+        """Highest-scoring tag sequence per sentence, (batch, words) with `pad_id` past each end."""
+        mask = mask.bool()
+        batch, num_words, num_tags = emissions.shape
+        if num_words == 0:
+            return torch.full((batch, 0), pad_id, dtype=torch.long, device=emissions.device)
+        score = self.start_transitions + emissions[:, 0]
+        keep = torch.arange(num_tags, device=emissions.device).expand(batch, num_tags)
+        backpointers = []
+        for t in range(1, num_words):
+            candidates = score.unsqueeze(2) + self.transitions  # (B, from, to)
+            best_score, best_previous = candidates.max(dim=1)
+            step_mask = mask[:, t : t + 1]
+            score = torch.where(step_mask, best_score + emissions[:, t], score)
+            # Past a row's end the path stays on its last tag, so backtracking starts from the true end.
+            backpointers.append(torch.where(step_mask, best_previous, keep))
+        best_last = (score + self.end_transitions).argmax(dim=1)
+        path = [best_last]
+        for pointers in reversed(backpointers):
+            path.append(pointers.gather(1, path[-1].unsqueeze(1)).squeeze(1))
+        tags = torch.stack(path[::-1], dim=1)
+        return tags.masked_fill(~mask, pad_id)
+
+
+@dataclass
+class ElmoTokenClassifierOutput(TokenClassifierOutput):
+    """
+    [`TokenClassifierOutput`] plus decoded tags.
+
+    Args:
+        loss (`torch.FloatTensor` of shape `()`, *optional*): Mean negative log-likelihood per labelled word.
+        logits (`torch.FloatTensor` of shape `(batch_size, num_words, num_labels)`):
+            Tag scores (the CRF's emission scores when `use_crf`).
+        predictions (`torch.LongTensor` of shape `(batch_size, num_words)`, *optional*):
+            Best tag per word (Viterbi path with a CRF, argmax otherwise), -100 at padding. Returned in eval mode.
+        hidden_states (`tuple(torch.FloatTensor)`, *optional*): The biLM layers, with `output_hidden_states=True`.
+    """
+
+    predictions: torch.LongTensor | None = None
+
+
+def _reduce_loss(total: torch.Tensor, count: torch.Tensor, num_items_in_batch=None) -> torch.Tensor:
+    """Sum over labelled items -> mean. Under gradient accumulation `Trainer` passes the labelled count of the
+    whole accumulated batch, so that the summed micro-batch losses equal the loss of one large batch."""
+    if num_items_in_batch is not None:
+        return total / num_items_in_batch
+    return total / count.clamp(min=1)
+
+
+class _ElmoHeadMixin:
+    """What both heads share: the biLM (optionally frozen), an own learned mix, dropout, weight init."""
+
+    def _build_elmo(self, config: ElmoConfig) -> None:
+        self.elmo = ElmoModel(config)
+        # The head's own mix, so that it trains even when the biLM is frozen.
+        self.scalar_mix = ElmoScalarMix(config.num_lstm_layers + 1, layer_norm=config.scalar_mix_layer_norm)
+        self.dropout = nn.Dropout(config.classifier_dropout)
+        self.set_elmo_frozen(config.freeze_elmo)
+
+    def set_elmo_frozen(self, frozen: bool = True) -> None:
+        """Freeze (or unfreeze) the biLM; the learned mix and the head always train."""
+        self.config.freeze_elmo = bool(frozen)
+        self.elmo.requires_grad_(not frozen)
+        # The head mixes with its own `scalar_mix`; the encoder's mixes stay out of training (unused parameters
+        # that require gradients break DistributedDataParallel).
+        self.elmo.scalar_mixes.requires_grad_(False)
+
+    @classmethod
+    def from_pretrained(cls, *args, **kwargs):
+        loaded = super().from_pretrained(*args, **kwargs)
+        model = loaded[0] if isinstance(loaded, tuple) else loaded
+        # Loading swaps in fresh parameters (requires_grad=True), so apply `freeze_elmo` again.
+        model.set_elmo_frozen(model.config.freeze_elmo)
+        return loaded
+
+    def _mixed_representation(self, input_ids, attention_mask, word_ids=None):
+        """Run the biLM (without autograd when it is frozen) and mix its layers: ((B, W, 2P), mask, outputs)."""
+        track = torch.is_grad_enabled() and any(p.requires_grad for p in self.elmo.parameters())
+        with torch.set_grad_enabled(track):
+            outputs = self.elmo(input_ids, attention_mask=attention_mask, word_ids=word_ids, return_dict=True)
+        mixed = self.scalar_mix(outputs.hidden_states, outputs.mask)
+        return self.dropout(mixed), outputs.mask, outputs
+
+    @torch.no_grad()
+    def _init_weights(self, module):
+        if isinstance(module, nn.LSTM):
+            bound = module.hidden_size**-0.5
+            for parameter in module.parameters():
+                init.uniform_(parameter, -bound, bound)
+        elif isinstance(module, ElmoCrf):
+            for parameter in module.parameters():
+                init.zeros_(parameter)
+        else:
+            super()._init_weights(module)
+
+
+class ElmoForTokenClassification(_ElmoHeadMixin, ElmoPreTrainedModel):
+    """ELMo with a tagging head: learned mix -> dropout -> [BiLSTM] -> linear -> [CRF].
+
+    `config.task_encoder` picks `"linear"` or `"bilstm"`, `config.use_crf` adds a CRF, and
+    `config.freeze_elmo` (default) keeps the biLM fixed. Labels are one per word (no sub-words);
+    -100 marks words without a label (padding, or words to leave out of the loss).
+    """
+
+    accepts_loss_kwargs = True
+
+    def __init__(self, config: ElmoConfig):
+        super().__init__(config)
+        self.num_labels = config.num_labels
+        self._build_elmo(config)
+        if config.task_encoder == "bilstm":
+            self.encoder = nn.LSTM(
+                config.hidden_size,
+                config.task_encoder_hidden_size,
+                num_layers=config.task_encoder_num_layers,
+                bidirectional=True,
+                batch_first=True,
+                dropout=config.classifier_dropout if config.task_encoder_num_layers > 1 else 0.0,
+            )
+            classifier_input = 2 * config.task_encoder_hidden_size
+        else:
+            self.encoder = None
+            classifier_input = config.hidden_size
+        self.classifier = nn.Linear(classifier_input, config.num_labels)
+        self.crf = ElmoCrf(config.num_labels) if config.use_crf else None
+        self.post_init()
+
+    def _encode(self, mixed: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+        if self.encoder is None:
+            return mixed
+        if mixed.shape[1] == 0:  # every sentence empty: nothing to run
+            return mixed.new_zeros(mixed.shape[0], 0, 2 * self.encoder.hidden_size)
+        # pack_padded_sequence wants host-side lengths; an empty row runs one padding step, ignored later.
+        lengths = mask.sum(dim=1).clamp(min=1).tolist()
+        packed = nn.utils.rnn.pack_padded_sequence(mixed, lengths, batch_first=True, enforce_sorted=False)
+        encoded, _ = self.encoder(packed)
+        encoded, _ = nn.utils.rnn.pad_packed_sequence(encoded, batch_first=True, total_length=mixed.shape[1])
+        return self.dropout(encoded)
+
+    def forward(
+        self,
+        input_ids: torch.Tensor,
+        attention_mask: torch.Tensor | None = None,
+        labels: torch.Tensor | None = None,
+        word_ids: torch.Tensor | None = None,
+        output_hidden_states: bool | None = None,
+        return_dict: bool | None = None,
+        num_items_in_batch: int | torch.Tensor | None = None,
+        **kwargs,
+    ) -> ElmoTokenClassifierOutput | tuple:
+        r"""
+        Args:
+            input_ids (`torch.LongTensor` of shape `(batch_size, num_words, max_characters_per_token)`):
+                Character ids from [`ElmoTokenizer`].
+            attention_mask (`torch.Tensor` of shape `(batch_size, num_words)`, *optional*): 1 for real words.
+            labels (`torch.LongTensor` of shape `(batch_size, num_words)`, *optional*):
+                Tag ids in `[0, num_labels)`, or -100 for no label. The loss is the mean over labelled words of
+                the cross-entropy (or, with a CRF, each sentence's negative log-likelihood summed and divided by
+                the number of labelled words).
+            num_items_in_batch (`int`, *optional*):
+                Labelled words in the whole (gradient-accumulated) batch; `Trainer` passes it. Replaces the
+                local count as the divisor so that accumulated micro-batches add up to the large-batch loss.
+        """
+        return_dict = return_dict if return_dict is not None else self.config.return_dict
+        mixed, mask, elmo_outputs = self._mixed_representation(input_ids, attention_mask, word_ids)
+        logits = self.classifier(self._encode(mixed, mask))
+
+        loss = None
+        if labels is not None:
+            labels = self._check_labels(labels, mask)
+            labelled = (labels != -100) & mask
+            if self.crf is not None:
+                total = -self.crf.log_likelihood(logits, labels.masked_fill(~mask, -100), mask).sum()
+            else:
+                total = F.cross_entropy(
+                    logits[labelled].float(), labels[labelled], reduction="sum"
+                )
+            loss = _reduce_loss(total, labelled.sum(), num_items_in_batch)
+
+        predictions = None
+        if not self.training:
+            with torch.no_grad():
+                if self.crf is not None:
+                    predictions = self.crf.viterbi_decode(logits, mask)
+                else:
+                    predictions = logits.argmax(dim=-1).masked_fill(~mask, -100)
+
+        hidden_states = elmo_outputs.hidden_states if output_hidden_states else None
+        output = ElmoTokenClassifierOutput(
+            loss=loss, logits=logits, predictions=predictions, hidden_states=hidden_states
+        )
+        return output if return_dict else output.to_tuple()
+
+    def _check_labels(self, labels: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+        if tuple(labels.shape) != tuple(mask.shape):
+            raise ValueError(
+                f"labels must have shape (batch, words) = {tuple(mask.shape)}, one label per word; "
+                f"got {tuple(labels.shape)}"
+            )
+        labels = labels.to(device=mask.device, dtype=torch.long)
+        real = labels[mask & (labels != -100)]
+        if real.numel() and (int(real.min()) < 0 or int(real.max()) >= self.num_labels):
+            bad = int(real.min()) if int(real.min()) < 0 else int(real.max())
+            raise ValueError(f"label id {bad} is outside [0, {self.num_labels}) (use -100 for 'no label')")
+        return labels
+
+    def decode(self, logits: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+        """Best tags (batch, words) from `logits`, -100 at padding: Viterbi with a CRF, argmax otherwise."""
+        if self.crf is not None:
+            return self.crf.viterbi_decode(logits, mask)
+        return logits.argmax(dim=-1).masked_fill(~mask.bool(), -100)
+
+    def tag_probabilities(self, logits: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+        """p(tag | sentence) per word, (batch, words, num_labels): CRF marginals, or the softmax of `logits`."""
+        if self.crf is not None:
+            return self.crf.marginals(logits, mask)
+        return torch.softmax(logits.float(), dim=-1) * mask.unsqueeze(-1)
+
+
+class ElmoForSequenceClassification(_ElmoHeadMixin, ElmoPreTrainedModel):
+    """ELMo with a sentence classifier: learned mix -> masked mean over words -> MLP (`classifier_hidden_size`)."""
+
+    accepts_loss_kwargs = True
+
+    def __init__(self, config: ElmoConfig):
+        super().__init__(config)
+        self.num_labels = config.num_labels
+        self._build_elmo(config)
+        if config.classifier_hidden_size:
+            self.pre_classifier = nn.Linear(config.hidden_size, config.classifier_hidden_size)
+            classifier_input = config.classifier_hidden_size
+        else:
+            self.pre_classifier = None
+            classifier_input = config.hidden_size
+        self.classifier = nn.Linear(classifier_input, config.num_labels)
+        self.post_init()
+
+    def forward(
+        self,
+        input_ids: torch.Tensor,
+        attention_mask: torch.Tensor | None = None,
+        labels: torch.Tensor | None = None,
+        word_ids: torch.Tensor | None = None,
+        output_hidden_states: bool | None = None,
+        return_dict: bool | None = None,
+        num_items_in_batch: int | torch.Tensor | None = None,
+        **kwargs,
+    ) -> SequenceClassifierOutput | tuple:
+        r"""
+        Args:
+            input_ids (`torch.LongTensor` of shape `(batch_size, num_words, max_characters_per_token)`):
+                Character ids from [`ElmoTokenizer`].
+            attention_mask (`torch.Tensor` of shape `(batch_size, num_words)`, *optional*): 1 for real words.
+            labels (`torch.LongTensor` of shape `(batch_size,)`, *optional*):
+                Class ids in `[0, num_labels)`, or -100 to leave a sentence out of the mean cross-entropy loss.
+            num_items_in_batch (`int`, *optional*): labelled sentences in the whole accumulated batch (`Trainer`).
+        """
+        return_dict = return_dict if return_dict is not None else self.config.return_dict
+        mixed, mask, elmo_outputs = self._mixed_representation(input_ids, attention_mask, word_ids)
+        weights = mask.unsqueeze(-1).to(mixed.dtype)
+        pooled = (mixed * weights).sum(dim=1) / weights.sum(dim=1).clamp(min=1.0)  # (B, 2P)
+        if self.pre_classifier is not None:
+            pooled = self.dropout(F.relu(self.pre_classifier(pooled)))
+        logits = self.classifier(pooled)
+
+        loss = None
+        if labels is not None:
+            if tuple(labels.shape) != (logits.shape[0],):
+                raise ValueError(f"labels must have shape (batch,) = ({logits.shape[0]},), got {tuple(labels.shape)}")
+            labels = labels.to(device=logits.device, dtype=torch.long)
+            labelled = labels != -100
+            real = labels[labelled]
+            if real.numel() and (int(real.min()) < 0 or int(real.max()) >= self.num_labels):
+                raise ValueError(f"class ids must be in [0, {self.num_labels}) or -100, got {real.tolist()}")
+            total = F.cross_entropy(logits[labelled].float(), real, reduction="sum")
+            loss = _reduce_loss(total, labelled.sum(), num_items_in_batch)
+
+        hidden_states = elmo_outputs.hidden_states if output_hidden_states else None
+        output = SequenceClassifierOutput(loss=loss, logits=logits, hidden_states=hidden_states)
+        return output if return_dict else output.to_tuple()
+
+
+__all__ = [
+    "ElmoModelOutput",
+    "ElmoHighwayLayer",
+    "ElmoHighway",
+    "ElmoCharacterEncoder",
+    "ElmoTokenCache",
+    "ElmoBiLstmLayer",
+    "ElmoBiLstm",
+    "ElmoScalarMix",
+    "ElmoPreTrainedModel",
+    "ElmoModel",
+    "ElmoForPreTrainingOutput",
+    "ElmoLanguageModelSoftmax",
+    "ElmoForPreTraining",
+    "ElmoCrf",
+    "ElmoTokenClassifierOutput",
+    "ElmoForTokenClassification",
+    "ElmoForSequenceClassification",
+]
