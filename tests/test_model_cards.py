@@ -54,6 +54,7 @@ def test_measured_results_become_model_index_and_survive_a_load_round_trip(tmp_p
     results_file = tmp_path / "results.json"
     results = json.loads((CARDS / "results" / "elmo-zh-small.json").read_text())
     results["results"][0]["metric_value"] = 87.25  # a validation perplexity, as the trainer would write it
+    results["results"][1]["metric_value"] = None  # a still-pending test perplexity
     results["details"] = {"Parameters": "1.2M"}
     results_file.write_text(json.dumps(results))
     card = make_model_card(builtin_specs()["elmo-zh-small"], load_results(results_file))
