@@ -185,11 +185,6 @@ def test_clear_errors_for_missing_repo_revision_weights_and_foreign_model_type(h
 
 
 def test_token_classification_push_and_trainer_push_to_hub(hub, tmp_path):
-    # Guard for the hub branch only: ElmoForTokenClassification arrives with the finetune branch.
-    # LEAD: delete these two lines after merging finetune (the test must then run, not skip).
-    if not hasattr(hf_elmo, "ElmoForTokenClassification"):
-        pytest.skip("hf_elmo.ElmoForTokenClassification is not merged yet (finetune branch)")
-
     labels = ["O", "B-LOC", "I-LOC"]
     encoder = tiny_model(seed=3)
     encoder.save_pretrained(tmp_path / "encoder")
