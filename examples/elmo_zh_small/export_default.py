@@ -22,6 +22,17 @@ from hf_elmo.pretrain import exact_perplexity
 REPO = Path(__file__).resolve().parents[2]
 
 
+def strip_remote_code(folder: Path) -> None:
+    """The embedded default is only loaded with hf_elmo installed, so it carries no copies of the package's
+    modelling files (they would go stale); `push_to_hub` of the loaded model writes fresh ones."""
+    for name in ("configuration_elmo.py", "modeling_elmo.py", "tokenization_elmo.py"):
+        (folder / name).unlink(missing_ok=True)
+    for name in ("config.json", "tokenizer_config.json"):
+        data = json.loads((folder / name).read_text(encoding="utf-8"))
+        data.pop("auto_map", None)
+        (folder / name).write_text(json.dumps(data, indent=2, ensure_ascii=False, sort_keys=True) + "\n", encoding="utf-8")
+
+
 def perplexity(run: Path, corpus: Path, batch_size: int = 64) -> dict:
     model = ElmoForPreTraining.from_pretrained(run).eval()
     collator = LanguageModelCollator(ElmoTokenizer.from_pretrained(run), model.config.lm_vocab)
@@ -48,6 +59,7 @@ def main() -> None:
     with AtomicDirectory(args.output, overwrite=args.overwrite) as folder:
         encoder.save_pretrained(folder)
         tokenizer.save_pretrained(folder)
+        strip_remote_code(folder)
 
     details = {
         "training_steps": summary["global_step"],
