@@ -86,6 +86,11 @@ def build_parser() -> argparse.ArgumentParser:
     train.add_argument("--threads", type=int, default=None, help="torch CPU threads per process")
     train.add_argument("--no-resume", action="store_true", help="start over even if checkpoints exist")
     train.add_argument(
+        "--init-from", metavar="FOLDER",
+        help="start from the weights of a finished pretraining run of the same architecture (continued or "
+        "domain-adaptive pretraining, with a fresh optimiser and schedule); a checkpoint in --output-dir takes precedence",
+    )
+    train.add_argument(
         "--time-budget-minutes", type=float, default=None,
         help="stop (with a checkpoint) once this much training time has passed in this run",
     )
@@ -249,6 +254,11 @@ def _run(args) -> int:
     set_seed(args.seed)
     tokenizer = ElmoTokenizer(max_characters_per_token=args.max_characters, segmenter=args.segmenter)
     model = ElmoForPreTraining(config)
+    if args.init_from and resume is None:
+        check_checkpoint_compatible(args.init_from, config)
+        if not (Path(args.init_from) / "model.safetensors").is_file():
+            raise ValueError(f"--init-from {args.init_from} has no model.safetensors")
+        model.load_state_dict(ElmoForPreTraining.from_pretrained(args.init_from).state_dict())
     use_cpu = not torch.cuda.is_available()
     training_args = TrainingArguments(
         output_dir=str(output_dir),
@@ -298,6 +308,7 @@ def _run(args) -> int:
         "global_step": result.global_step,
         "train_seconds_this_run": round(elapsed, 1),
         "resumed_from": resume,
+        "initialized_from": args.init_from,
         "train_sentences": len(train_dataset),
         "vocabulary_size": len(vocabulary),
         "parameters_encoder": sum(p.numel() for p in model.elmo.parameters()),

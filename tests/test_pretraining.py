@@ -214,6 +214,23 @@ def test_resuming_from_a_checkpoint_of_another_architecture_is_refused(tmp_path,
     assert "another architecture (differs in lstm_cell_dim)" in capsys.readouterr().err
 
 
+def test_init_from_continues_from_a_finished_run_and_refuses_another_architecture(tmp_path, capsys):
+    common = ["--train-file", str(TRAIN / "data.txt"), "--vocab", str(TRAIN / "vocab.txt"), "--batch-size", "2"]
+    assert pretrain_main(common + ["--output-dir", str(tmp_path / "a"), "--max-steps", "3", *TINY_ARGS]) == 0
+    # With a zero learning rate the continued run must end exactly where the first one ended.
+    frozen = ["--max-steps", "1", "--lr", "0", "--init-from", str(tmp_path / "a")]
+    assert pretrain_main(common + ["--output-dir", str(tmp_path / "b"), *frozen, *TINY_ARGS]) == 0
+    first = ElmoForPreTraining.from_pretrained(tmp_path / "a").state_dict()
+    continued = ElmoForPreTraining.from_pretrained(tmp_path / "b").state_dict()
+    for name, value in first.items():
+        torch.testing.assert_close(continued[name], value, rtol=0, atol=0, msg=name)
+    summary = json.loads((tmp_path / "b" / "pretraining_summary.json").read_text())
+    assert summary["initialized_from"] == str(tmp_path / "a")
+    other = [arg if arg != "32" else "48" for arg in TINY_ARGS]
+    assert pretrain_main(common + ["--output-dir", str(tmp_path / "c"), *frozen, *other]) == 2
+    assert "another architecture (differs in lstm_cell_dim)" in capsys.readouterr().err
+
+
 def test_long_sentences_are_cut_into_pieces(tmp_path):
     corpus = tmp_path / "c.txt"
     corpus.write_text(" ".join(str(i) for i in range(12)) + "\n\nx y\n", encoding="utf-8")
