@@ -1,9 +1,9 @@
 """Reading and writing biLM weights in the bilm-tf ``dump_weights`` hdf5 layout (what AllenNLP loads).
 
 TensorFlow stores matrices as (in, out), LSTM gate blocks as (i, j, f, o) and adds the forget
-bias at run time; our `ElmoModel` keeps the (in, out) layout, orders gates (i, f, g, o) and also
-adds the forget bias at run time, so both directions of the conversion are pure reshuffles:
-bit-exact round trips.
+bias at run time; our `ElmoModel` stores LSTM weights (out, in), orders gates (i, f, g, o) and also
+adds the forget bias at run time, so both directions of the conversion are pure reshuffles
+(transpose, reorder): bit-exact round trips.
 """
 
 from __future__ import annotations
@@ -122,12 +122,13 @@ def state_dict_from_bilm_hdf5(config: ElmoConfig, weights_path: str | os.PathLik
         for direction in range(2):
             prefix = _lstm_prefix(direction, layer)
             kernel = _reorder_gates(arrays[f"{prefix}/W_0"])
-            per_direction["input_weight"].append(kernel[:projection])
-            per_direction["recurrent_weight"].append(kernel[projection:])
+            # bilm-tf stores (in, out) kernels; ours are (out, in) like nn.Linear.
+            per_direction["input_weight"].append(kernel[:projection].T)
+            per_direction["recurrent_weight"].append(kernel[projection:].T)
             per_direction["bias"].append(_reorder_gates(arrays[f"{prefix}/B"]))
-            per_direction["projection_weight"].append(arrays[f"{prefix}/W_P_0"])
+            per_direction["projection_weight"].append(arrays[f"{prefix}/W_P_0"].T)
         for name, pair in per_direction.items():
-            state[f"bilstm.layers.{layer}.{name}"] = tensor(np.stack(pair))
+            state[f"bilstm.layers.{layer}.{name}"] = tensor(np.ascontiguousarray(np.stack(pair)))
     return state
 
 
@@ -160,13 +161,13 @@ def bilm_hdf5_datasets_from_state_dict(config: ElmoConfig, state: dict[str, torc
             prefix = _lstm_prefix(direction, layer)
             kernel = np.concatenate(
                 [
-                    array(f"bilstm.layers.{layer}.input_weight")[direction],
-                    array(f"bilstm.layers.{layer}.recurrent_weight")[direction],
+                    array(f"bilstm.layers.{layer}.input_weight")[direction].T,
+                    array(f"bilstm.layers.{layer}.recurrent_weight")[direction].T,
                 ]
             )
             datasets[f"{prefix}/W_0"] = _reorder_gates(kernel)
             datasets[f"{prefix}/B"] = _reorder_gates(array(f"bilstm.layers.{layer}.bias")[direction])
-            datasets[f"{prefix}/W_P_0"] = array(f"bilstm.layers.{layer}.projection_weight")[direction]
+            datasets[f"{prefix}/W_P_0"] = array(f"bilstm.layers.{layer}.projection_weight")[direction].T
     return {name: np.ascontiguousarray(value) for name, value in datasets.items()}
 
 

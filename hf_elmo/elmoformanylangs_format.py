@@ -13,7 +13,7 @@ A folder holds ``config.json`` (training arguments; ``config_path`` names the mo
 * highway: their layout is AllenNLP's ``[transform; gate]`` with ``y = g * x + (1 - g) * f(t)``; ours is
   ``[transform; carry]`` with ``y = c * f(t) + (1 - c) * x``, so the gate half is negated (``c = 1 - g``).
 * LSTM: AllenNLP's ``LstmCellWithProjection`` (gates i, f, g, o; bias only on the state product; no forget bias
-  added at run time) -> our (in, out) layout with ``lstm_forget_bias = 0``; skip connections on layers >= 1.
+  added at run time) -> our layout (the same (out, in) weights) with ``lstm_forget_bias = 0``; skip connections on layers >= 1.
 
 The pickles are read with ``torch.load(weights_only=True)``: plain tensors only, no code execution.
 """
@@ -347,10 +347,10 @@ def state_dict_from_folder(config: ElmoConfig, folder: ElmoForManyLangsFolder) -
         parts = {"input_weight": [], "recurrent_weight": [], "bias": [], "projection_weight": []}
         for direction in ("forward", "backward"):
             prefix = f"{direction}_layer_{layer}"
-            parts["input_weight"].append(tensor(encoder, f"{prefix}.input_linearity.weight").t())
-            parts["recurrent_weight"].append(tensor(encoder, f"{prefix}.state_linearity.weight").t())
+            parts["input_weight"].append(tensor(encoder, f"{prefix}.input_linearity.weight"))
+            parts["recurrent_weight"].append(tensor(encoder, f"{prefix}.state_linearity.weight"))
             parts["bias"].append(tensor(encoder, f"{prefix}.state_linearity.bias"))
-            parts["projection_weight"].append(tensor(encoder, f"{prefix}.state_projection.weight").t())
+            parts["projection_weight"].append(tensor(encoder, f"{prefix}.state_projection.weight"))
         for name, pair in parts.items():
             state[f"bilstm.layers.{layer}.{name}"] = torch.stack(pair).contiguous()
     return state

@@ -8,8 +8,9 @@ The file reads top-down in the order data flows through the model:
 4. `ElmoModel`              the encoder users load; adds sentence boundaries, returns all layers and mixes
 5. task heads               thin layers over `ElmoModel`
 
-Numerics follow AllenNLP / bilm-tf exactly; weights are kept in bilm-tf's (in, out) layout so that
-conversion is a pure reshuffle and round-trips bit for bit.
+Numerics follow AllenNLP / bilm-tf exactly. LSTM weights are stored (out, in) like `nn.Linear`, the
+layout the fast path multiplies with; conversion from and to bilm-tf's (in, out) layout is a pure
+reshuffle and round-trips bit for bit.
 """
 
 from __future__ import annotations
@@ -262,34 +263,39 @@ class ElmoTokenCache(nn.Module):
 class ElmoBiLstmLayer(nn.Module):
     """One layer of both LSTM directions, weights stacked on a leading axis of size 2 (forward, backward).
 
-    Weights use the (in, out) layout: `input_weight` (2, input_dim, 4C), `recurrent_weight` (2, P, 4C),
-    `bias` (2, 4C), `projection_weight` (2, C, P). Gate blocks are ordered i, f, g, o.
+    Weights use `nn.Linear`'s (out, in) layout: `input_weight` (2, 4C, input_dim), `recurrent_weight`
+    (2, 4C, P), `bias` (2, 4C), `projection_weight` (2, P, C). Gate blocks are ordered i, f, g, o.
+    The layout is the one the fast path multiplies with directly (weight-first products W @ x read
+    contiguous weight rows), so inference keeps no transposed copies of the weights.
     """
 
     def __init__(self, input_dim: int, cell_dim: int, projection_dim: int):
         super().__init__()
-        self.input_weight = nn.Parameter(torch.empty(2, input_dim, 4 * cell_dim))
-        self.recurrent_weight = nn.Parameter(torch.empty(2, projection_dim, 4 * cell_dim))
+        self.input_weight = nn.Parameter(torch.empty(2, 4 * cell_dim, input_dim))
+        self.recurrent_weight = nn.Parameter(torch.empty(2, 4 * cell_dim, projection_dim))
         self.bias = nn.Parameter(torch.empty(2, 4 * cell_dim))
-        self.projection_weight = nn.Parameter(torch.empty(2, cell_dim, projection_dim))
-        self._transposed = None  # (key, weights): see `transposed_weights`
+        self.projection_weight = nn.Parameter(torch.empty(2, projection_dim, cell_dim))
+        self._streaming_copies = None  # (key, weights): see `single_column_weights`
 
     @property
     def cell_dim(self) -> int:
-        return self.projection_weight.shape[1]
+        return self.projection_weight.shape[2]
 
-    def transposed_weights(self) -> tuple[torch.Tensor, torch.Tensor]:
-        """`recurrent_weight` and `projection_weight` as contiguous (2, out, in) copies, for the fast path's
-        weight-first per-step products. Without autograd the copies are kept (not saved: they are not
-        buffers) until the weights change in place or are replaced, so inference pays for them once."""
+    def single_column_weights(self) -> tuple[torch.Tensor, torch.Tensor]:
+        """`recurrent_weight` and `projection_weight` for per-step products with one column (batch 1),
+        as (2, in, out) contiguous copies viewed (2, out, in). A matrix-vector product streams a weight
+        that does not fit in cache from memory; MKL's kernel for this memory order ran 1.6x faster (2
+        threads) than for the stored one. Only inference uses them; the copies are kept (not saved) until
+        the weights change or are replaced, and cost (4C + C) * P * 2 floats per layer while kept."""
         weights = (self.recurrent_weight, self.projection_weight)
         if torch.is_grad_enabled() and any(w.requires_grad for w in weights):
-            return tuple(w.transpose(1, 2).contiguous() for w in weights)
+            return weights
         key = tuple((w.data_ptr(), w._version, w.dtype, w.device) for w in weights)
-        if self._transposed is None or self._transposed[0] != key:
-            self._transposed = None  # free the old copies first
-            self._transposed = (key, tuple(w.detach().transpose(1, 2).contiguous() for w in weights))
-        return self._transposed[1]
+        if self._streaming_copies is None or self._streaming_copies[0] != key:
+            self._streaming_copies = None  # free the old copies first
+            copies = tuple(w.detach().transpose(1, 2).contiguous().transpose(1, 2) for w in weights)
+            self._streaming_copies = (key, copies)
+        return self._streaming_copies[1]
 
 
 def _lstm_recurrence_reference(
@@ -306,6 +312,7 @@ def _lstm_recurrence_reference(
     Args:
         input_gates: (2, T, B, 4C) input products plus bias for every step, time-major, rows sorted by
             decreasing length so that the rows still running at step t are the first `batch_sizes[t]`.
+        recurrent_weight: (2, 4C, P); projection_weight: (2, P, C).
         state: (h (2, B, P), c (2, B, C)) to start from.
 
     Returns: (2, T, B, P) outputs, exactly zero past each row's length, and the final (h, c): each row
@@ -319,12 +326,12 @@ def _lstm_recurrence_reference(
     for t, active in enumerate(batch_sizes):
         if active == 0:
             break
-        gates = torch.baddbmm(step_gates[t][:, :active], h[:, :active], recurrent_weight)
+        gates = torch.baddbmm(step_gates[t][:, :active], h[:, :active], recurrent_weight.transpose(1, 2))
         input_gate, forget_gate, cell_input, output_gate = gates.chunk(4, dim=-1)
         cell = torch.sigmoid(input_gate) * torch.tanh(cell_input) + torch.sigmoid(forget_gate) * c[:, :active]
         if cell_clip:
             cell = cell.clamp(-cell_clip, cell_clip)
-        hidden = torch.bmm(torch.sigmoid(output_gate) * torch.tanh(cell), projection_weight)
+        hidden = torch.bmm(torch.sigmoid(output_gate) * torch.tanh(cell), projection_weight.transpose(1, 2))
         if proj_clip:
             hidden = hidden.clamp(-proj_clip, proj_clip)
         if active < batch:
@@ -340,48 +347,47 @@ def _lstm_recurrence_reference(
     return torch.stack(outputs, dim=1), (h, c)
 
 
-# The fast path works on "feature-major" views: gates (2, 4C, N), cells (2, C, B), outputs (2, T, P, B),
-# so every product reads as weight-first, W^T (out, in) @ x (in, N). How those views sit in memory is
-# chosen per batch size, and torch hands MKL whichever orientation makes the destination row-major:
-# - "weight-first" memory (buffers (2, 4C, N); recurrent and projection weights as contiguous
-#   (2, out, in) copies, see `ElmoBiLstmLayer.transposed_weights`): at batch >= 8 the per-step
-#   products ran 1.5-2x faster than in the (N, in) @ (in, out) orientation in micro-benchmarks;
-# - "state-first" memory (buffers (2, N, 4C), weights in their stored (in, out) layout): at batch 1
-#   each step is a matrix-vector product streaming the contiguous (in, out) weight, and no copies of
-#   the weights are made.
-_STATE_FIRST_MAX_BATCH = 1
-# Input products of all steps are computed up front, in chunks of steps holding at most this many
-# gate values, so that long batches do not need one huge buffer.
+# The fast path works on "feature-major" tensors: gates (2, 4C, N), cells (2, C, B), outputs (2, T, P, B),
+# so that every product is weight-first, W (out, in) @ x (in, N), with the weights in their stored
+# layout and a row-major destination. In micro-benchmarks this orientation ran the per-step products
+# 1.5-2x faster than (N, in) @ (in, out), and the input product of many steps at full matrix-multiply speed.
+# Input products of all steps are computed up front, in chunks of steps holding at most this many gate
+# values, so that long batches do not need one huge buffer. With the weights in (out, in) layout a chunk
+# of 4 steps at batch 32 (128 columns) already runs the product near full speed.
 _GATE_BUFFER_ELEMENTS = 1 << 22
 
 
-def _feature_major_buffer(like, leading: tuple[int, ...], features: int, n: int, state_first: bool, zeros=True):
-    """Zeros (or, with `zeros=False`, uninitialised memory) viewed as (*leading, features, n), stored as
-    (*leading, n, features) when `state_first`."""
-    make = like.new_zeros if zeros else like.new_empty
-    if state_first:
-        return make(*leading, n, features).transpose(-1, -2)
-    return make(*leading, features, n)
+def _add_product_(destination: torch.Tensor, weight: torch.Tensor, columns: torch.Tensor) -> None:
+    """``destination += weight @ columns`` per direction: (2, out, N) += (2, out, in) @ (2, in, N), in place.
+    With one column a matrix-vector product per direction: for weights streamed from memory (batch 1)
+    it ran about 2x faster than the batched product, which treats N = 1 as a general matrix product."""
+    if columns.shape[-1] == 1:
+        for direction in range(2):
+            # Into a contiguous vector first: the destination is a strided column of the gate buffer.
+            destination[direction, :, 0] += torch.mv(weight[direction], columns[direction, :, 0])
+    elif destination.is_contiguous():
+        destination.baddbmm_(weight, columns)
+    else:
+        destination += torch.bmm(weight, columns)
 
 
 def _lstm_recurrence(
     inputs: torch.Tensor,
     batch_sizes: list[int],
-    input_weight_t: torch.Tensor,
+    input_weight: torch.Tensor,
     bias: torch.Tensor,
-    recurrent_weight_t: torch.Tensor,
-    projection_weight_t: torch.Tensor,
+    recurrent_weight: torch.Tensor,
+    projection_weight: torch.Tensor,
     state: tuple[torch.Tensor, torch.Tensor],
     cell_clip: float | None,
     proj_clip: float | None,
-    state_first: bool,
 ) -> tuple[torch.Tensor, tuple[torch.Tensor, torch.Tensor]]:
     """Run both directions of one LSTM layer over all steps (the fast path, same numbers as the reference).
 
-    Shapes (feature-major views; B rows sorted by decreasing length, so the rows still running at step t
+    Shapes (feature-major; B rows sorted by decreasing length, so the rows still running at step t
     are the first `batch_sizes[t]`):
         inputs: (2, I, T * B), column t * B + b is row b at step t.
-        input_weight_t (2, 4C, I), bias (2, 4C, 1), recurrent_weight_t (2, 4C, P), projection_weight_t (2, P, C).
+        input_weight (2, 4C, I), bias (2, 4C, 1), recurrent_weight (2, 4C, P), projection_weight (2, P, C).
         state: h (2, P, B), c (2, C, B) before the first step; not modified.
 
     Returns: outputs viewed as (2, T, P, B), exactly zero past each row's length, and the final
@@ -391,28 +397,27 @@ def _lstm_recurrence(
     `_LstmLayerFunction`, which keeps what backpropagation through time needs and computes the weight
     gradients as one product over all steps; outputs are bit-identical with and without autograd.
     """
-    tensors = (inputs, input_weight_t, bias, recurrent_weight_t, projection_weight_t, *state)
+    tensors = (inputs, input_weight, bias, recurrent_weight, projection_weight, *state)
     if torch.is_grad_enabled() and any(t.requires_grad for t in tensors):
-        outputs, cell = _LstmLayerFunction.apply(*tensors, tuple(batch_sizes), cell_clip, proj_clip, state_first)
+        outputs, cell = _LstmLayerFunction.apply(*tensors, tuple(batch_sizes), cell_clip, proj_clip)
     else:
-        outputs, cell, _ = _lstm_forward(*tensors, batch_sizes, cell_clip, proj_clip, state_first, save=False)
+        outputs, cell, _ = _lstm_forward(*tensors, batch_sizes, cell_clip, proj_clip, save=False)
     return outputs, (_last_outputs(outputs, batch_sizes), cell)
 
 
 def _lstm_forward(
-    inputs, input_weight_t, bias, recurrent_weight_t, projection_weight_t, h0, c0, batch_sizes,
-    cell_clip, proj_clip, state_first, save,
+    inputs, input_weight, bias, recurrent_weight, projection_weight, h0, c0, batch_sizes, cell_clip, proj_clip, save,
 ):
     """The in-place recurrence behind `_lstm_recurrence`; with `save`, also returns the gate activations,
     the pre-clip cells and (with a projection clip) the pre-clip outputs of every step for the backward."""
     num_steps, batch = len(batch_sizes), h0.shape[-1]
     cell_dim, projection_dim = c0.shape[1], h0.shape[1]
     chunk_steps = max(1, min(num_steps, _GATE_BUFFER_ELEMENTS // (2 * 4 * cell_dim * batch)))
-    outputs = _feature_major_buffer(inputs, (2, num_steps), projection_dim, batch, state_first)
-    cell = _feature_major_buffer(inputs, (2,), cell_dim, batch, state_first).copy_(c0)
-    gates_all = _feature_major_buffer(inputs, (2,), 4 * cell_dim, num_steps * batch, state_first) if save else None
-    cells_all = _feature_major_buffer(inputs, (2,), cell_dim, num_steps * batch, state_first) if save else None
-    hidden_all = _feature_major_buffer(inputs, (2, num_steps), projection_dim, batch, state_first) if save and proj_clip else None
+    outputs = inputs.new_zeros(2, num_steps, projection_dim, batch)
+    cell = c0.clone(memory_format=torch.contiguous_format)
+    gates_all = inputs.new_zeros(2, 4 * cell_dim, num_steps * batch) if save else None
+    cells_all = inputs.new_zeros(2, cell_dim, num_steps * batch) if save else None
+    hidden_all = inputs.new_zeros(2, num_steps, projection_dim, batch) if save and proj_clip else None
     previous = h0
     for t, active in enumerate(batch_sizes):
         if active == 0:
@@ -422,15 +427,14 @@ def _lstm_forward(
             # `save` the steps then run in one buffer that keeps every step's activations (the same
             # products either way, so outputs do not depend on whether autograd is on).
             first, last = t * batch, min(num_steps, t + chunk_steps) * batch
-            chunk = _feature_major_buffer(inputs, (2,), 4 * cell_dim, last - first, state_first, zeros=False)
-            chunk.copy_(bias.expand_as(chunk)).baddbmm_(input_weight_t, inputs[:, :, first:last])
+            chunk = torch.baddbmm(bias, input_weight, inputs[:, :, first:last])
             if save:
                 gates_all[:, :, first:last] = chunk
                 chunk = gates_all[:, :, first:last]
             chunk_start = first
         column = t * batch - chunk_start
         gates = chunk[:, :, column : column + active]
-        gates.baddbmm_(recurrent_weight_t, previous[:, :, :active])
+        _add_product_(gates, recurrent_weight, previous[:, :, :active])
         input_gate, forget_gate, cell_input, output_gate = gates.chunk(4, dim=1)
         torch.sigmoid_(gates[:, : 2 * cell_dim])
         torch.tanh_(cell_input)
@@ -442,7 +446,7 @@ def _lstm_forward(
         if cell_clip:
             running_cell.clamp_(-cell_clip, cell_clip)
         hidden = outputs[:, t, :, :active]
-        hidden.baddbmm_(projection_weight_t, output_gate * torch.tanh(running_cell))  # zero buffer: the product
+        _add_product_(hidden, projection_weight, output_gate * torch.tanh(running_cell))  # zero buffer: the product
         if hidden_all is not None:
             hidden_all[:, t, :, :active] = hidden
         if proj_clip:
@@ -465,20 +469,20 @@ class _LstmLayerFunction(torch.autograd.Function):
     """
 
     @staticmethod
-    def forward(ctx, inputs, input_weight_t, bias, recurrent_weight_t, projection_weight_t, h0, c0, batch_sizes,
-                cell_clip, proj_clip, state_first):
+    def forward(ctx, inputs, input_weight, bias, recurrent_weight, projection_weight, h0, c0, batch_sizes,
+                cell_clip, proj_clip):
         outputs, cell, (gates, cells, hidden) = _lstm_forward(
-            inputs, input_weight_t, bias, recurrent_weight_t, projection_weight_t, h0, c0, batch_sizes,
-            cell_clip, proj_clip, state_first, save=True,
+            inputs, input_weight, bias, recurrent_weight, projection_weight, h0, c0, batch_sizes,
+            cell_clip, proj_clip, save=True,
         )
-        ctx.save_for_backward(inputs, input_weight_t, recurrent_weight_t, projection_weight_t, h0, c0, outputs, gates, cells, hidden)
+        ctx.save_for_backward(inputs, input_weight, recurrent_weight, projection_weight, h0, c0, outputs, gates, cells, hidden)
         ctx.settings = (batch_sizes, cell_clip, proj_clip)
         return outputs, cell
 
     @staticmethod
     @torch.autograd.function.once_differentiable
     def backward(ctx, grad_outputs, grad_cell):
-        inputs, input_weight_t, recurrent_weight_t, projection_weight_t, h0, c0, outputs, gates, cells, hidden = ctx.saved_tensors
+        inputs, input_weight, recurrent_weight, projection_weight, h0, c0, outputs, gates, cells, hidden = ctx.saved_tensors
         batch_sizes, cell_clip, proj_clip = ctx.settings
         num_steps, batch = len(batch_sizes), h0.shape[-1]
         cell_dim, projection_dim = c0.shape[1], h0.shape[1]
@@ -499,7 +503,7 @@ class _LstmLayerFunction(torch.autograd.Function):
             if proj_clip:
                 d_hidden = d_hidden * _clip_mask(hidden[:, t, :, :active], proj_clip)
             grad_hidden[:, :, columns] = d_hidden
-            d_projected = torch.bmm(projection_weight_t.transpose(1, 2), d_hidden)
+            d_projected = torch.bmm(projection_weight.transpose(1, 2), d_hidden)
             input_gate, forget_gate, cell_input, output_gate = gates[:, :, columns].chunk(4, dim=1)
             tanh_cell = torch.tanh(clipped_cells[:, :, columns])
             d_cell = grad_c[:, :, :active] + d_projected * output_gate * (1 - tanh_cell * tanh_cell)
@@ -515,10 +519,10 @@ class _LstmLayerFunction(torch.autograd.Function):
             d_gates[:, 2 * cell_dim : 3 * cell_dim] = d_cell * input_gate * (1 - cell_input * cell_input)
             d_gates[:, 3 * cell_dim :] = d_projected * tanh_cell * output_gate * (1 - output_gate)
             grad_c[:, :, :active] = d_cell * forget_gate
-            grad_h[:, :, :active] = torch.bmm(recurrent_weight_t.transpose(1, 2), d_gates)
+            grad_h[:, :, :active] = torch.bmm(recurrent_weight.transpose(1, 2), d_gates)
             grad_h[:, :, active:] = 0
         needs = ctx.needs_input_grad
-        grad_inputs = torch.bmm(input_weight_t.transpose(1, 2), grad_gates) if needs[0] else None
+        grad_inputs = torch.bmm(input_weight.transpose(1, 2), grad_gates) if needs[0] else None
         grad_input_weight = torch.bmm(grad_gates, inputs.transpose(1, 2)) if needs[1] else None
         grad_bias = grad_gates.sum(dim=-1, keepdim=True) if needs[2] else None
         grad_recurrent_weight = None
@@ -532,7 +536,7 @@ class _LstmLayerFunction(torch.autograd.Function):
             projected = gates[:, 3 * cell_dim :] * torch.tanh(clipped_cells)
             grad_projection_weight = torch.bmm(grad_hidden, projected.transpose(1, 2))
         return (grad_inputs, grad_input_weight, grad_bias, grad_recurrent_weight, grad_projection_weight,
-                grad_h if needs[5] else None, grad_c if needs[6] else None, None, None, None, None)
+                grad_h if needs[5] else None, grad_c if needs[6] else None, None, None, None)
 
 
 def _last_outputs(outputs: torch.Tensor, batch_sizes: list[int]) -> torch.Tensor:
@@ -643,7 +647,7 @@ class ElmoBiLstm(nn.Module):
         for index, layer in enumerate(self.layers):
             bias = layer.bias + self._forget_bias_offset(layer.bias)
             input_gates = torch.baddbmm(
-                bias.unsqueeze(1), layer_input.reshape(2, steps * batch, -1), layer.input_weight
+                bias.unsqueeze(1), layer_input.reshape(2, steps * batch, -1), layer.input_weight.transpose(1, 2)
             ).view(2, steps, batch, -1)
             output, (layer_h, layer_c) = _lstm_recurrence_reference(
                 input_gates,
@@ -668,7 +672,6 @@ class ElmoBiLstm(nn.Module):
         """Fast layers, same contract as `_reference_layers`; works on feature-major (2, T, P, B) views."""
         config = self.config
         batch, steps, projection_dim = inputs.shape
-        state_first = batch <= _STATE_FIRST_MAX_BATCH
         h0, c0 = state
         # (B, T, P) -> (T, P, B) feature-major view; the backward direction reads each row reversed.
         forward_inputs = inputs.permute(1, 2, 0)
@@ -677,28 +680,21 @@ class ElmoBiLstm(nn.Module):
         final_h, final_c, layer_outputs = [], [], []
         for index, layer in enumerate(self.layers):
             bias = (layer.bias + self._forget_bias_offset(layer.bias)).unsqueeze(-1)
-            # The input product covers all steps at once, large enough to be fast in any orientation.
-            input_weight_t = layer.input_weight.transpose(1, 2)
-            if state_first:  # views of the stored (in, out) weights
-                recurrent_weight_t = layer.recurrent_weight.transpose(1, 2)
-                projection_weight_t = layer.projection_weight.transpose(1, 2)
+            columns = layer_input.permute(0, 2, 1, 3).reshape(2, projection_dim, steps * batch)
+            if batch == 1:
+                recurrent_weight, projection_weight = layer.single_column_weights()
             else:
-                recurrent_weight_t, projection_weight_t = layer.transposed_weights()
-            if state_first:
-                columns = layer_input.transpose(2, 3).reshape(2, steps * batch, projection_dim).transpose(1, 2)
-            else:
-                columns = layer_input.permute(0, 2, 1, 3).reshape(2, projection_dim, steps * batch)
+                recurrent_weight, projection_weight = layer.recurrent_weight, layer.projection_weight
             output, (h, c) = _lstm_recurrence(
                 columns,
                 batch_sizes,
-                input_weight_t,
+                layer.input_weight,
                 bias,
-                recurrent_weight_t,
-                projection_weight_t,
+                recurrent_weight,
+                projection_weight,
                 (h0[index].transpose(1, 2), c0[index].transpose(1, 2)),
                 config.cell_clip,
                 config.proj_clip,
-                state_first,
             )
             if config.use_skip_connections and index > 0:
                 output = output + layer_input

@@ -23,9 +23,9 @@ def _encoder(model):
     return getattr(model, getattr(model, "base_model_prefix", "elmo"), model)
 
 
-def _pack(weight_in_out: torch.Tensor):
-    """An (in, out) float weight -> fbgemm packed int8 linear weight (out, in), per-channel scales."""
-    weight = weight_in_out.detach().t().contiguous().float()
+def _pack(weight: torch.Tensor):
+    """An (out, in) float weight -> fbgemm packed int8 linear weight, per-channel scales."""
+    weight = weight.detach().contiguous().float()
     scales = (weight.abs().amax(dim=1).clamp(min=1e-12) / 127.0).double()
     zero_points = torch.zeros(weight.shape[0], dtype=torch.long)
     with warnings.catch_warnings():

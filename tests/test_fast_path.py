@@ -64,20 +64,11 @@ def max_diff(a, b):
     return max(float((x - y).abs().max()) for x, y in zip(a, b))
 
 
-LAYOUTS = {"weight-first": 0, "state-first": 64}  # batches up to this size use state-first memory
-
-
-@pytest.fixture(params=sorted(LAYOUTS))
-def layout(request, monkeypatch):
-    monkeypatch.setattr(modeling_elmo, "_STATE_FIRST_MAX_BATCH", LAYOUTS[request.param])
-    return request.param
-
-
 @pytest.mark.parametrize("skip", [True, False])
 @pytest.mark.parametrize("clip", [True, False])
 @pytest.mark.parametrize("with_state", [False, True])
 @pytest.mark.parametrize("batch_lengths", [[9, 3, 7, 1, 7], [6], [4, 4]])
-def test_fast_equals_reference(layout, skip, clip, with_state, batch_lengths):
+def test_fast_equals_reference(skip, clip, with_state, batch_lengths):
     model = small_model(skip=skip, clip=clip)
     inputs, lengths = bilstm_inputs(batch_lengths, steps=max(batch_lengths) + 1)  # one all-padding step too
     state = random_state(model, len(batch_lengths)) if with_state else None
@@ -108,7 +99,7 @@ def test_outputs_differ_when_a_clip_is_dropped():
 
 
 @pytest.mark.parametrize("chunked", [False, True])
-def test_grad_and_no_grad_give_identical_outputs(layout, chunked, monkeypatch):
+def test_grad_and_no_grad_give_identical_outputs(chunked, monkeypatch):
     if chunked:  # input products in chunks of two steps
         monkeypatch.setattr(modeling_elmo, "_GATE_BUFFER_ELEMENTS", 2 * 4 * 16 * 5 * 2)
     model = small_model()
@@ -124,7 +115,7 @@ def test_grad_and_no_grad_give_identical_outputs(layout, chunked, monkeypatch):
 
 
 @pytest.mark.parametrize("skip", [True, False])
-def test_gradients_equal_reference(layout, skip):
+def test_gradients_equal_reference(skip):
     """The hand-written backpropagation through time against autograd through the reference loop (float64)."""
     model = small_model(skip=skip, dtype=torch.float64)
     inputs, lengths = bilstm_inputs([9, 3, 7, 1, 7], steps=9, dtype=torch.float64)
