@@ -23,11 +23,13 @@ class ElmoDataCollator:
       * `"input_ids"`: character ids of its words, shape `(words, max_characters_per_token)`;
       * `"words"`: a list of words (encoded with `tokenizer`);
       * `"text"`: a raw string (split into words by `tokenizer`);
-    and optionally `"labels"`: a list of tag ids, one per word (token classification), or one class id
-    (sequence classification).
+    or `"elmo_hidden_states"`: the frozen biLM's layers for its words, shape `(layers, words, 2P)` (see
+    `hf_elmo.finetune.precompute_elmo_layers`), and optionally `"labels"`: a list of tag ids, one per word
+    (token classification), or one class id (sequence classification).
 
-    Returns `input_ids` (batch, max_words, max_characters_per_token), `attention_mask` (batch, max_words)
-    and `labels` ((batch, max_words) padded with `label_pad_token_id`, or (batch,)).
+    Returns `input_ids` (batch, max_words, max_characters_per_token) or `elmo_hidden_states`
+    (batch, layers, max_words, 2P), zero-padded, `attention_mask` (batch, max_words) and `labels`
+    ((batch, max_words) padded with `label_pad_token_id`, or (batch,)).
 
     Args:
         tokenizer: needed for `"words"` / `"text"` examples.
@@ -72,6 +74,11 @@ class ElmoDataCollator:
     def __call__(self, examples: Sequence[Mapping[str, Any]]) -> dict[str, torch.Tensor]:
         if len(examples) == 0:
             raise ValueError("cannot collate an empty list of examples")
+        precomputed = ["elmo_hidden_states" in example for example in examples]
+        if any(precomputed):
+            if not all(precomputed):
+                raise ValueError("some examples have elmo_hidden_states and some do not")
+            return self._collate_precomputed(examples)
         encoded = [self._example_ids(i, example) for i, example in enumerate(examples)]
         widths = {ids.shape[1] for ids in encoded}
         if len(widths) != 1:
@@ -90,6 +97,32 @@ class ElmoDataCollator:
             attention_mask[row, : ids.shape[0]] = 1
         batch = {"input_ids": input_ids, "attention_mask": attention_mask}
 
+        has_labels = ["labels" in example and example["labels"] is not None for example in examples]
+        if any(has_labels):
+            if not all(has_labels):
+                raise ValueError("some examples have labels and some do not")
+            batch["labels"] = self._labels(examples, full_lengths, num_words)
+        return batch
+
+    def _collate_precomputed(self, examples: Sequence[Mapping[str, Any]]) -> dict[str, torch.Tensor]:
+        layers = [torch.as_tensor(example["elmo_hidden_states"]) for example in examples]
+        shapes = {(item.dim(), item.shape[0], item.shape[-1]) for item in layers}
+        if len(shapes) != 1 or next(iter(shapes))[0] != 3:
+            raise ValueError(
+                "elmo_hidden_states of every example must be (layers, words, dim) with the same layers and dim, "
+                f"got shapes {sorted({tuple(item.shape) for item in layers})}"
+            )
+        full_lengths = [item.shape[1] for item in layers]
+        if self.max_words is not None:
+            layers = [item[:, : self.max_words] for item in layers]
+        num_layers, dim = layers[0].shape[0], layers[0].shape[2]
+        num_words = max(item.shape[1] for item in layers)
+        hidden = layers[0].new_zeros(len(examples), num_layers, num_words, dim)
+        attention_mask = torch.zeros(len(examples), num_words, dtype=torch.long)
+        for row, item in enumerate(layers):
+            hidden[row, :, : item.shape[1]] = item
+            attention_mask[row, : item.shape[1]] = 1
+        batch = {"elmo_hidden_states": hidden, "attention_mask": attention_mask}
         has_labels = ["labels" in example and example["labels"] is not None for example in examples]
         if any(has_labels):
             if not all(has_labels):

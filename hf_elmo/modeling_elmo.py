@@ -1352,13 +1352,49 @@ class _ElmoHeadMixin:
         model.set_elmo_frozen(model.config.freeze_elmo)
         return loaded
 
-    def _mixed_representation(self, input_ids, attention_mask, word_ids=None):
-        """Run the biLM (without autograd when it is frozen) and mix its layers: ((B, W, 2P), mask, outputs)."""
-        track = torch.is_grad_enabled() and any(p.requires_grad for p in self.elmo.parameters())
-        with torch.set_grad_enabled(track):
-            outputs = self.elmo(input_ids, attention_mask=attention_mask, word_ids=word_ids, return_dict=True)
-        mixed = self.scalar_mix(outputs.hidden_states, outputs.mask)
-        return self.dropout(mixed), outputs.mask, outputs
+    def _mixed_representation(self, input_ids, attention_mask, word_ids=None, elmo_hidden_states=None):
+        """Run the biLM (without autograd when it is frozen), or take its precomputed layers, and mix them.
+
+        Returns ((B, W, 2P) mixed and dropped-out vectors, (B, W) bool mask, the biLM layers (L+1 tensors))."""
+        if elmo_hidden_states is not None:
+            layers, mask = self._check_precomputed_layers(input_ids, attention_mask, elmo_hidden_states)
+        else:
+            if input_ids is None:
+                raise ValueError("pass input_ids (character ids) or elmo_hidden_states (precomputed biLM layers)")
+            track = torch.is_grad_enabled() and any(p.requires_grad for p in self.elmo.parameters())
+            with torch.set_grad_enabled(track):
+                outputs = self.elmo(input_ids, attention_mask=attention_mask, word_ids=word_ids, return_dict=True)
+            layers, mask = outputs.hidden_states, outputs.mask
+        mixed = self.scalar_mix(layers, mask)
+        return self.dropout(mixed), mask, layers
+
+    def _check_precomputed_layers(self, input_ids, attention_mask, elmo_hidden_states):
+        # Feeding stored layers skips the biLM, which is only the same model when the biLM does not train.
+        if input_ids is not None:
+            raise ValueError("pass either input_ids or elmo_hidden_states, not both")
+        if not self.config.freeze_elmo:
+            raise ValueError("elmo_hidden_states (precomputed biLM layers) need a frozen biLM (config.freeze_elmo)")
+        if attention_mask is None:
+            raise ValueError("elmo_hidden_states need the attention_mask that says which positions are words")
+        expected = self.config.num_lstm_layers + 1
+        layers = elmo_hidden_states
+        if torch.is_tensor(layers):
+            if layers.dim() != 4 or layers.shape[1] != expected:
+                raise ValueError(
+                    f"elmo_hidden_states must be (batch, {expected} layers, words, {self.config.hidden_size}), "
+                    f"got shape {tuple(layers.shape)}"
+                )
+            layers = layers.unbind(1)
+        if len(layers) != expected:
+            raise ValueError(f"elmo_hidden_states must hold {expected} layers, got {len(layers)}")
+        mask = attention_mask.to(device=layers[0].device).bool()
+        for layer in layers:
+            if tuple(layer.shape) != (*mask.shape, self.config.hidden_size):
+                raise ValueError(
+                    f"each precomputed layer must be (batch, words, {self.config.hidden_size}) = "
+                    f"{(*mask.shape, self.config.hidden_size)} to match attention_mask, got {tuple(layer.shape)}"
+                )
+        return tuple(layers), mask
 
     @torch.no_grad()
     def _init_weights(self, module):
@@ -1418,13 +1454,14 @@ class ElmoForTokenClassification(_ElmoHeadMixin, ElmoPreTrainedModel):
 
     def forward(
         self,
-        input_ids: torch.Tensor,
+        input_ids: torch.Tensor | None = None,
         attention_mask: torch.Tensor | None = None,
         labels: torch.Tensor | None = None,
         word_ids: torch.Tensor | None = None,
         output_hidden_states: bool | None = None,
         return_dict: bool | None = None,
         num_items_in_batch: int | torch.Tensor | None = None,
+        elmo_hidden_states: torch.Tensor | None = None,
         **kwargs,
     ) -> ElmoTokenClassifierOutput | tuple:
         r"""
@@ -1432,6 +1469,10 @@ class ElmoForTokenClassification(_ElmoHeadMixin, ElmoPreTrainedModel):
             input_ids (`torch.LongTensor` of shape `(batch_size, num_words, max_characters_per_token)`):
                 Character ids from [`ElmoTokenizer`].
             attention_mask (`torch.Tensor` of shape `(batch_size, num_words)`, *optional*): 1 for real words.
+            elmo_hidden_states (`torch.FloatTensor` of shape `(batch_size, num_lstm_layers + 1, num_words, 2P)`, *optional*):
+                The frozen biLM's layers (`ElmoModel`'s `hidden_states`, stacked on dim 1), computed once
+                beforehand, instead of `input_ids`: the head then trains without running the biLM. Needs
+                `attention_mask` and `config.freeze_elmo`.
             labels (`torch.LongTensor` of shape `(batch_size, num_words)`, *optional*):
                 Tag ids in `[0, num_labels)`, or -100 for no label. The loss is the mean over labelled words of
                 the cross-entropy (or, with a CRF, each sentence's negative log-likelihood summed and divided by
@@ -1441,7 +1482,7 @@ class ElmoForTokenClassification(_ElmoHeadMixin, ElmoPreTrainedModel):
                 local count as the divisor so that accumulated micro-batches add up to the large-batch loss.
         """
         return_dict = return_dict if return_dict is not None else self.config.return_dict
-        mixed, mask, elmo_outputs = self._mixed_representation(input_ids, attention_mask, word_ids)
+        mixed, mask, elmo_layers = self._mixed_representation(input_ids, attention_mask, word_ids, elmo_hidden_states)
         logits = self.classifier(self._encode(mixed, mask))
 
         loss = None
@@ -1464,7 +1505,7 @@ class ElmoForTokenClassification(_ElmoHeadMixin, ElmoPreTrainedModel):
                 else:
                     predictions = logits.argmax(dim=-1).masked_fill(~mask, -100)
 
-        hidden_states = elmo_outputs.hidden_states if output_hidden_states else None
+        hidden_states = elmo_layers if output_hidden_states else None
         output = ElmoTokenClassifierOutput(
             loss=loss, logits=logits, predictions=predictions, hidden_states=hidden_states
         )
@@ -1516,13 +1557,14 @@ class ElmoForSequenceClassification(_ElmoHeadMixin, ElmoPreTrainedModel):
 
     def forward(
         self,
-        input_ids: torch.Tensor,
+        input_ids: torch.Tensor | None = None,
         attention_mask: torch.Tensor | None = None,
         labels: torch.Tensor | None = None,
         word_ids: torch.Tensor | None = None,
         output_hidden_states: bool | None = None,
         return_dict: bool | None = None,
         num_items_in_batch: int | torch.Tensor | None = None,
+        elmo_hidden_states: torch.Tensor | None = None,
         **kwargs,
     ) -> SequenceClassifierOutput | tuple:
         r"""
@@ -1530,12 +1572,14 @@ class ElmoForSequenceClassification(_ElmoHeadMixin, ElmoPreTrainedModel):
             input_ids (`torch.LongTensor` of shape `(batch_size, num_words, max_characters_per_token)`):
                 Character ids from [`ElmoTokenizer`].
             attention_mask (`torch.Tensor` of shape `(batch_size, num_words)`, *optional*): 1 for real words.
+            elmo_hidden_states (`torch.FloatTensor` of shape `(batch_size, num_lstm_layers + 1, num_words, 2P)`, *optional*):
+                Precomputed layers of the frozen biLM instead of `input_ids` (see [`ElmoForTokenClassification`]).
             labels (`torch.LongTensor` of shape `(batch_size,)`, *optional*):
                 Class ids in `[0, num_labels)`, or -100 to leave a sentence out of the mean cross-entropy loss.
             num_items_in_batch (`int`, *optional*): labelled sentences in the whole accumulated batch (`Trainer`).
         """
         return_dict = return_dict if return_dict is not None else self.config.return_dict
-        mixed, mask, elmo_outputs = self._mixed_representation(input_ids, attention_mask, word_ids)
+        mixed, mask, elmo_layers = self._mixed_representation(input_ids, attention_mask, word_ids, elmo_hidden_states)
         weights = mask.unsqueeze(-1).to(mixed.dtype)
         pooled = (mixed * weights).sum(dim=1) / weights.sum(dim=1).clamp(min=1.0)  # (B, 2P)
         if self.pre_classifier is not None:
@@ -1554,7 +1598,7 @@ class ElmoForSequenceClassification(_ElmoHeadMixin, ElmoPreTrainedModel):
             total = F.cross_entropy(logits[labelled].float(), real, reduction="sum")
             loss = _reduce_loss(total, labelled.sum(), num_items_in_batch)
 
-        hidden_states = elmo_outputs.hidden_states if output_hidden_states else None
+        hidden_states = elmo_layers if output_hidden_states else None
         output = SequenceClassifierOutput(loss=loss, logits=logits, hidden_states=hidden_states)
         return output if return_dict else output.to_tuple()
 

@@ -87,8 +87,10 @@ def build_parser() -> argparse.ArgumentParser:
     train.add_argument("--no-resume", action="store_true", help="start over even if checkpoints exist")
     train.add_argument(
         "--init-from", metavar="FOLDER",
-        help="start from the weights of a finished pretraining run of the same architecture (continued or "
-        "domain-adaptive pretraining, with a fresh optimiser and schedule); a checkpoint in --output-dir takes precedence",
+        help="start from the weights of a model of the same architecture, with a fresh optimiser and schedule "
+        "(continued or domain-adaptive pretraining): a finished pretraining run, or an encoder-only folder such as "
+        "the shipped default (pass 'default') or a converted AllenNLP model, whose softmax then starts fresh; the "
+        "softmax is also fresh when the run's vocabulary differs. A checkpoint in --output-dir takes precedence",
     )
     train.add_argument(
         "--time-budget-minutes", type=float, default=None,
@@ -131,8 +133,10 @@ def last_complete_checkpoint(output_dir: Path) -> str | None:
     return str(max(candidates)[1]) if candidates else None
 
 
-def check_checkpoint_compatible(checkpoint: str | os.PathLike, config: ElmoConfig) -> None:
-    """Refuse to resume from a checkpoint whose architecture differs from the requested one."""
+def check_checkpoint_compatible(
+    checkpoint: str | os.PathLike, config: ElmoConfig, fields: tuple[str, ...] = ARCHITECTURE_FIELDS
+) -> dict:
+    """Refuse a checkpoint whose architecture differs from the requested one; returns its saved config."""
     path = Path(checkpoint) / "config.json"
     try:
         saved = json.loads(path.read_text(encoding="utf-8"))
@@ -141,12 +145,45 @@ def check_checkpoint_compatible(checkpoint: str | os.PathLike, config: ElmoConfi
     if saved.get("model_type") != "elmo":
         raise ValueError(f"{checkpoint} is not an ELMo checkpoint (model_type={saved.get('model_type')!r})")
     wanted = config.to_dict()
-    different = [field for field in ARCHITECTURE_FIELDS if saved.get(field) != wanted.get(field)]
+    different = [field for field in fields if saved.get(field) != wanted.get(field)]
     if different:
         raise ValueError(
             f"{checkpoint} was trained with another architecture (differs in {', '.join(different)}); "
             "use another --output-dir or --no-resume"
         )
+    return saved
+
+
+def initialize_from(model: ElmoForPreTraining, folder: str) -> str:
+    """Load the weights of `folder` into `model` for continued pretraining; returns what was loaded.
+
+    A pretraining run with the same vocabulary gives encoder and softmax. An encoder-only folder (no
+    `lm_vocab`: the shipped default, a converted AllenNLP model) or a run with another vocabulary gives
+    the encoder; the softmax keeps its fresh initialisation, since its rows belong to other words."""
+    if folder == "default":
+        folder = str(Path(__file__).resolve().parent / "pretrained" / "elmo-zh-small")
+    encoder_fields = tuple(field for field in ARCHITECTURE_FIELDS if field != "lm_vocab")
+    saved = check_checkpoint_compatible(folder, model.config, encoder_fields)
+    weights = Path(folder) / "model.safetensors"
+    if not weights.is_file():
+        raise ValueError(f"--init-from {folder} has no model.safetensors")
+    from safetensors import safe_open
+
+    with safe_open(str(weights), framework="pt") as handle:
+        has_softmax = "softmax.weight" in handle.keys()
+    if has_softmax and saved.get("lm_vocab") == model.config.lm_vocab:
+        model.load_state_dict(ElmoForPreTraining.from_pretrained(folder).state_dict())
+        return "encoder and softmax"
+    from .modeling_elmo import ElmoModel
+
+    encoder = ElmoModel.from_pretrained(folder).state_dict()
+    # The layer mix is a downstream-task parameter, not part of what pretraining continues.
+    encoder = {name: value for name, value in encoder.items() if not name.startswith("scalar_mixes.")}
+    missing, unexpected = model.elmo.load_state_dict(encoder, strict=False)
+    missing = [name for name in missing if not name.startswith("scalar_mixes.")]
+    if missing or unexpected:
+        raise ValueError(f"--init-from {folder}: weights do not fit (missing {missing}, unexpected {unexpected})")
+    return "encoder (softmax starts fresh)"
 
 
 @torch.no_grad()
@@ -254,11 +291,10 @@ def _run(args) -> int:
     set_seed(args.seed)
     tokenizer = ElmoTokenizer(max_characters_per_token=args.max_characters, segmenter=args.segmenter)
     model = ElmoForPreTraining(config)
+    initialized = None
     if args.init_from and resume is None:
-        check_checkpoint_compatible(args.init_from, config)
-        if not (Path(args.init_from) / "model.safetensors").is_file():
-            raise ValueError(f"--init-from {args.init_from} has no model.safetensors")
-        model.load_state_dict(ElmoForPreTraining.from_pretrained(args.init_from).state_dict())
+        initialized = initialize_from(model, args.init_from)
+        print(f"initialised the {initialized} from {args.init_from}", file=sys.stderr)
     use_cpu = not torch.cuda.is_available()
     training_args = TrainingArguments(
         output_dir=str(output_dir),
@@ -309,6 +345,7 @@ def _run(args) -> int:
         "train_seconds_this_run": round(elapsed, 1),
         "resumed_from": resume,
         "initialized_from": args.init_from,
+        "initialized_weights": initialized,
         "train_sentences": len(train_dataset),
         "vocabulary_size": len(vocabulary),
         "parameters_encoder": sum(p.numel() for p in model.elmo.parameters()),

@@ -119,3 +119,12 @@ def test_results_value_must_be_a_number(tmp_path):
     path.write_text(json.dumps(results))
     with pytest.raises(ValueError, match="must be a number or null"):
         load_results(path)
+
+
+def test_ner_card_reports_the_committed_experiment_on_the_whole_test_split():
+    """The NER card's numbers are the committed `pd-elmo` experiment's, not typed in separately."""
+    experiment = json.loads((CARDS.parent / "benchmarks" / "results" / "pd-elmo.json").read_text(encoding="utf-8"))
+    scores = experiment["results"]["test"]
+    card = {r["metric_type"]: r["metric_value"] for r in load_results(CARDS / "results" / "elmo-zh-ner.json")["results"]}
+    assert card == {metric: round(100 * scores[metric], 2) for metric in ("f1", "precision", "recall")}
+    assert experiment["results"]["data"]["test_sentences"] == 4760  # the whole seeded test split

@@ -231,6 +231,37 @@ def test_init_from_continues_from_a_finished_run_and_refuses_another_architectur
     assert "another architecture (differs in lstm_cell_dim)" in capsys.readouterr().err
 
 
+def test_init_from_an_encoder_only_folder_loads_the_encoder_and_starts_a_fresh_softmax(tmp_path, capsys):
+    common = ["--train-file", str(TRAIN / "data.txt"), "--vocab", str(TRAIN / "vocab.txt"), "--batch-size", "2"]
+    assert pretrain_main(common + ["--output-dir", str(tmp_path / "a"), "--max-steps", "3", *TINY_ARGS]) == 0
+    ElmoModel.from_pretrained(tmp_path / "a").save_pretrained(tmp_path / "encoder")  # as the shipped default is
+    frozen = ["--max-steps", "1", "--lr", "0", "--seed", "5", "--init-from", str(tmp_path / "encoder")]
+    assert pretrain_main(common + ["--output-dir", str(tmp_path / "b"), *frozen, *TINY_ARGS]) == 0
+    assert "initialised the encoder (softmax starts fresh)" in capsys.readouterr().err
+    first = ElmoForPreTraining.from_pretrained(tmp_path / "a").state_dict()
+    continued = ElmoForPreTraining.from_pretrained(tmp_path / "b").state_dict()
+    encoder_names = [name for name in first if name.startswith("elmo.") and ".scalar_mixes." not in name]
+    assert any("bilstm" in name for name in encoder_names)
+    for name in encoder_names:
+        torch.testing.assert_close(continued[name], first[name], rtol=0, atol=0, msg=name)
+    assert not torch.equal(continued["softmax.weight"], first["softmax.weight"])
+    summary = json.loads((tmp_path / "b" / "pretraining_summary.json").read_text())
+    assert summary["initialized_weights"] == "encoder (softmax starts fresh)"
+
+
+def test_init_from_a_folder_without_weights_or_config_is_refused(tmp_path, capsys):
+    common = ["--train-file", str(TRAIN / "data.txt"), "--vocab", str(TRAIN / "vocab.txt"), "--batch-size", "2",
+              "--output-dir", str(tmp_path / "o"), "--max-steps", "1"]
+    (tmp_path / "empty").mkdir()
+    assert pretrain_main(common + ["--init-from", str(tmp_path / "empty"), *TINY_ARGS]) == 2
+    assert "cannot read checkpoint config" in capsys.readouterr().err
+    tiny_config(None, char_cnn_filters=[[1, 8], [2, 8], [3, 16]], projection_dim=16, lstm_cell_dim=32).save_pretrained(
+        tmp_path / "config-only"
+    )
+    assert pretrain_main(common + ["--init-from", str(tmp_path / "config-only"), *TINY_ARGS]) == 2
+    assert "has no model.safetensors" in capsys.readouterr().err
+
+
 def test_long_sentences_are_cut_into_pieces(tmp_path):
     corpus = tmp_path / "c.txt"
     corpus.write_text(" ".join(str(i) for i in range(12)) + "\n\nx y\n", encoding="utf-8")
