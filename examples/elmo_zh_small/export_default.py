@@ -20,7 +20,21 @@ from hf_elmo.modeling_elmo import ElmoForPreTraining
 from hf_elmo.pretrain import exact_perplexity
 
 REPO = Path(__file__).resolve().parents[2]
+DETAILS = REPO / "model_cards" / "results" / "elmo-zh-small.details.json"
 STAGE_FIELDS = ("global_step", "train_seconds_this_run", "resumed_from", "initialized_from", "train_loss", "eval_perplexity")
+
+
+def previous_stage(details: dict) -> dict:
+    """The single stage of a details file written before stages were recorded."""
+    return {
+        "global_step": details.get("training_steps"),
+        "train_seconds_this_run": details.get("train_seconds"),
+        "resumed_from": None,
+        "initialized_from": None,
+        "train_loss": details.get("train_loss_sampled_softmax"),
+        "eval_perplexity": details.get("dev1000_perplexity"),
+        "output_dir": "(previously shipped elmo-zh-small)",
+    }
 
 
 def strip_remote_code(folder: Path) -> None:
@@ -63,8 +77,14 @@ def main() -> None:
         strip_remote_code(folder)
 
     # A run continued from another (`--init-from`) is one stage of the model's training: list them all.
+    # A run continued from the previously shipped default ('default') inherits that model's stages,
+    # which its details file records (its run folders are gone).
+    previous = json.loads(DETAILS.read_text(encoding="utf-8")) if DETAILS.exists() else {}
     stages, run = [], args.run
     while run is not None:
+        if run == "default" or not (Path(run) / "pretraining_summary.json").exists():
+            stages[:0] = previous.get("stages") or [previous_stage(previous)]
+            break
         stage = json.loads((Path(run) / "pretraining_summary.json").read_text(encoding="utf-8"))
         stages.insert(0, {key: stage.get(key) for key in STAGE_FIELDS} | {"output_dir": str(run)})
         run = stage.get("initialized_from")
@@ -86,8 +106,9 @@ def main() -> None:
         details["test1000_perplexity"] = round(test["perplexity"], 2)
         details["test1000_tokens"] = int(test["tokens"])
     print(json.dumps(details, indent=2, ensure_ascii=False))
-    out = REPO / "model_cards" / "results" / "elmo-zh-small.details.json"
-    out.write_text(json.dumps(details, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+    temporary = DETAILS.with_suffix(".json.tmp")
+    temporary.write_text(json.dumps(details, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+    temporary.replace(DETAILS)
 
 
 if __name__ == "__main__":
