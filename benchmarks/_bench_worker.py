@@ -2,7 +2,7 @@
 
     python _bench_worker.py SPEC.json RESULT.json
 
-SPEC: {"side": "ours" | "allennlp", "mode": "fp32" | "reference" | "cache" | "bf16" | "int8",
+SPEC: {"side": "ours" | "allennlp", "mode": "fp32" | "reference" | "mkl" | "repack" | "cache" | "bf16" | "int8",
        "options": ..., "weights": ..., "folder": ..., "sentences": [[word, ...], ...],
        "vocabulary": [...], "threads": 2, "warmup": 1, "repeats": 5, "first_batch": "out.npy"}
 
@@ -73,6 +73,10 @@ def load_ours(spec):
     input_ids, attention_mask = encoded["input_ids"], encoded["attention_mask"]
     if mode == "reference":
         model.bilstm.fast = False
+    elif mode == "mkl":  # the fast path without oneDNN's packed products
+        model.bilstm.use_onednn = False
+    elif mode == "repack":  # oneDNN with the packed weights made for each call only (less memory)
+        model.bilstm.keep_packed_weights = False
     elif mode == "cache":
         start = time.perf_counter()
         words = torch.tensor([tokenizer.word_to_char_ids(w) for w in spec["vocabulary"]])

@@ -16,6 +16,7 @@ What it does:
 3. measures this machine's matrix-multiply rate in the same run and prints the fraction of the
    resulting words/s ceiling that our model reaches;
 4. optionally times extra modes of ours at 32 x 20 words (the straightforward reference recurrence,
+   the fast path without oneDNN (MKL products), oneDNN with the weights packed per call,
    the token-embedding cache, bf16, int8 dynamic quantisation) with their drift against fp32.
 
 Both sides use `--threads` threads and `torch.set_flush_denormal(True)`. The AllenNLP reference venv is
@@ -64,7 +65,7 @@ def parse_args(argv=None):
     parser.add_argument("--warmup", type=int, default=1)
     parser.add_argument("--repeats", type=int, default=5, help="timed runs per shape (batch 1 uses 3x)")
     parser.add_argument("--shapes", default=",".join(s[0] for s in SHAPES), help="comma-separated subset of the shapes")
-    parser.add_argument("--extra-modes", default="reference,cache,bf16,int8",
+    parser.add_argument("--extra-modes", default="reference,mkl,repack,cache,bf16,int8",
                         help=f"extra modes of ours timed at {EXTRA_MODE_SHAPE} ('' for none)")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--markdown", help="also write the tables (and the command) to this file")

@@ -276,6 +276,7 @@ class ElmoBiLstmLayer(nn.Module):
         self.bias = nn.Parameter(torch.empty(2, 4 * cell_dim))
         self.projection_weight = nn.Parameter(torch.empty(2, projection_dim, cell_dim))
         self._streaming_copies = None  # (key, weights): see `single_column_weights`
+        self._packed_copies = None  # (key, weights): see `packed_weights`
 
     @property
     def cell_dim(self) -> int:
@@ -296,6 +297,51 @@ class ElmoBiLstmLayer(nn.Module):
             copies = tuple(w.detach().transpose(1, 2).contiguous().transpose(1, 2) for w in weights)
             self._streaming_copies = (key, copies)
         return self._streaming_copies[1]
+
+
+    def packed_weights(self, keep: bool = True) -> tuple[list[torch.Tensor], list[torch.Tensor]]:
+        """`recurrent_weight` and `projection_weight` of each direction reordered into oneDNN's blocked layout
+        for inference (see `_lstm_forward_onednn`). A per-step product with a packed weight ran 2.9x faster
+        than MKL's with the plain one (batch 32, 2 threads): the kernel reads the weight in the order it
+        computes instead of repacking panels at every call. With `keep` they are kept (not saved) until the
+        weights change, at the memory cost of the two weights; otherwise they are made for this call only."""
+        weights = (self.recurrent_weight, self.projection_weight)
+        key = tuple((w.data_ptr(), w._version, w.dtype, w.device) for w in weights)
+        if self._packed_copies is not None and self._packed_copies[0] == key:
+            return self._packed_copies[1]
+        self._packed_copies = None  # free the old copies first
+        packed = tuple([_onednn_pack(w.detach()[direction]) for direction in range(2)] for w in weights)
+        if keep:
+            self._packed_copies = (key, packed)
+        return packed
+
+
+# oneDNN's inner product with a prepacked weight (the kernel torch.compile uses for CPU linear layers). The
+# batch size it is packed for is a hint for the blocked layout; any number of rows can use the result.
+_ONEDNN_PACKING_BATCH = 32
+_onednn_usable: bool | None = None
+
+
+def _onednn_pack(weight: torch.Tensor) -> torch.Tensor:
+    return torch.ops.mkldnn._reorder_linear_weight(weight.contiguous(), _ONEDNN_PACKING_BATCH)
+
+
+def _onednn_linear(rows: torch.Tensor, packed_weight: torch.Tensor) -> torch.Tensor:
+    """rows (N, in) @ weight (out, in)^T with a weight from `_onednn_pack`."""
+    return torch.ops.mkldnn._linear_pointwise(rows, packed_weight, None, "none", [], "")
+
+
+def onednn_available() -> bool:
+    """Whether this torch build runs oneDNN's packed inner product here (x86 CPU builds do)."""
+    global _onednn_usable
+    if _onednn_usable is None:
+        try:
+            weight = torch.arange(12.0).view(3, 4)
+            result = _onednn_linear(torch.ones(2, 4), _onednn_pack(weight))
+            _onednn_usable = bool(torch.equal(result, torch.ones(2, 4) @ weight.t()))
+        except (AttributeError, RuntimeError, NotImplementedError):
+            _onednn_usable = False
+    return _onednn_usable
 
 
 def _lstm_recurrence_reference(
@@ -455,6 +501,67 @@ def _lstm_forward(
     return outputs, cell, (gates_all, cells_all, hidden_all)
 
 
+@torch.no_grad()
+def _lstm_forward_onednn(
+    layer_input: torch.Tensor,
+    batch_sizes: list[int],
+    layer: ElmoBiLstmLayer,
+    bias: torch.Tensor,
+    state: tuple[torch.Tensor, torch.Tensor],
+    cell_clip: float | None,
+    proj_clip: float | None,
+    keep_packed: bool = True,
+) -> tuple[torch.Tensor, tuple[torch.Tensor, torch.Tensor]]:
+    """Inference recurrence of one layer (both directions) with oneDNN's packed per-step products.
+
+    Batch-major shapes: `layer_input` (2, T, B, I), rows sorted by decreasing length (the rows still running
+    at step t are the first `batch_sizes[t]`), `bias` (2, 4C) with the forget-gate offset, `state` h (2, B, P)
+    and c (2, B, C). Returns outputs (2, T, B, P), exactly zero past each row's length, and the final
+    (h, c) of every row after its own last step. Same numbers as `_lstm_recurrence_reference` up to
+    float32 rounding (the products sum in another order).
+    """
+    num_steps, batch, input_dim = layer_input.shape[1], layer_input.shape[2], layer_input.shape[3]
+    cell_dim = layer.cell_dim
+    recurrent, projection = layer.packed_weights(keep=keep_packed)
+    chunk_steps = max(1, min(num_steps, _GATE_BUFFER_ELEMENTS // (2 * 4 * cell_dim * batch)))
+    outputs = layer_input.new_zeros(2, num_steps, batch, layer.projection_weight.shape[1])
+    h = state[0].clone(memory_format=torch.contiguous_format)
+    c = state[1].clone(memory_format=torch.contiguous_format)
+    # Input products run weight-first on feature-major columns, W (4C, I) @ x (I, steps * B): MKL's fastest
+    # orientation for a large product with the stored weight (see `_add_product_`).
+    columns = layer_input.permute(0, 3, 1, 2).reshape(2, input_dim, num_steps * batch)
+    gates = layer_input.new_empty(2, batch, 4 * cell_dim)
+    for t, active in enumerate(batch_sizes):
+        if active == 0:
+            break
+        if t % chunk_steps == 0:
+            # Input products (plus bias) of the next chunk of steps in one large product per direction.
+            last = min(num_steps, t + chunk_steps)
+            chunk = torch.baddbmm(bias.unsqueeze(-1), layer.input_weight, columns[:, :, t * batch : last * batch])
+            chunk_start = t
+        first_column = (t - chunk_start) * batch
+        step_gates = gates[:, :active]  # (2, active, 4C), each direction contiguous
+        for direction in range(2):
+            input_part = chunk[direction, :, first_column : first_column + active].t()
+            torch.add(input_part, _onednn_linear(h[direction, :active], recurrent[direction]), out=step_gates[direction])
+        torch.sigmoid_(step_gates[..., : 2 * cell_dim])
+        torch.tanh_(step_gates[..., 2 * cell_dim : 3 * cell_dim])
+        torch.sigmoid_(step_gates[..., 3 * cell_dim :])
+        input_gate, forget_gate, cell_input, output_gate = step_gates.chunk(4, dim=-1)
+        running_cell = c[:, :active]
+        running_cell.mul_(forget_gate).addcmul_(input_gate, cell_input)
+        if cell_clip:
+            running_cell.clamp_(-cell_clip, cell_clip)
+        projected = output_gate * torch.tanh(running_cell)
+        for direction in range(2):
+            hidden = _onednn_linear(projected[direction], projection[direction])
+            if proj_clip:
+                hidden.clamp_(-proj_clip, proj_clip)
+            outputs[direction, t, :active] = hidden
+            h[direction, :active] = hidden
+    return outputs, (h, c)
+
+
 def _clip_mask(values: torch.Tensor, clip: float | None):
     """Where `clamp(-clip, clip)` passes the gradient (as torch's own clamp backward: inclusive bounds)."""
     return (values >= -clip) & (values <= clip)
@@ -562,6 +669,12 @@ class ElmoBiLstm(nn.Module):
         super().__init__()
         self.config = config
         self.fast = True
+        # Inference (no autograd) on CPU in float32 runs the per-step products with oneDNN's packed weights
+        # where this torch build has them; False keeps the fast path's MKL products.
+        self.use_onednn = True
+        # Keep the packed weights between calls (fastest; they take as much memory as the recurrent and
+        # projection weights) or pack each layer's for the call only (less memory, slower).
+        self.keep_packed_weights = True
         # An alternative implementation of the layers with `_fast_layers`' contract (e.g. the int8 one
         # of the quantization module beside this package); None runs the built-in paths.
         self.layer_runner = None
@@ -620,6 +733,8 @@ class ElmoBiLstm(nn.Module):
             h, c = h[:, :, order], c[:, :, order]
 
         run = self._fast_layers if self.fast else self._reference_layers
+        if self.fast and self._can_use_onednn(inputs):
+            run = self._onednn_layers
         if self.layer_runner is not None:
             run = self.layer_runner
         layer_outputs, (h, c) = run(inputs[order], batch_sizes, reverse_index, (h, c), dropout)
@@ -662,6 +777,38 @@ class ElmoBiLstm(nn.Module):
             final_c.append(layer_c)
             if config.use_skip_connections and index > 0:
                 output = output + layer_input
+            if dropout and self.training:
+                output = F.dropout(output, dropout, training=True)
+            layer_outputs.append(output)
+            layer_input = output
+        return layer_outputs, (torch.stack(final_h), torch.stack(final_c))
+
+    def _can_use_onednn(self, inputs: torch.Tensor) -> bool:
+        if not (self.use_onednn and inputs.is_cpu and inputs.dtype == torch.float32):
+            return False
+        if torch.is_grad_enabled() and (inputs.requires_grad or any(p.requires_grad for p in self.parameters())):
+            return False  # training: the fast path's hand-written backward needs its saved activations
+        return onednn_available()
+
+    def _onednn_layers(self, inputs, batch_sizes, reverse_index, state, dropout):
+        """Inference layers with oneDNN's packed products; same contract as `_reference_layers`."""
+        config = self.config
+        batch, steps, _ = inputs.shape
+        h, c = state
+        forward_inputs = inputs.transpose(0, 1)  # (T, B, P)
+        backward_inputs = forward_inputs.gather(0, reverse_index.unsqueeze(-1).expand_as(forward_inputs))
+        layer_input = torch.stack([forward_inputs, backward_inputs])  # (2, T, B, P)
+        final_h, final_c, layer_outputs = [], [], []
+        for index, layer in enumerate(self.layers):
+            bias = layer.bias + self._forget_bias_offset(layer.bias)
+            output, (layer_h, layer_c) = _lstm_forward_onednn(
+                layer_input, batch_sizes, layer, bias, (h[index], c[index]), config.cell_clip, config.proj_clip,
+                keep_packed=self.keep_packed_weights,
+            )
+            final_h.append(layer_h)
+            final_c.append(layer_c)
+            if config.use_skip_connections and index > 0:
+                output += layer_input
             if dropout and self.training:
                 output = F.dropout(output, dropout, training=True)
             layer_outputs.append(output)

@@ -52,12 +52,12 @@ def random_state(model, batch, dtype=torch.float32, seed=2):
     return h, c
 
 
-def run_bilstm(model, inputs, lengths, state=None, fast=True, **kwargs):
-    model.bilstm.fast = fast
+def run_bilstm(model, inputs, lengths, state=None, fast=True, onednn=True, **kwargs):
+    model.bilstm.fast, model.bilstm.use_onednn = fast, onednn
     try:
         return model.bilstm(inputs, lengths, state, **kwargs)
     finally:
-        model.bilstm.fast = True
+        model.bilstm.fast, model.bilstm.use_onednn = True, True
 
 
 def max_diff(a, b):
@@ -68,13 +68,16 @@ def max_diff(a, b):
 @pytest.mark.parametrize("clip", [True, False])
 @pytest.mark.parametrize("with_state", [False, True])
 @pytest.mark.parametrize("batch_lengths", [[9, 3, 7, 1, 7], [6], [4, 4]])
-def test_fast_equals_reference(skip, clip, with_state, batch_lengths):
+@pytest.mark.parametrize("onednn", [False, True])
+def test_fast_equals_reference(skip, clip, with_state, batch_lengths, onednn, monkeypatch):
     model = small_model(skip=skip, clip=clip)
     inputs, lengths = bilstm_inputs(batch_lengths, steps=max(batch_lengths) + 1)  # one all-padding step too
     state = random_state(model, len(batch_lengths)) if with_state else None
+    if onednn:  # input products in chunks of two steps
+        monkeypatch.setattr(modeling_elmo, "_GATE_BUFFER_ELEMENTS", 2 * 4 * 16 * len(batch_lengths) * 2)
     with torch.no_grad():
         ref_layers, (ref_h, ref_c) = run_bilstm(model, inputs, lengths, state, fast=False)
-        layers, (h, c) = run_bilstm(model, inputs, lengths, state)
+        layers, (h, c) = run_bilstm(model, inputs, lengths, state, onednn=onednn)
     assert max_diff(layers, ref_layers) <= 1e-6
     assert max_diff([h, c], [ref_h, ref_c]) <= 1e-6
     # Exactly zero past every row's length, in both directions.
@@ -85,6 +88,28 @@ def test_fast_equals_reference(skip, clip, with_state, batch_lengths):
     if clip:  # the clips really were exercised
         assert any(bool((layer.abs() == PROJ_CLIP).any()) for layer in ref_layers)
         assert bool((ref_c.abs() == CELL_CLIP).any())
+
+
+@pytest.mark.skipif(not modeling_elmo.onednn_available(), reason="this torch build has no oneDNN packed inner product")
+def test_inference_runs_onednn_packed_products_and_training_does_not(monkeypatch):
+    calls = []
+    original = modeling_elmo._lstm_forward_onednn
+    monkeypatch.setattr(modeling_elmo, "_lstm_forward_onednn", lambda *a, **k: calls.append(1) or original(*a, **k))
+    model = small_model()
+    inputs, lengths = bilstm_inputs([5, 2, 4], steps=5)
+    with torch.no_grad():
+        run_bilstm(model, inputs, lengths)
+    assert len(calls) == 2  # one per layer
+    run_bilstm(model, inputs, lengths)  # autograd on: the fast path with its hand-written backward
+    assert len(calls) == 2
+    # The packed copies follow the weights: after an update the outputs follow too.
+    with torch.no_grad():
+        before, _ = run_bilstm(model, inputs, lengths)
+        model.bilstm.layers[0].recurrent_weight.mul_(0.5)
+        after, _ = run_bilstm(model, inputs, lengths)
+        reference, _ = run_bilstm(model, inputs, lengths, fast=False)
+    assert max_diff(after, before) > 1e-3
+    assert max_diff(after, reference) <= 1e-6
 
 
 def test_outputs_differ_when_a_clip_is_dropped():
@@ -106,8 +131,8 @@ def test_grad_and_no_grad_give_identical_outputs(chunked, monkeypatch):
     model.train()
     inputs, lengths = bilstm_inputs([9, 3, 7, 1, 7], steps=9)
     state = random_state(model, 5)
-    with torch.no_grad():
-        plain, (plain_h, plain_c) = run_bilstm(model, inputs, lengths, state)
+    with torch.no_grad():  # the MKL fast path; inference may also run oneDNN's (tested against the reference)
+        plain, (plain_h, plain_c) = run_bilstm(model, inputs, lengths, state, onednn=False)
     tracked, (h, c) = run_bilstm(model, inputs.requires_grad_(), lengths, state)
     assert tracked[0].requires_grad
     for a, b in zip(plain + [plain_h, plain_c], tracked + [h, c]):
