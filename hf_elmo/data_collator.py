@@ -97,12 +97,7 @@ class ElmoDataCollator:
             attention_mask[row, : ids.shape[0]] = 1
         batch = {"input_ids": input_ids, "attention_mask": attention_mask}
 
-        has_labels = ["labels" in example and example["labels"] is not None for example in examples]
-        if any(has_labels):
-            if not all(has_labels):
-                raise ValueError("some examples have labels and some do not")
-            batch["labels"] = self._labels(examples, full_lengths, num_words)
-        return batch
+        return self._with_labels(batch, examples, full_lengths, num_words)
 
     def _collate_precomputed(self, examples: Sequence[Mapping[str, Any]]) -> dict[str, torch.Tensor]:
         layers = [torch.as_tensor(example["elmo_hidden_states"]) for example in examples]
@@ -123,6 +118,9 @@ class ElmoDataCollator:
             hidden[row, :, : item.shape[1]] = item
             attention_mask[row, : item.shape[1]] = 1
         batch = {"elmo_hidden_states": hidden, "attention_mask": attention_mask}
+        return self._with_labels(batch, examples, full_lengths, num_words)
+
+    def _with_labels(self, batch: dict, examples, full_lengths: list[int], num_words: int) -> dict[str, torch.Tensor]:
         has_labels = ["labels" in example and example["labels"] is not None for example in examples]
         if any(has_labels):
             if not all(has_labels):
