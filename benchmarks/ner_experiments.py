@@ -294,7 +294,12 @@ def main(argv=None) -> int:
         report(results_dir)
         return 0
     if args.experiment == "ner-card":
-        print(json.dumps(write_ner_card_results(results_dir), indent=2, ensure_ascii=False))
+        try:
+            card = write_ner_card_results(results_dir)
+        except (OSError, ValueError, KeyError) as error:
+            print(f"error: {error}", file=sys.stderr)
+            return 2
+        print(json.dumps(card, indent=2, ensure_ascii=False))
         return 0
     if not Path(args.model).exists() and args.model == DEFAULT_MODEL:
         print(f"error: the default model {DEFAULT_MODEL} does not exist yet; pass --model", file=sys.stderr)
