@@ -186,9 +186,20 @@ def report(results_dir: Path) -> None:
         fmt = lambda x: "-" if x is None else f"{100 * x:.2f}"  # noqa: E731
         print(f"| {name} | {metric} | {fmt(dev)} | {fmt(test)} | {seconds} | {json.dumps(data)} |")
     by_name = {r[0]: r for r in rows}
-    if "pd-elmo" in by_name and "pd-scratch" in by_name:
-        gain = 100 * (by_name["pd-elmo"][3] - by_name["pd-scratch"][3])
-        print(f"\nPeople's Daily NER: pretrained ELMo vs biLM from scratch: {gain:+.2f} F1 (target >= +2)")
+    for elmo, scratch in pretrained_vs_scratch_pairs(by_name):
+        gain = 100 * (by_name[elmo][3] - by_name[scratch][3])
+        print(f"\nPeople's Daily NER, {elmo} vs {scratch} (same training data): {gain:+.2f} F1 (target >= +2)")
+
+
+def pretrained_vs_scratch_pairs(names) -> list[tuple[str, str]]:
+    """(pd-elmo[-suffix], pd-scratch[-suffix]) result names present together: runs on the same training data."""
+    pairs = []
+    for name in sorted(names):
+        if name.startswith("pd-elmo"):
+            scratch = "pd-scratch" + name[len("pd-elmo"):]
+            if scratch in names:
+                pairs.append((name, scratch))
+    return pairs
 
 
 CARD_RESULTS = REPO / "model_cards" / "results" / "elmo-zh-ner.json"
@@ -231,14 +242,14 @@ def write_ner_card_results(results_dir: Path, card_results: Path = CARD_RESULTS)
             f"{kind} {100 * test[kind + '_f1']:.2f}" for kind in ("PER", "LOC", "ORG") if kind + "_f1" in test
         ),
     }
-    scratch_path = results_dir / "pd-scratch.json"
-    if scratch_path.exists():
-        scratch = json.loads(scratch_path.read_text(encoding="utf-8"))
-        gain = 100 * (test["f1"] - scratch["results"]["test"]["f1"])
-        details["Without pretraining"] = (
+    names = {path.stem for path in results_dir.glob("*.json")}
+    for elmo_name, scratch_name in pretrained_vs_scratch_pairs(names):
+        elmo_run, scratch = (json.loads((results_dir / f"{n}.json").read_text(encoding="utf-8")) for n in (elmo_name, scratch_name))
+        elmo_f1, scratch_f1 = elmo_run["results"]["test"]["f1"], scratch["results"]["test"]["f1"]
+        details[f"Without pretraining ({scratch['results']['data']['train_sentences']:,} training sentences)"] = (
             f"the same architecture with the biLM randomly initialised and trained on the NER data only "
-            f"(`{scratch['command']}`): test F1 {100 * scratch['results']['test']['f1']:.2f}, "
-            f"so pretraining adds {gain:+.2f} F1"
+            f"(`{scratch['command']}`): test F1 {100 * scratch_f1:.2f}, against {100 * elmo_f1:.2f} for the frozen "
+            f"pretrained biLM on the same data (`{elmo_run['command']}`): {100 * (elmo_f1 - scratch_f1):+.2f} F1"
         )
     card["details"] = details
     temporary = card_results.with_suffix(".json.tmp")
