@@ -15,6 +15,7 @@ import sys
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
+SHIPPED_DEFAULT = HERE.parent / "hf_elmo" / "pretrained" / "elmo-zh-small"
 
 
 def render_all(namespace: str) -> dict[Path, str]:
@@ -25,6 +26,8 @@ def render_all(namespace: str) -> dict[Path, str]:
         results_file = HERE / "results" / f"{name}.json"
         results = load_results(results_file) if results_file.exists() else None
         cards[HERE / name / "README.md"] = str(make_model_card(spec, results))
+    # The shipped default carries its card too (what `push_to_hub` of that folder uploads).
+    cards[SHIPPED_DEFAULT / "README.md"] = cards[HERE / "elmo-zh-small" / "README.md"]
     return cards
 
 
