@@ -250,6 +250,8 @@ def write_ner_card_results(results_dir: Path, card_results: Path = CARD_RESULTS)
             f"the same architecture with the biLM randomly initialised and trained on the NER data only "
             f"(`{scratch['command']}`): test F1 {100 * scratch_f1:.2f}, against {100 * elmo_f1:.2f} for the frozen "
             f"pretrained biLM on the same data (`{elmo_run['command']}`): {100 * (elmo_f1 - scratch_f1):+.2f} F1"
+            + (" (at this learning rate the biLM trained from scratch did not learn: it tags every word O)"
+               if scratch["results"]["test"]["precision"] == 0 else "")
         )
     card["details"] = details
     temporary = card_results.with_suffix(".json.tmp")
