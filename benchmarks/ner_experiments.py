@@ -246,7 +246,7 @@ def write_ner_card_results(results_dir: Path, card_results: Path = CARD_RESULTS)
     for elmo_name, scratch_name in pretrained_vs_scratch_pairs(names):
         elmo_run, scratch = (json.loads((results_dir / f"{n}.json").read_text(encoding="utf-8")) for n in (elmo_name, scratch_name))
         elmo_f1, scratch_f1 = elmo_run["results"]["test"]["f1"], scratch["results"]["test"]["f1"]
-        details[f"Without pretraining ({scratch['results']['data']['train_sentences']:,} training sentences)"] = (
+        details[f"Without pretraining: {scratch_name} ({scratch['results']['data']['train_sentences']:,} training sentences)"] = (
             f"the same architecture with the biLM randomly initialised and trained on the NER data only "
             f"(`{scratch['command']}`): test F1 {100 * scratch_f1:.2f}, against {100 * elmo_f1:.2f} for the frozen "
             f"pretrained biLM on the same data (`{elmo_run['command']}`): {100 * (elmo_f1 - scratch_f1):+.2f} F1"
