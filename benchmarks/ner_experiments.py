@@ -286,6 +286,9 @@ def main(argv=None) -> int:
     parser.add_argument("--dropout", type=float, default=0.5)
     parser.add_argument("--no-crf", action="store_true", help="softmax instead of a CRF on top of the BiLSTM")
     parser.add_argument(
+        "--fine-tune-bilm", action="store_true", help="pd-elmo: train the pretrained biLM with the head (not frozen)"
+    )
+    parser.add_argument(
         "--max-words", type=int, default=150, help="cut longer training sentences (evaluation is never cut)"
     )
     parser.add_argument(
@@ -320,7 +323,7 @@ def main(argv=None) -> int:
 
     started = time.time()
     if args.experiment == "pd-elmo":
-        results = run_tagging(args, peoples_daily_ner(args.split_seed), freeze=True)
+        results = run_tagging(args, peoples_daily_ner(args.split_seed), freeze=not args.fine_tune_bilm)
     elif args.experiment == "pd-scratch":
         results = run_tagging(args, peoples_daily_ner(args.split_seed), freeze=False, random_init=True)
     elif args.experiment == "msra":
