@@ -406,6 +406,11 @@ def _lstm_recurrence_reference(
 _GATE_BUFFER_ELEMENTS = 1 << 22
 
 
+def _input_chunk_steps(num_steps: int, cell_dim: int, batch: int) -> int:
+    """Steps whose input products are computed together: at most `_GATE_BUFFER_ELEMENTS` gate values."""
+    return max(1, min(num_steps, _GATE_BUFFER_ELEMENTS // (2 * 4 * cell_dim * batch)))
+
+
 def _add_product_(destination: torch.Tensor, weight: torch.Tensor, columns: torch.Tensor) -> None:
     """``destination += weight @ columns`` per direction: (2, out, N) += (2, out, in) @ (2, in, N), in place.
     With one column a matrix-vector product per direction: for weights streamed from memory (batch 1)
@@ -461,7 +466,7 @@ def _lstm_forward(
     the pre-clip cells and (with a projection clip) the pre-clip outputs of every step for the backward."""
     num_steps, batch = len(batch_sizes), h0.shape[-1]
     cell_dim, projection_dim = c0.shape[1], h0.shape[1]
-    chunk_steps = max(1, min(num_steps, _GATE_BUFFER_ELEMENTS // (2 * 4 * cell_dim * batch)))
+    chunk_steps = _input_chunk_steps(num_steps, cell_dim, batch)
     outputs = inputs.new_zeros(2, num_steps, projection_dim, batch)
     cell = c0.clone(memory_format=torch.contiguous_format)
     gates_all = inputs.new_zeros(2, 4 * cell_dim, num_steps * batch) if save else None
@@ -528,7 +533,7 @@ def _lstm_forward_onednn(
     # At batch 1 the projection is a matrix-vector product bound by reading the weight, which packing does
     # not speed up (measured), so it keeps the stored weight there and saves the packed copy's memory.
     recurrent, projection = layer.packed_weights(keep=keep_packed, projection=batch > 1)
-    chunk_steps = max(1, min(num_steps, _GATE_BUFFER_ELEMENTS // (2 * 4 * cell_dim * batch)))
+    chunk_steps = _input_chunk_steps(num_steps, cell_dim, batch)
     outputs = layer_input.new_zeros(2, num_steps, batch, layer.projection_weight.shape[1])
     h = state[0].clone(memory_format=torch.contiguous_format)
     c = state[1].clone(memory_format=torch.contiguous_format)
@@ -760,36 +765,18 @@ class ElmoBiLstm(nn.Module):
     def _reference_layers(self, inputs, batch_sizes, reverse_index, state, dropout):
         """Straightforward layers: (B, T, P) sorted inputs -> L outputs (2, T, B, P) and the final state."""
         config = self.config
-        batch, steps, _ = inputs.shape
-        h, c = state
-        final_h, final_c = [], []
-        forward_inputs = inputs.transpose(0, 1)  # (T, B, P)
-        backward_inputs = forward_inputs.gather(0, reverse_index.unsqueeze(-1).expand_as(forward_inputs))
-        layer_input = torch.stack([forward_inputs, backward_inputs])  # (2, T, B, P)
-        layer_outputs = []
-        for index, layer in enumerate(self.layers):
-            bias = layer.bias + self._forget_bias_offset(layer.bias)
+
+        def run_layer(layer, layer_input, bias, layer_state):
+            steps, batch = layer_input.shape[1], layer_input.shape[2]
             input_gates = torch.baddbmm(
                 bias.unsqueeze(1), layer_input.reshape(2, steps * batch, -1), layer.input_weight.transpose(1, 2)
             ).view(2, steps, batch, -1)
-            output, (layer_h, layer_c) = _lstm_recurrence_reference(
-                input_gates,
-                batch_sizes,
-                layer.recurrent_weight,
-                layer.projection_weight,
-                (h[index], c[index]),
-                config.cell_clip,
-                config.proj_clip,
+            return _lstm_recurrence_reference(
+                input_gates, batch_sizes, layer.recurrent_weight, layer.projection_weight, layer_state,
+                config.cell_clip, config.proj_clip,
             )
-            final_h.append(layer_h)
-            final_c.append(layer_c)
-            if config.use_skip_connections and index > 0:
-                output = output + layer_input
-            if dropout and self.training:
-                output = F.dropout(output, dropout, training=True)
-            layer_outputs.append(output)
-            layer_input = output
-        return layer_outputs, (torch.stack(final_h), torch.stack(final_c))
+
+        return self._batch_major_layers(inputs, reverse_index, state, dropout, run_layer)
 
     def _can_use_onednn(self, inputs: torch.Tensor) -> bool:
         if not (self.use_onednn and inputs.is_cpu and inputs.dtype == torch.float32):
@@ -801,7 +788,18 @@ class ElmoBiLstm(nn.Module):
     def _onednn_layers(self, inputs, batch_sizes, reverse_index, state, dropout):
         """Inference layers with oneDNN's packed products; same contract as `_reference_layers`."""
         config = self.config
-        batch, steps, _ = inputs.shape
+
+        def run_layer(layer, layer_input, bias, layer_state):
+            return _lstm_forward_onednn(
+                layer_input, batch_sizes, layer, bias, layer_state, config.cell_clip, config.proj_clip,
+                keep_packed=self.keep_packed_weights,
+            )
+
+        return self._batch_major_layers(inputs, reverse_index, state, dropout, run_layer)
+
+    def _batch_major_layers(self, inputs, reverse_index, state, dropout, run_layer):
+        """The layer stack on batch-major (2, T, B, P) tensors around `run_layer(layer, layer_input, bias, (h, c))`,
+        which runs one layer's recurrence: skip connections, dropout and the final states of all layers."""
         h, c = state
         forward_inputs = inputs.transpose(0, 1)  # (T, B, P)
         backward_inputs = forward_inputs.gather(0, reverse_index.unsqueeze(-1).expand_as(forward_inputs))
@@ -809,14 +807,11 @@ class ElmoBiLstm(nn.Module):
         final_h, final_c, layer_outputs = [], [], []
         for index, layer in enumerate(self.layers):
             bias = layer.bias + self._forget_bias_offset(layer.bias)
-            output, (layer_h, layer_c) = _lstm_forward_onednn(
-                layer_input, batch_sizes, layer, bias, (h[index], c[index]), config.cell_clip, config.proj_clip,
-                keep_packed=self.keep_packed_weights,
-            )
+            output, (layer_h, layer_c) = run_layer(layer, layer_input, bias, (h[index], c[index]))
             final_h.append(layer_h)
             final_c.append(layer_c)
-            if config.use_skip_connections and index > 0:
-                output += layer_input
+            if self.config.use_skip_connections and index > 0:
+                output = output + layer_input
             if dropout and self.training:
                 output = F.dropout(output, dropout, training=True)
             layer_outputs.append(output)
