@@ -113,6 +113,7 @@ def options_for(args, **overrides) -> FinetuneOptions:
         seed=args.seed,
         threads=args.threads,
         logging_steps=args.logging_steps,
+        task_token_features=args.token_features,
     )
     values.update(overrides)
     return FinetuneOptions(**values)
@@ -287,6 +288,11 @@ def main(argv=None) -> int:
     parser.add_argument("--no-crf", action="store_true", help="softmax instead of a CRF on top of the BiLSTM")
     parser.add_argument(
         "--fine-tune-bilm", action="store_true", help="pd-elmo: train the pretrained biLM with the head (not frozen)"
+    )
+    parser.add_argument(
+        "--token-features",
+        action="store_true",
+        help="the head's own trainable word vectors x_k beside the ELMo mix (the paper's [x_k; ELMo_k])",
     )
     parser.add_argument(
         "--max-words", type=int, default=150, help="cut longer training sentences (evaluation is never cut)"

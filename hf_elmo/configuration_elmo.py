@@ -95,6 +95,11 @@ class ElmoConfig(PretrainedConfig):
         use_crf (`bool`, defaults to `False`): Put a linear-chain CRF (Viterbi decoding) on top of the tag scores.
         freeze_elmo (`bool`, defaults to `True`):
             Keep the biLM fixed while a task head trains (the paper's default); only the mix and the head learn.
+        task_token_features (`bool`, defaults to `False`):
+            Give the task head its own context-free word vectors x_k (a trainable character CNN shaped like the
+            biLM's layer 0, started from a copy of it when a pretrained biLM is loaded) and feed [x_k; ELMo_k] to
+            the task encoder: the paper's way of adding ELMo to a task model (section 3.3), in which only the
+            biLM stays frozen.
         classifier_dropout (`float`, defaults to 0.5): Dropout on the ELMo mix and inside the task heads.
         classifier_hidden_size (`int`, defaults to 256):
             Hidden layer of the sequence-classification MLP (0 = a single linear layer).
@@ -135,6 +140,7 @@ class ElmoConfig(PretrainedConfig):
         task_encoder_num_layers: int = 1,
         use_crf: bool = False,
         freeze_elmo: bool = True,
+        task_token_features: bool = False,
         classifier_dropout: float = 0.5,
         classifier_hidden_size: int = 256,
         **kwargs,
@@ -177,6 +183,7 @@ class ElmoConfig(PretrainedConfig):
         self.task_encoder_num_layers = task_encoder_num_layers
         self.use_crf = use_crf
         self.freeze_elmo = freeze_elmo
+        self.task_token_features = task_token_features
         self.classifier_dropout = classifier_dropout
         self.classifier_hidden_size = classifier_hidden_size
         super().__init__(**kwargs)

@@ -24,10 +24,11 @@ class ElmoDataCollator:
       * `"words"`: a list of words (encoded with `tokenizer`);
       * `"text"`: a raw string (split into words by `tokenizer`);
     or `"elmo_hidden_states"`: the frozen biLM's layers for its words, shape `(layers, words, 2P)` (see
-    `hf_elmo.finetune.precompute_elmo_layers`), and optionally `"labels"`: a list of tag ids, one per word
-    (token classification), or one class id (sequence classification).
+    `hf_elmo.finetune.precompute_elmo_layers`), possibly along with one of the above (for heads with their
+    own word vectors, `config.task_token_features`), and optionally `"labels"`: a list of tag ids, one per
+    word (token classification), or one class id (sequence classification).
 
-    Returns `input_ids` (batch, max_words, max_characters_per_token) or `elmo_hidden_states`
+    Returns `input_ids` (batch, max_words, max_characters_per_token) and/or `elmo_hidden_states`
     (batch, layers, max_words, 2P), zero-padded, `attention_mask` (batch, max_words) and `labels`
     ((batch, max_words) padded with `label_pad_token_id`, or (batch,)).
 
@@ -118,7 +119,24 @@ class ElmoDataCollator:
             hidden[row, :, : item.shape[1]] = item
             attention_mask[row, : item.shape[1]] = 1
         batch = {"elmo_hidden_states": hidden, "attention_mask": attention_mask}
+        word_keys = [any(key in example for key in ("input_ids", "words", "text")) for example in examples]
+        if any(word_keys):
+            if not all(word_keys):
+                raise ValueError("some precomputed examples carry their words (or input_ids) and some do not")
+            batch["input_ids"] = self._padded_ids_matching(examples, full_lengths, num_words)
         return self._with_labels(batch, examples, full_lengths, num_words)
+
+    def _padded_ids_matching(self, examples, full_lengths: list[int], num_words: int) -> torch.Tensor:
+        encoded = [self._example_ids(i, example) for i, example in enumerate(examples)]
+        for row, (ids, length) in enumerate(zip(encoded, full_lengths)):
+            if ids.shape[0] != length:
+                raise ValueError(f"example {row}: {ids.shape[0]} words but {length} precomputed biLM positions")
+        width = encoded[0].shape[1]
+        input_ids = torch.zeros(len(examples), num_words, width, dtype=torch.long)
+        for row, ids in enumerate(encoded):
+            kept = ids[:num_words]
+            input_ids[row, : kept.shape[0]] = kept
+        return input_ids
 
     def _with_labels(self, batch: dict, examples, full_lengths: list[int], num_words: int) -> dict[str, torch.Tensor]:
         has_labels = ["labels" in example and example["labels"] is not None for example in examples]

@@ -168,6 +168,8 @@ class FinetuneOptions:
     use_crf: bool = False
     freeze: bool = True
     random_init: bool = False
+    # The head's own trainable word vectors x_k beside the ELMo mix (the paper's [x_k; ELMo_k]).
+    task_token_features: bool = False
     dropout: float | None = None
     classifier_hidden_size: int | None = None
     epochs: float = 3.0
@@ -201,6 +203,7 @@ def load_tokenizer(model_name: str, config: ElmoConfig) -> ElmoTokenizer:
 def _head_config(options: FinetuneOptions, extra: dict) -> dict:
     values = dict(extra)
     values["freeze_elmo"] = options.freeze
+    values["task_token_features"] = options.task_token_features
     if options.dropout is not None:
         values["classifier_dropout"] = options.dropout
     if options.classifier_hidden_size is not None:
@@ -222,7 +225,7 @@ def build_model(model_class, options: FinetuneOptions, **config_values):
 
 @torch.no_grad()
 def precompute_elmo_layers(
-    elmo, collator: ElmoDataCollator, examples: Sequence[dict], batch_size: int = 64
+    elmo, collator: ElmoDataCollator, examples: Sequence[dict], batch_size: int = 64, keep_input_ids: bool = False
 ) -> list[dict]:
     """Run a (frozen) biLM once over `examples` and return them with `"elmo_hidden_states"` instead of words.
 
@@ -230,6 +233,8 @@ def precompute_elmo_layers(
     collator cuts them with `max_words`; labels are cut alike) and its `"labels"`. Heads take these
     through `elmo_hidden_states` and then give the same outputs as from the words, without the biLM.
     Memory: (L + 1) * 2P floats per word, e.g. 3 KB per word for `elmo-zh-small`.
+    With `keep_input_ids` the words' character ids stay too (`"input_ids"`, for heads with their own word
+    vectors, `config.task_token_features`).
     """
     was_training = elmo.training
     elmo.eval()
@@ -246,6 +251,8 @@ def precompute_elmo_layers(
             for row, index in enumerate(chunk):
                 count = int(batch["attention_mask"][row].sum())
                 item = {"elmo_hidden_states": layers[row, :, :count].clone()}
+                if keep_input_ids:
+                    item["input_ids"] = batch["input_ids"][row, :count].clone()
                 labels = examples[index].get("labels")
                 if labels is not None:
                     item["labels"] = labels if isinstance(labels, int) else list(labels)[:count]
@@ -261,7 +268,11 @@ def _maybe_precompute(model, collator, options: FinetuneOptions, *example_lists)
         return example_lists
     started = time.time()
     computed = tuple(
-        precompute_elmo_layers(model.elmo, collator, examples, options.eval_batch_size) if examples else examples
+        precompute_elmo_layers(
+            model.elmo, collator, examples, options.eval_batch_size, keep_input_ids=model.config.task_token_features
+        )
+        if examples
+        else examples
         for examples in example_lists
     )
     logger.info("biLM layers of %d examples precomputed in %.1f s", sum(len(e or []) for e in example_lists),
@@ -532,6 +543,13 @@ def _add_training_options(parser: argparse.ArgumentParser) -> None:
         "--random-init", action="store_true", help="same architecture, biLM randomly initialised (a baseline)"
     )
     parser.add_argument(
+        "--token-features",
+        dest="task_token_features",
+        action="store_true",
+        help="give the head its own trainable word vectors x_k (a character CNN started from the biLM's layer 0) "
+        "and feed it [x_k; ELMo_k], as the paper adds ELMo to a task model",
+    )
+    parser.add_argument(
         "--dropout", type=float, default=None, help="dropout on the ELMo mix and in the head (default 0.5)"
     )
     parser.add_argument("--epochs", type=float, default=3.0)
@@ -562,6 +580,7 @@ def _options(args: argparse.Namespace, **extra) -> FinetuneOptions:
         overwrite=args.overwrite,
         freeze=args.freeze,
         random_init=args.random_init,
+        task_token_features=args.task_token_features,
         dropout=args.dropout,
         epochs=args.epochs,
         max_steps=args.max_steps,

@@ -111,7 +111,7 @@ class ElmoCharacterEncoder(nn.Module):
     # Tokens are encoded in chunks of this many, which bounds the convolution buffers.
     chunk_size = 256
 
-    def __init__(self, config: ElmoConfig):
+    def __init__(self, config: ElmoConfig, with_token_cache: bool = True):
         super().__init__()
         self.char_embedding = nn.Embedding(config.char_vocab_size, config.char_embedding_dim, padding_idx=0)
         self.convolutions = nn.ModuleList(
@@ -125,7 +125,7 @@ class ElmoCharacterEncoder(nn.Module):
         )
         self.projection = nn.Linear(num_filters + (config.word_embedding_dim if config.word_vocab_size else 0), config.projection_dim)
         self.token_cache: ElmoTokenCache | None = None
-        cache_size = getattr(config, "token_cache_size", 0)
+        cache_size = getattr(config, "token_cache_size", 0) if with_token_cache else 0
         if cache_size:
             self.token_cache = ElmoTokenCache(cache_size, config.max_characters_per_token, config.projection_dim)
 
@@ -1477,12 +1477,18 @@ def _reduce_loss(total: torch.Tensor, count: torch.Tensor, num_items_in_batch=No
 
 
 class _ElmoHeadMixin:
-    """What both heads share: the biLM (optionally frozen), an own learned mix, dropout, weight init."""
+    """What both heads share: the biLM (optionally frozen), an own learned mix, optional own word vectors x_k,
+    dropout, weight init."""
 
     def _build_elmo(self, config: ElmoConfig) -> None:
         self.elmo = ElmoModel(config)
         # The head's own mix, so that it trains even when the biLM is frozen.
         self.scalar_mix = ElmoScalarMix(config.num_lstm_layers + 1, layer_norm=config.scalar_mix_layer_norm)
+        # The paper's task models keep their own context-free word vectors x_k and read [x_k; ELMo_k].
+        self.token_features = (
+            ElmoCharacterEncoder(config, with_token_cache=False) if config.task_token_features else None
+        )
+        self.feature_size = config.hidden_size + (config.projection_dim if config.task_token_features else 0)
         self.dropout = nn.Dropout(config.classifier_dropout)
         self.set_elmo_frozen(config.freeze_elmo)
 
@@ -1496,16 +1502,22 @@ class _ElmoHeadMixin:
 
     @classmethod
     def from_pretrained(cls, *args, **kwargs):
-        loaded = super().from_pretrained(*args, **kwargs)
-        model = loaded[0] if isinstance(loaded, tuple) else loaded
+        wants_loading_info = kwargs.pop("output_loading_info", False)
+        model, loading_info = super().from_pretrained(*args, output_loading_info=True, **kwargs)
+        if model.token_features is not None and any(
+            key.startswith("token_features.") for key in loading_info["missing_keys"]
+        ):
+            # A biLM checkpoint without a task head: the head's word vectors start as the biLM's layer 0.
+            model.token_features.load_state_dict(model.elmo.char_encoder.state_dict(), strict=False)
         # Loading swaps in fresh parameters (requires_grad=True), so apply `freeze_elmo` again.
         model.set_elmo_frozen(model.config.freeze_elmo)
-        return loaded
+        return (model, loading_info) if wants_loading_info else model
 
     def _mixed_representation(self, input_ids, attention_mask, word_ids=None, elmo_hidden_states=None):
         """Run the biLM (without autograd when it is frozen), or take its precomputed layers, and mix them.
 
-        Returns ((B, W, 2P) mixed and dropped-out vectors, (B, W) bool mask, the biLM layers (L+1 tensors))."""
+        Returns ((B, W, F) mixed and dropped-out vectors, (B, W) bool mask, the biLM layers (L+1 tensors)).
+        F = `feature_size`: 2P, plus P for the head's own word vectors x_k (`config.task_token_features`)."""
         if elmo_hidden_states is not None:
             layers, mask = self._check_precomputed_layers(input_ids, attention_mask, elmo_hidden_states)
         else:
@@ -1516,11 +1528,26 @@ class _ElmoHeadMixin:
                 outputs = self.elmo(input_ids, attention_mask=attention_mask, word_ids=word_ids, return_dict=True)
             layers, mask = outputs.hidden_states, outputs.mask
         mixed = self.scalar_mix(layers, mask)
+        if self.token_features is not None:
+            mixed = torch.cat([self._own_word_vectors(input_ids, mask, word_ids, like=mixed), mixed], dim=-1)
         return self.dropout(mixed), mask, layers
+
+    def _own_word_vectors(self, input_ids, mask, word_ids, like: torch.Tensor) -> torch.Tensor:
+        """x_k of the words (zeros at padding): (B, W, P)."""
+        if input_ids is None:
+            raise ValueError(
+                "config.task_token_features: the head's own word vectors need input_ids (character ids), "
+                "also when the biLM layers come precomputed in elmo_hidden_states"
+            )
+        vectors = like.new_zeros(*mask.shape, self.config.projection_dim)
+        if mask.any():
+            selected_word_ids = None if word_ids is None else word_ids.to(mask.device)[mask]
+            vectors[mask] = self.token_features(input_ids.to(mask.device)[mask], selected_word_ids).to(like.dtype)
+        return vectors
 
     def _check_precomputed_layers(self, input_ids, attention_mask, elmo_hidden_states):
         # Feeding stored layers skips the biLM, which is only the same model when the biLM does not train.
-        if input_ids is not None:
+        if input_ids is not None and self.token_features is None:
             raise ValueError("pass either input_ids or elmo_hidden_states, not both")
         if not self.config.freeze_elmo:
             raise ValueError("elmo_hidden_states (precomputed biLM layers) need a frozen biLM (config.freeze_elmo)")
@@ -1544,6 +1571,12 @@ class _ElmoHeadMixin:
                     f"each precomputed layer must be (batch, words, {self.config.hidden_size}) = "
                     f"{(*mask.shape, self.config.hidden_size)} to match attention_mask, got {tuple(layer.shape)}"
                 )
+        if input_ids is not None and tuple(input_ids.shape) != (*mask.shape, self.config.max_characters_per_token):
+            raise ValueError(
+                f"input_ids must be (batch, words, {self.config.max_characters_per_token}) = "
+                f"{(*mask.shape, self.config.max_characters_per_token)} to match attention_mask, "
+                f"got {tuple(input_ids.shape)}"
+            )
         return tuple(layers), mask
 
     @torch.no_grad()
@@ -1560,9 +1593,10 @@ class _ElmoHeadMixin:
 
 
 class ElmoForTokenClassification(_ElmoHeadMixin, ElmoPreTrainedModel):
-    """ELMo with a tagging head: learned mix -> dropout -> [BiLSTM] -> linear -> [CRF].
+    """ELMo with a tagging head: learned mix [; own word vectors x_k] -> dropout -> [BiLSTM] -> linear -> [CRF].
 
-    `config.task_encoder` picks `"linear"` or `"bilstm"`, `config.use_crf` adds a CRF, and
+    `config.task_encoder` picks `"linear"` or `"bilstm"`, `config.use_crf` adds a CRF,
+    `config.task_token_features` adds the head's own trainable word vectors (the paper's [x_k; ELMo_k]), and
     `config.freeze_elmo` (default) keeps the biLM fixed. Labels are one per word (no sub-words);
     -100 marks words without a label (padding, or words to leave out of the loss).
     """
@@ -1575,7 +1609,7 @@ class ElmoForTokenClassification(_ElmoHeadMixin, ElmoPreTrainedModel):
         self._build_elmo(config)
         if config.task_encoder == "bilstm":
             self.encoder = nn.LSTM(
-                config.hidden_size,
+                self.feature_size,
                 config.task_encoder_hidden_size,
                 num_layers=config.task_encoder_num_layers,
                 bidirectional=True,
@@ -1585,7 +1619,7 @@ class ElmoForTokenClassification(_ElmoHeadMixin, ElmoPreTrainedModel):
             classifier_input = 2 * config.task_encoder_hidden_size
         else:
             self.encoder = None
-            classifier_input = config.hidden_size
+            classifier_input = self.feature_size
         self.classifier = nn.Linear(classifier_input, config.num_labels)
         self.crf = ElmoCrf(config.num_labels) if config.use_crf else None
         self.post_init()
@@ -1622,7 +1656,8 @@ class ElmoForTokenClassification(_ElmoHeadMixin, ElmoPreTrainedModel):
             elmo_hidden_states (`torch.FloatTensor` of shape `(batch_size, num_lstm_layers + 1, num_words, 2P)`, *optional*):
                 The frozen biLM's layers (`ElmoModel`'s `hidden_states`, stacked on dim 1), computed once
                 beforehand, instead of `input_ids`: the head then trains without running the biLM. Needs
-                `attention_mask` and `config.freeze_elmo`.
+                `attention_mask` and `config.freeze_elmo`; with `config.task_token_features` pass `input_ids`
+                too (they feed only the head's own word vectors).
             labels (`torch.LongTensor` of shape `(batch_size, num_words)`, *optional*):
                 Tag ids in `[0, num_labels)`, or -100 for no label. The loss is the mean over labelled words of
                 the cross-entropy (or, with a CRF, each sentence's negative log-likelihood summed and divided by
@@ -1697,11 +1732,11 @@ class ElmoForSequenceClassification(_ElmoHeadMixin, ElmoPreTrainedModel):
         self.num_labels = config.num_labels
         self._build_elmo(config)
         if config.classifier_hidden_size:
-            self.pre_classifier = nn.Linear(config.hidden_size, config.classifier_hidden_size)
+            self.pre_classifier = nn.Linear(self.feature_size, config.classifier_hidden_size)
             classifier_input = config.classifier_hidden_size
         else:
             self.pre_classifier = None
-            classifier_input = config.hidden_size
+            classifier_input = self.feature_size
         self.classifier = nn.Linear(classifier_input, config.num_labels)
         self.post_init()
 
@@ -1731,7 +1766,7 @@ class ElmoForSequenceClassification(_ElmoHeadMixin, ElmoPreTrainedModel):
         return_dict = return_dict if return_dict is not None else self.config.return_dict
         mixed, mask, elmo_layers = self._mixed_representation(input_ids, attention_mask, word_ids, elmo_hidden_states)
         weights = mask.unsqueeze(-1).to(mixed.dtype)
-        pooled = (mixed * weights).sum(dim=1) / weights.sum(dim=1).clamp(min=1.0)  # (B, 2P)
+        pooled = (mixed * weights).sum(dim=1) / weights.sum(dim=1).clamp(min=1.0)  # (B, F)
         if self.pre_classifier is not None:
             pooled = self.dropout(F.relu(self.pre_classifier(pooled)))
         logits = self.classifier(pooled)

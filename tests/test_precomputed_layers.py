@@ -99,3 +99,57 @@ def test_precomputed_layers_are_refused_when_they_cannot_stand_for_the_biLM(base
         collator([{"elmo_hidden_states": torch.zeros(3, 2, 32)}, {"words": ["a"]}])
     with pytest.raises(ValueError, match="same layers and dim"):
         collator([{"elmo_hidden_states": torch.zeros(3, 2, 32)}, {"elmo_hidden_states": torch.zeros(2, 2, 32)}])
+
+
+def test_head_word_vectors_start_as_the_biLM_layer_zero_and_train_while_the_biLM_stays_frozen(base):
+    model = _tagger(base, task_encoder="bilstm", use_crf=True, task_token_features=True)
+    encoder = model.elmo.char_encoder.state_dict()
+    own = model.token_features.state_dict()
+    assert own.keys() == encoder.keys()
+    for name, value in encoder.items():
+        assert torch.equal(own[name], value), name
+    assert model.encoder.input_size == model.config.hidden_size + model.config.projection_dim
+    assert all(p.requires_grad for p in model.token_features.parameters())
+    assert not any(p.requires_grad for p in model.elmo.parameters())
+
+    train = sentences_from_pairs(toy_sentences(32, seed=1), "train")
+    options = FinetuneOptions(
+        model=base, task_encoder="bilstm", task_encoder_hidden_size=8, use_crf=True, dropout=0.3, epochs=1,
+        learning_rate=2e-2, batch_size=8, seed=0, logging_steps=1000, task_token_features=True,
+    )
+    trained = train_tagger(train, None, None, options)["model"]
+    assert trained.config.task_token_features
+    after = trained.token_features.state_dict()
+    assert any(not torch.equal(after[name], value) for name, value in encoder.items())  # x_k learned
+    for name, value in trained.elmo.char_encoder.state_dict().items():
+        assert torch.equal(value, encoder[name]), name  # the biLM did not
+
+
+def test_head_word_vectors_from_precomputed_layers_equal_those_from_words(base, tmp_path):
+    model = _tagger(base, task_encoder="bilstm", use_crf=True, task_token_features=True).eval()
+    with torch.no_grad():  # make x_k differ from the biLM's layer 0, as after training
+        for parameter in model.token_features.parameters():
+            parameter.add_(0.05 * torch.randn_like(parameter))
+    sentences = toy_sentences(12, seed=5) + [([], [])]
+    examples = _examples(sentences, model.config.label2id)
+    collator = ElmoDataCollator(ElmoTokenizer(), max_words=5)
+    precomputed = precompute_elmo_layers(model.elmo, collator, examples, batch_size=4, keep_input_ids=True)
+    with torch.no_grad():
+        from_words = model(**collator(examples))
+        from_layers = model(**collator(precomputed))
+    torch.testing.assert_close(from_layers.logits, from_words.logits, rtol=0, atol=1e-6)
+    assert torch.equal(from_layers.predictions, from_words.predictions)
+    # Saved and reloaded, the trained x_k is kept (not copied again from the biLM).
+    model.save_pretrained(tmp_path / "tagger")
+    reloaded = ElmoForTokenClassification.from_pretrained(tmp_path / "tagger").eval()
+    for name, value in model.token_features.state_dict().items():
+        assert torch.equal(reloaded.token_features.state_dict()[name], value), name
+    layers_only = collator([{key: value for key, value in item.items() if key != "input_ids"} for item in precomputed])
+    with pytest.raises(ValueError, match="own word vectors need input_ids"):
+        model(**layers_only)
+    batch = collator(precomputed)
+    with pytest.raises(ValueError, match="input_ids must be"):
+        model(input_ids=batch["input_ids"][:, :-1], elmo_hidden_states=batch["elmo_hidden_states"],
+              attention_mask=batch["attention_mask"])
+    with pytest.raises(ValueError, match="precomputed biLM positions"):
+        collator([{"elmo_hidden_states": torch.zeros(3, 2, 32), "words": ["a", "b", "c"]}])
