@@ -282,6 +282,12 @@ class ElmoBiLstmLayer(nn.Module):
     def cell_dim(self) -> int:
         return self.projection_weight.shape[2]
 
+    def _weights_key(self) -> tuple:
+        """Changes whenever the per-step weights are updated in place or replaced: keys the kept copies."""
+        return tuple(
+            (w.data_ptr(), w._version, w.dtype, w.device) for w in (self.recurrent_weight, self.projection_weight)
+        )
+
     def single_column_weights(self) -> tuple[torch.Tensor, torch.Tensor]:
         """`recurrent_weight` and `projection_weight` for per-step products with one column (batch 1),
         as (2, in, out) contiguous copies viewed (2, out, in). A matrix-vector product streams a weight
@@ -291,13 +297,12 @@ class ElmoBiLstmLayer(nn.Module):
         weights = (self.recurrent_weight, self.projection_weight)
         if torch.is_grad_enabled() and any(w.requires_grad for w in weights):
             return weights
-        key = tuple((w.data_ptr(), w._version, w.dtype, w.device) for w in weights)
+        key = self._weights_key()
         if self._streaming_copies is None or self._streaming_copies[0] != key:
             self._streaming_copies = None  # free the old copies first
             copies = tuple(w.detach().transpose(1, 2).contiguous().transpose(1, 2) for w in weights)
             self._streaming_copies = (key, copies)
         return self._streaming_copies[1]
-
 
     def packed_weights(self, keep: bool = True, projection: bool = True) -> tuple[list[torch.Tensor], list[torch.Tensor] | None]:
         """`recurrent_weight` (and with `projection`, `projection_weight`) of each direction reordered into
@@ -306,7 +311,7 @@ class ElmoBiLstmLayer(nn.Module):
         weight in the order it computes instead of repacking panels at every call. With `keep` they are kept
         (not saved) until the weights change, at the memory cost of the weights packed; otherwise they are
         made for this call only. Returns (recurrent, projection or None), one tensor per direction."""
-        key = tuple((w.data_ptr(), w._version, w.dtype, w.device) for w in (self.recurrent_weight, self.projection_weight))
+        key = self._weights_key()
         cached = self._packed_copies[1] if self._packed_copies is not None and self._packed_copies[0] == key else {}
         if not cached:
             self._packed_copies = None  # free copies of older weights first
