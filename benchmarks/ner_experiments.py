@@ -5,7 +5,8 @@ Experiments (each writes ``benchmarks/results/<name>.json`` and prints its score
 * ``pd-elmo``     People's Daily 1998 word-level NER (nr/ns/nt -> PER/LOC/ORG, BIO over words), the fixed
                   seeded 80/10/10 sentence split that the language-model pretraining also respects (the biLM
                   never saw the test sentences). Pretrained biLM (default ``hf_elmo.DEFAULT_MODEL``) frozen,
-                  learned mix + BiLSTM + CRF head.
+                  learned mix + BiLSTM + CRF head; with ``--token-features`` the head also has its own
+                  trainable word vectors x_k and reads [x_k; ELMo_k] (the paper's way, section 3.3).
 * ``pd-scratch``  The same architecture and head with the biLM randomly initialised and trained only on
                   the NER training data (unfrozen). ELMo's claim: ``pd-elmo`` beats this by >= 2 F1.
 * ``msra``        MSRA (SIGHAN 2006) character-level NER, official split (50,658 train / 4,631 test chunks);
@@ -233,8 +234,10 @@ def write_ner_card_results(results_dir: Path, card_results: Path = CARD_RESULTS)
         "Command": f"`{run['command']}`",
         "Data": f"{data['train_sentences']:,} training / {data['dev_sentences']:,} dev / {data['test_sentences']:,} "
         f"test sentences ({data['test_words']:,} test words)",
-        "Head": f"learned mix of the {run['results']['model_config']['num_lstm_layers'] + 1} frozen biLM layers, "
-        f"BiLSTM({options['task_encoder_hidden_size']}) + CRF, dropout {options['dropout']}; "
+        "Head": f"learned mix of the {run['results']['model_config']['num_lstm_layers'] + 1} frozen biLM layers"
+        + (", concatenated with the head's own word vectors x_k (a trainable character CNN started from the biLM's "
+           "layer 0; the paper's [x_k; ELMo_k])" if options.get("task_token_features") else "")
+        + f", BiLSTM({options['task_encoder_hidden_size']}) + CRF, dropout {options['dropout']}; "
         f"{results['trainable_parameters']:,} trainable parameters",
         "Training": f"{options['epochs']:g} epochs, AdamW lr {options['learning_rate']:g}, batch {options['batch_size']}, "
         f"best epoch on dev F1; {results['train_seconds']:,.0f} s on {run['torch_threads']} CPU thread(s) "
@@ -247,10 +250,17 @@ def write_ner_card_results(results_dir: Path, card_results: Path = CARD_RESULTS)
     for elmo_name, scratch_name in pretrained_vs_scratch_pairs(names):
         elmo_run, scratch = (json.loads((results_dir / f"{n}.json").read_text(encoding="utf-8")) for n in (elmo_name, scratch_name))
         elmo_f1, scratch_f1 = elmo_run["results"]["test"]["f1"], scratch["results"]["test"]["f1"]
+        if bool(elmo_run["results"]["options"].get("task_token_features")) != bool(
+            scratch["results"]["options"].get("task_token_features")
+        ):
+            raise ValueError(f"{elmo_name} and {scratch_name} differ in the head (task_token_features): not a pair")
         details[f"Without pretraining: {scratch_name} ({scratch['results']['data']['train_sentences']:,} training sentences)"] = (
             f"the same architecture with the biLM randomly initialised and trained on the NER data only "
             f"(`{scratch['command']}`): test F1 {100 * scratch_f1:.2f}, against {100 * elmo_f1:.2f} for the frozen "
             f"pretrained biLM on the same data (`{elmo_run['command']}`): {100 * (elmo_f1 - scratch_f1):+.2f} F1"
+            + ("; in both runs the head also has its own trainable word vectors x_k"
+               if elmo_run["results"]["options"].get("task_token_features") else
+               "; in both runs the head reads only the ELMo mix (no word vectors of its own)")
             + (" (at this learning rate the biLM trained from scratch did not learn: it tags every word O)"
                if scratch["results"]["test"]["precision"] == 0 else "")
         )

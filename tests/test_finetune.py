@@ -142,6 +142,11 @@ def test_cli_train_writes_a_loadable_folder(trained, tmp_path, capsys):
     assert model.config.task_encoder == "linear" and not model.config.use_crf
     assert main(argv) == 2  # refuses to overwrite
     assert "already exists" in capsys.readouterr().err
+    assert not model.config.task_token_features
+    with_x = [str(tmp_path / "with-x") if arg == str(out) else arg for arg in argv] + ["--token-features"]
+    assert main(with_x) == 0
+    with_own_vectors = ElmoForTokenClassification.from_pretrained(tmp_path / "with-x")
+    assert with_own_vectors.config.task_token_features and with_own_vectors.token_features is not None
 
 
 # Bad input ------------------------------------------------------------------------------------
