@@ -81,21 +81,12 @@ class ElmoDataCollator:
                 raise ValueError("some examples have elmo_hidden_states and some do not")
             return self._collate_precomputed(examples)
         encoded = [self._example_ids(i, example) for i, example in enumerate(examples)]
-        widths = {ids.shape[1] for ids in encoded}
-        if len(widths) != 1:
-            raise ValueError(f"examples have different characters-per-word widths {sorted(widths)}")
-        width = widths.pop()
         full_lengths = [ids.shape[0] for ids in encoded]
-        if self.max_words is not None:
-            encoded = [ids[: self.max_words] for ids in encoded]
-        lengths = [ids.shape[0] for ids in encoded]
-        num_words = max(lengths)
-
-        input_ids = torch.zeros(len(examples), num_words, width, dtype=torch.long)
+        num_words = max(full_lengths) if self.max_words is None else min(max(full_lengths), self.max_words)
+        input_ids = self._pad_ids(encoded, num_words)
         attention_mask = torch.zeros(len(examples), num_words, dtype=torch.long)
-        for row, ids in enumerate(encoded):
-            input_ids[row, : ids.shape[0]] = ids
-            attention_mask[row, : ids.shape[0]] = 1
+        for row, length in enumerate(full_lengths):
+            attention_mask[row, : min(length, num_words)] = 1
         batch = {"input_ids": input_ids, "attention_mask": attention_mask}
 
         return self._with_labels(batch, examples, full_lengths, num_words)
@@ -131,8 +122,15 @@ class ElmoDataCollator:
         for row, (ids, length) in enumerate(zip(encoded, full_lengths)):
             if ids.shape[0] != length:
                 raise ValueError(f"example {row}: {ids.shape[0]} words but {length} precomputed biLM positions")
-        width = encoded[0].shape[1]
-        input_ids = torch.zeros(len(examples), num_words, width, dtype=torch.long)
+        return self._pad_ids(encoded, num_words)
+
+    @staticmethod
+    def _pad_ids(encoded: list[torch.Tensor], num_words: int) -> torch.Tensor:
+        """(words, width) character ids per example -> (batch, num_words, width), cut and zero-padded."""
+        widths = {ids.shape[1] for ids in encoded}
+        if len(widths) != 1:
+            raise ValueError(f"examples have different characters-per-word widths {sorted(widths)}")
+        input_ids = torch.zeros(len(encoded), num_words, widths.pop(), dtype=torch.long)
         for row, ids in enumerate(encoded):
             kept = ids[:num_words]
             input_ids[row, : kept.shape[0]] = kept

@@ -1512,7 +1512,8 @@ class _ElmoHeadMixin:
         if model.token_features is not None and any(
             key.startswith("token_features.") for key in loading_info["missing_keys"]
         ):
-            # A biLM checkpoint without a task head: the head's word vectors start as the biLM's layer 0.
+            # A biLM checkpoint without a task head: the head's word vectors start as the biLM's layer 0
+            # (not strict: the biLM's token-cache buffers, if any, have no counterpart in the head's copy).
             model.token_features.load_state_dict(model.elmo.char_encoder.state_dict(), strict=False)
         # Loading swaps in fresh parameters (requires_grad=True), so apply `freeze_elmo` again.
         model.set_elmo_frozen(model.config.freeze_elmo)
