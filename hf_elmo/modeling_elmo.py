@@ -424,8 +424,6 @@ def _add_product_(destination: torch.Tensor, weight: torch.Tensor, columns: torc
         for direction in range(2):
             # Into a contiguous vector first: the destination is a strided column of the gate buffer.
             destination[direction, :, 0] += torch.mv(weight[direction], columns[direction, :, 0])
-    elif destination.is_contiguous():
-        destination.baddbmm_(weight, columns)
     else:
         destination += torch.bmm(weight, columns)
 
@@ -454,7 +452,7 @@ def _lstm_recurrence(
 
     Every step works in place on preallocated buffers. With autograd the same forward runs inside
     `_LstmLayerFunction`, which keeps what backpropagation through time needs and computes the weight
-    gradients as one product over all steps; outputs are bit-identical with and without autograd.
+    gradients as one product over all steps.
     """
     tensors = (inputs, input_weight, bias, recurrent_weight, projection_weight, *state)
     if torch.is_grad_enabled() and any(t.requires_grad for t in tensors):
@@ -464,54 +462,90 @@ def _lstm_recurrence(
     return outputs, (_last_outputs(outputs, batch_sizes), cell)
 
 
+def _product_into(destination: torch.Tensor, weight: torch.Tensor, columns: torch.Tensor) -> None:
+    """``destination = weight @ columns`` per direction, (2, out, N) from (2, out, in) @ (2, in, N); one column
+    as in `_add_product_`."""
+    if columns.shape[-1] == 1:
+        for direction in range(2):
+            torch.mv(weight[direction], columns[direction, :, 0], out=destination[direction, :, 0])
+    else:
+        torch.bmm(weight, columns, out=destination)
+
+
 def _lstm_forward(
     inputs, input_weight, bias, recurrent_weight, projection_weight, h0, c0, batch_sizes, cell_clip, proj_clip, save,
 ):
-    """The in-place recurrence behind `_lstm_recurrence`; with `save`, also returns the gate activations,
-    the pre-clip cells and (with a projection clip) the pre-clip outputs of every step for the backward."""
+    """The in-place recurrence behind `_lstm_recurrence`; with `save`, also returns what the backward needs:
+    every step's gate activations (2, 4C, T * B), the (clipped) cells and their tanh (2, C, T * B), where the
+    cell clip passed the gradient (bool, 2, C, T * B) and, with a projection clip, pre-clip outputs (2, T, P, B).
+
+    Every step computes all B columns, also those of rows that have already ended: MKL runs these thin
+    products slower with fewer columns (measured: 10 columns took twice as long as 32), and element-wise
+    work on whole (2, features, B) blocks is one pass over rows of B contiguous values. The ended rows'
+    columns are then ignored: their outputs are set to zero, each row's final cell is taken at its own
+    last step, and the backward masks them out.
+
+    With `save` the input products of all steps are one matrix product into the kept gate buffer; without,
+    they are computed in chunks of steps (see `_input_chunk_steps`) to bound inference memory. The two
+    can round differently (by about 1e-7): both are tested against the reference loop.
+    """
     num_steps, batch = len(batch_sizes), h0.shape[-1]
     cell_dim, projection_dim = c0.shape[1], h0.shape[1]
-    chunk_steps = _input_chunk_steps(num_steps, cell_dim, batch)
-    outputs = inputs.new_zeros(2, num_steps, projection_dim, batch)
+    run_steps = sum(1 for active in batch_sizes if active)  # all-padding steps come last
+    chunk_steps = num_steps if save else _input_chunk_steps(num_steps, cell_dim, batch)
+    outputs = inputs.new_empty(2, num_steps, projection_dim, batch)
+    outputs[:, run_steps:] = 0
+    if save:  # written step by step; the all-padding steps at the end stay zero
+        cells_all = inputs.new_empty(2, cell_dim, num_steps * batch)
+        tanh_all = inputs.new_empty(2, cell_dim, num_steps * batch)
+        for kept in (cells_all, tanh_all):
+            kept[:, :, run_steps * batch :] = 0
+        inside_cell_clip = torch.ones_like(cells_all, dtype=torch.bool) if cell_clip else None
+        hidden_all = torch.zeros_like(outputs) if proj_clip else None
+    else:
+        cells_all = tanh_all = inside_cell_clip = hidden_all = None
     cell = c0.clone(memory_format=torch.contiguous_format)
-    gates_all = inputs.new_zeros(2, 4 * cell_dim, num_steps * batch) if save else None
-    cells_all = inputs.new_zeros(2, cell_dim, num_steps * batch) if save else None
-    hidden_all = inputs.new_zeros(2, num_steps, projection_dim, batch) if save and proj_clip else None
+    final_cell = torch.empty_like(cell)
     previous = h0
-    for t, active in enumerate(batch_sizes):
-        if active == 0:
-            break
+    for t in range(run_steps):
+        active = batch_sizes[t]
         if t % chunk_steps == 0:
-            # Input products (plus bias) of the next chunk of steps in one large matrix product. With
-            # `save` the steps then run in one buffer that keeps every step's activations (the same
-            # products either way, so outputs do not depend on whether autograd is on).
-            first, last = t * batch, min(num_steps, t + chunk_steps) * batch
-            chunk = torch.baddbmm(bias, input_weight, inputs[:, :, first:last])
-            if save:
-                gates_all[:, :, first:last] = chunk
-                chunk = gates_all[:, :, first:last]
-            chunk_start = first
-        column = t * batch - chunk_start
-        gates = chunk[:, :, column : column + active]
-        _add_product_(gates, recurrent_weight, previous[:, :, :active])
-        input_gate, forget_gate, cell_input, output_gate = gates.chunk(4, dim=1)
+            # Input products (plus bias) of the next chunk of steps in one large matrix product.
+            chunk = torch.baddbmm(bias, input_weight, inputs[:, :, t * batch : min(num_steps if save else run_steps, t + chunk_steps) * batch])
+            chunk_start = t
+        gates = chunk[:, :, (t - chunk_start) * batch : (t - chunk_start + 1) * batch]
+        _add_product_(gates, recurrent_weight, previous)
         torch.sigmoid_(gates[:, : 2 * cell_dim])
-        torch.tanh_(cell_input)
-        torch.sigmoid_(output_gate)
-        running_cell = cell[:, :, :active]
-        running_cell.mul_(forget_gate).addcmul_(input_gate, cell_input)
-        if save:
-            cells_all[:, :, t * batch : t * batch + active] = running_cell
+        torch.tanh_(gates[:, 2 * cell_dim : 3 * cell_dim])
+        torch.sigmoid_(gates[:, 3 * cell_dim :])
+        input_gate, forget_gate, cell_input, output_gate = gates.chunk(4, dim=1)
+        step = slice(t * batch, (t + 1) * batch)
+        cell.mul_(forget_gate).addcmul_(input_gate, cell_input)
         if cell_clip:
-            running_cell.clamp_(-cell_clip, cell_clip)
-        hidden = outputs[:, t, :, :active]
-        _add_product_(hidden, projection_weight, output_gate * torch.tanh(running_cell))  # zero buffer: the product
+            if save:
+                torch.le(cell.abs(), cell_clip, out=inside_cell_clip[:, :, step])
+            cell.clamp_(-cell_clip, cell_clip)
+        if save:
+            cells_all[:, :, step] = cell
+        following = batch_sizes[t + 1] if t + 1 < num_steps else 0
+        if following < active:  # rows following..active-1 end with this step
+            final_cell[:, :, following:active] = cell[:, :, following:active]
+        if save:
+            projected = torch.mul(torch.tanh(cell, out=tanh_all[:, :, step]), output_gate)
+        else:
+            projected = torch.tanh(cell).mul_(output_gate)
+        hidden = outputs[:, t]
+        _product_into(hidden, projection_weight, projected)
+        if active < batch:
+            hidden[:, :, active:] = 0
         if hidden_all is not None:
-            hidden_all[:, t, :, :active] = hidden
+            hidden_all[:, t] = hidden
         if proj_clip:
             hidden.clamp_(-proj_clip, proj_clip)
-        previous = outputs[:, t]
-    return outputs, cell, (gates_all, cells_all, hidden_all)
+        previous = hidden
+    if not save:
+        return outputs, final_cell, None
+    return outputs, final_cell, (chunk, cells_all, tanh_all, inside_cell_clip, hidden_all)
 
 
 @torch.no_grad()
@@ -596,57 +630,76 @@ class _LstmLayerFunction(torch.autograd.Function):
     @staticmethod
     def forward(ctx, inputs, input_weight, bias, recurrent_weight, projection_weight, h0, c0, batch_sizes,
                 cell_clip, proj_clip):
-        outputs, cell, (gates, cells, hidden) = _lstm_forward(
+        outputs, cell, (gates, cells, tanh_cells, inside_cell_clip, hidden) = _lstm_forward(
             inputs, input_weight, bias, recurrent_weight, projection_weight, h0, c0, batch_sizes,
             cell_clip, proj_clip, save=True,
         )
-        ctx.save_for_backward(inputs, input_weight, recurrent_weight, projection_weight, h0, c0, outputs, gates, cells, hidden)
+        ctx.save_for_backward(
+            inputs, input_weight, recurrent_weight, projection_weight, h0, c0, outputs, gates, cells, tanh_cells,
+            inside_cell_clip, hidden,
+        )
         ctx.settings = (batch_sizes, cell_clip, proj_clip)
         return outputs, cell
 
     @staticmethod
     @torch.autograd.function.once_differentiable
     def backward(ctx, grad_outputs, grad_cell):
-        inputs, input_weight, recurrent_weight, projection_weight, h0, c0, outputs, gates, cells, hidden = ctx.saved_tensors
+        (inputs, input_weight, recurrent_weight, projection_weight, h0, c0, outputs, gates, cells, tanh_cells,
+         inside_cell_clip, hidden) = ctx.saved_tensors
         batch_sizes, cell_clip, proj_clip = ctx.settings
         num_steps, batch = len(batch_sizes), h0.shape[-1]
         cell_dim, projection_dim = c0.shape[1], h0.shape[1]
+        run_steps = sum(1 for active in batch_sizes if active)
+        inside_proj_clip = hidden.abs() <= proj_clip if proj_clip else None
+        recurrent_t = recurrent_weight.transpose(1, 2).contiguous()
+        projection_t = projection_weight.transpose(1, 2).contiguous()
         grad_gates = gates.new_zeros(2, 4 * cell_dim, num_steps * batch)
         grad_hidden = gates.new_zeros(2, projection_dim, num_steps * batch)  # before the projection clip
         grad_h = h0.new_zeros(2, projection_dim, batch)  # recurrent part of d loss / d h_t
-        grad_c = grad_cell.contiguous().clone()  # d loss / d c_t, carried backwards
-        if cell_clip:
-            clipped_cells = cells.clamp(-cell_clip, cell_clip)
-        else:
-            clipped_cells = cells
-        for t in reversed(range(num_steps)):
+        # d loss / d c_t, carried backwards. A row's final-cell gradient joins at the row's last step; until
+        # then (rows that have ended) its columns stay exactly zero through the whole-block operations below,
+        # because their output gradients are zeroed.
+        grad_c = torch.zeros_like(grad_cell, memory_format=torch.contiguous_format)
+        d_projected = c0.new_empty(2, cell_dim, batch)
+        factor = c0.new_empty(2, cell_dim, batch)
+        for t in reversed(range(run_steps)):
             active = batch_sizes[t]
-            if active == 0:
-                continue
-            columns = slice(t * batch, t * batch + active)
-            d_hidden = grad_outputs[:, t, :, :active] + grad_h[:, :, :active]
-            if proj_clip:
-                d_hidden = d_hidden * _clip_mask(hidden[:, t, :, :active], proj_clip)
-            grad_hidden[:, :, columns] = d_hidden
-            d_projected = torch.bmm(projection_weight.transpose(1, 2), d_hidden)
-            input_gate, forget_gate, cell_input, output_gate = gates[:, :, columns].chunk(4, dim=1)
-            tanh_cell = torch.tanh(clipped_cells[:, :, columns])
-            d_cell = grad_c[:, :, :active] + d_projected * output_gate * (1 - tanh_cell * tanh_cell)
-            if cell_clip:
-                d_cell = d_cell * _clip_mask(cells[:, :, columns], cell_clip)
-            if t > 0:
-                previous_cell = clipped_cells[:, :, (t - 1) * batch : (t - 1) * batch + active]
-            else:
-                previous_cell = c0[:, :, :active]
-            d_gates = grad_gates[:, :, columns]
-            d_gates[:, :cell_dim] = d_cell * cell_input * input_gate * (1 - input_gate)
-            d_gates[:, cell_dim : 2 * cell_dim] = d_cell * previous_cell * forget_gate * (1 - forget_gate)
-            d_gates[:, 2 * cell_dim : 3 * cell_dim] = d_cell * input_gate * (1 - cell_input * cell_input)
-            d_gates[:, 3 * cell_dim :] = d_projected * tanh_cell * output_gate * (1 - output_gate)
-            grad_c[:, :, :active] = d_cell * forget_gate
-            grad_h[:, :, :active] = torch.bmm(recurrent_weight.transpose(1, 2), d_gates)
-            grad_h[:, :, active:] = 0
+            following = batch_sizes[t + 1] if t + 1 < num_steps else 0
+            if following < active:  # rows following..active-1 end with this step
+                grad_c[:, :, following:active] += grad_cell[:, :, following:active]
+            step = slice(t * batch, (t + 1) * batch)
+            d_hidden = grad_hidden[:, :, step]
+            torch.add(grad_outputs[:, t], grad_h, out=d_hidden)
+            if active < batch:
+                d_hidden[:, :, active:] = 0
+            if inside_proj_clip is not None:
+                d_hidden.mul_(inside_proj_clip[:, t])
+            _product_into(d_projected, projection_t, d_hidden)
+            step_gates = gates[:, :, step]
+            input_gate, forget_gate, cell_input, output_gate = step_gates.chunk(4, dim=1)
+            tanh_cell = tanh_cells[:, :, step]
+            # d cell += d projected * o * (1 - tanh(cell)^2), then through the cell clip
+            torch.mul(tanh_cell, tanh_cell, out=factor).neg_().add_(1).mul_(output_gate)
+            grad_c.addcmul_(d_projected, factor)
+            if inside_cell_clip is not None:
+                grad_c.mul_(inside_cell_clip[:, :, step])
+            # d gates = derivative of each activation (x (1 - x) for the sigmoids, 1 - x^2 for tanh) times
+            # d cell * g, d cell * previous cell, d cell * i and d projected * tanh(cell).
+            d_gates = grad_gates[:, :, step]
+            torch.mul(step_gates, step_gates, out=d_gates)
+            torch.sub(step_gates, d_gates, out=d_gates)
+            d_input, d_forget, d_cell_input, d_output = d_gates.chunk(4, dim=1)
+            d_cell_input.sub_(cell_input).add_(1)
+            previous_cell = cells[:, :, step.start - batch : step.start] if t else c0
+            d_input.mul_(cell_input)
+            d_forget.mul_(previous_cell)
+            d_cell_input.mul_(input_gate)
+            d_gates[:, : 3 * cell_dim].view(2, 3, cell_dim, batch).mul_(grad_c.unsqueeze(1))
+            d_output.mul_(tanh_cell).mul_(d_projected)
+            grad_c.mul_(forget_gate)
+            _product_into(grad_h, recurrent_t, d_gates)
         needs = ctx.needs_input_grad
+        # The weight and input gradients: one product over all steps each.
         grad_inputs = torch.bmm(input_weight.transpose(1, 2), grad_gates) if needs[0] else None
         grad_input_weight = torch.bmm(grad_gates, inputs.transpose(1, 2)) if needs[1] else None
         grad_bias = grad_gates.sum(dim=-1, keepdim=True) if needs[2] else None
@@ -658,7 +711,7 @@ class _LstmLayerFunction(torch.autograd.Function):
             grad_recurrent_weight = torch.bmm(grad_gates, previous_hidden.transpose(1, 2))
         grad_projection_weight = None
         if needs[4]:
-            projected = gates[:, 3 * cell_dim :] * torch.tanh(clipped_cells)
+            projected = gates[:, 3 * cell_dim :] * tanh_cells
             grad_projection_weight = torch.bmm(grad_hidden, projected.transpose(1, 2))
         return (grad_inputs, grad_input_weight, grad_bias, grad_recurrent_weight, grad_projection_weight,
                 grad_h if needs[5] else None, grad_c if needs[6] else None, None, None, None)

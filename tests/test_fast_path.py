@@ -124,7 +124,9 @@ def test_outputs_differ_when_a_clip_is_dropped():
 
 
 @pytest.mark.parametrize("chunked", [False, True])
-def test_grad_and_no_grad_give_identical_outputs(chunked, monkeypatch):
+def test_grad_and_no_grad_give_the_same_outputs(chunked, monkeypatch):
+    """Training keeps the input products of all steps in one buffer, inference computes them in chunks:
+    the two agree to float32 rounding."""
     if chunked:  # input products in chunks of two steps
         monkeypatch.setattr(modeling_elmo, "_GATE_BUFFER_ELEMENTS", 2 * 4 * 16 * 5 * 2)
     model = small_model()
@@ -135,8 +137,7 @@ def test_grad_and_no_grad_give_identical_outputs(chunked, monkeypatch):
         plain, (plain_h, plain_c) = run_bilstm(model, inputs, lengths, state, onednn=False)
     tracked, (h, c) = run_bilstm(model, inputs.requires_grad_(), lengths, state)
     assert tracked[0].requires_grad
-    for a, b in zip(plain + [plain_h, plain_c], tracked + [h, c]):
-        assert torch.equal(a, b.detach())
+    assert max_diff(plain + [plain_h, plain_c], [t.detach() for t in tracked + [h, c]]) <= 1e-6
 
 
 @pytest.mark.parametrize("skip", [True, False])
