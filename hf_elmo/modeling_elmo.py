@@ -416,18 +416,6 @@ def _input_chunk_steps(num_steps: int, cell_dim: int, batch: int) -> int:
     return max(1, min(num_steps, _GATE_BUFFER_ELEMENTS // (2 * 4 * cell_dim * batch)))
 
 
-def _add_product_(destination: torch.Tensor, weight: torch.Tensor, columns: torch.Tensor) -> None:
-    """``destination += weight @ columns`` per direction: (2, out, N) += (2, out, in) @ (2, in, N), in place.
-    With one column a matrix-vector product per direction: for weights streamed from memory (batch 1)
-    it ran about 2x faster than the batched product, which treats N = 1 as a general matrix product."""
-    if columns.shape[-1] == 1:
-        for direction in range(2):
-            # Into a contiguous vector first: the destination is a strided column of the gate buffer.
-            destination[direction, :, 0] += torch.mv(weight[direction], columns[direction, :, 0])
-    else:
-        destination += torch.bmm(weight, columns)
-
-
 def _lstm_recurrence(
     inputs: torch.Tensor,
     batch_sizes: list[int],
@@ -463,8 +451,9 @@ def _lstm_recurrence(
 
 
 def _product_into(destination: torch.Tensor, weight: torch.Tensor, columns: torch.Tensor) -> None:
-    """``destination = weight @ columns`` per direction, (2, out, N) from (2, out, in) @ (2, in, N); one column
-    as in `_add_product_`."""
+    """``destination = weight @ columns`` per direction: (2, out, N) = (2, out, in) @ (2, in, N).
+    With one column a matrix-vector product per direction: for weights streamed from memory (batch 1)
+    it ran about 2x faster than the batched product, which treats N = 1 as a general matrix product."""
     if columns.shape[-1] == 1:
         for direction in range(2):
             torch.mv(weight[direction], columns[direction, :, 0], out=destination[direction, :, 0])
@@ -481,7 +470,7 @@ def _lstm_forward(
 
     Every step computes all B columns, also those of rows that have already ended: MKL runs these thin
     products slower with fewer columns (measured: 10 columns took twice as long as 32), and element-wise
-    work on whole (2, features, B) blocks is one pass over rows of B contiguous values. The ended rows'
+    work on a whole contiguous (2, 4C, B) block is a few long passes instead of many short rows. The ended rows'
     columns are then ignored: their outputs are set to zero, each row's final cell is taken at its own
     last step, and the backward masks them out.
 
@@ -513,11 +502,17 @@ def _lstm_forward(
             # Input products (plus bias) of the next chunk of steps in one large matrix product.
             chunk = torch.baddbmm(bias, input_weight, inputs[:, :, t * batch : min(num_steps if save else run_steps, t + chunk_steps) * batch])
             chunk_start = t
-        gates = chunk[:, :, (t - chunk_start) * batch : (t - chunk_start + 1) * batch]
-        _add_product_(gates, recurrent_weight, previous)
+        kept_gates = chunk[:, :, (t - chunk_start) * batch : (t - chunk_start + 1) * batch]
+        # The step's gates in a contiguous block: element-wise kernels run one long pass over each gate's
+        # (C, B) values instead of C short rows of the chunk buffer (B values each).
+        gates = previous.new_empty(2, 4 * cell_dim, batch)
+        _product_into(gates, recurrent_weight, previous)
+        gates += kept_gates
         torch.sigmoid_(gates[:, : 2 * cell_dim])
         torch.tanh_(gates[:, 2 * cell_dim : 3 * cell_dim])
         torch.sigmoid_(gates[:, 3 * cell_dim :])
+        if save:
+            kept_gates.copy_(gates)
         input_gate, forget_gate, cell_input, output_gate = gates.chunk(4, dim=1)
         step = slice(t * batch, (t + 1) * batch)
         cell.mul_(forget_gate).addcmul_(input_gate, cell_input)
@@ -577,7 +572,7 @@ def _lstm_forward_onednn(
     h = state[0].clone(memory_format=torch.contiguous_format)
     c = state[1].clone(memory_format=torch.contiguous_format)
     # Input products run weight-first on feature-major columns, W (4C, I) @ x (I, steps * B): MKL's fastest
-    # orientation for a large product with the stored weight (see `_add_product_`).
+    # orientation for a large product with the stored weight (see `_product_into`).
     columns = layer_input.permute(0, 3, 1, 2).reshape(2, input_dim, num_steps * batch)
     gates = layer_input.new_empty(2, batch, 4 * cell_dim)
     for t, active in enumerate(batch_sizes):
