@@ -229,6 +229,28 @@ def test_character_encoder_chunks(monkeypatch):
     assert float((whole - chunked).abs().max()) <= 1e-6
 
 
+def test_repeated_tokens_are_encoded_once_with_the_same_vectors_and_gradients(monkeypatch):
+    model = small_model()
+    tokenizer = ElmoTokenizer()
+    words = ["ab", "cde", "ab", "<S>", "cde", "ab", "<S>"]
+    char_ids = torch.tensor([tokenizer.word_to_char_ids(w) for w in words])
+    encoder = model.char_encoder
+    with torch.no_grad():
+        expected = plain_character_encoder(encoder, char_ids)
+    counter = count_cnn_tokens(model, monkeypatch)
+    vectors = encoder(char_ids)
+    assert counter["tokens"] == 3  # three distinct tokens
+    assert float((vectors - expected).abs().max()) <= 1e-6
+    # Gradients reach the CNN from every occurrence, as if each had been encoded on its own.
+    weights = torch.randn(vectors.shape, generator=torch.Generator().manual_seed(3))
+    (vectors * weights).sum().backward()
+    got = [p.grad.clone() for p in encoder.parameters() if p.grad is not None]
+    encoder.zero_grad(set_to_none=True)
+    (plain_character_encoder(encoder, char_ids) * weights).sum().backward()
+    wanted = [p.grad for p in encoder.parameters() if p.grad is not None]
+    assert len(got) == len(wanted) and max_diff(got, wanted) <= 1e-5
+
+
 # Token-embedding cache --------------------------------------------------------------------------------
 
 
