@@ -128,16 +128,16 @@ def main(argv=None) -> int:
     print(f"biLSTM {args.layers} x (cell {args.cell_dim}, projection {args.projection_dim}, clip {args.clip or 'none'}), "
           f"batch {args.batch}, {words} words (5-{args.words} per sentence), {args.threads} threads, "
           f"median (best) of {args.repeats} runs")
-    print("| path | forward + backward ms | best ms | words/s | ours (fast) is |")
+    print("| path | forward + backward ms | best ms | words/s | fast path speed-up over it (medians) |")
     print("|---|---|---|---|---|")
     print(f"| ours, fast path (hand-written BPTT) | {fast_s * 1e3:.0f} | {min(times[True]) * 1e3:.0f} | "
           f"{words / fast_s:.0f} | |")
     print(f"| ours, autograd through the per-step loop | {loop_s * 1e3:.0f} | {min(times[False]) * 1e3:.0f} | "
-          f"{words / loop_s:.0f} | {loop_s / fast_s:.2f}x faster |")
+          f"{words / loop_s:.0f} | {loop_s / fast_s:.2f}x |")
     if allennlp is not None:
         reference_s = allennlp["median_s"]
         print(f"| AllenNLP ElmoLstm (per-step loop, autograd) | {reference_s * 1e3:.0f} | {allennlp['min_s'] * 1e3:.0f} | "
-              f"{words / reference_s:.0f} | {reference_s / fast_s:.2f}x faster |")
+              f"{words / reference_s:.0f} | {reference_s / fast_s:.2f}x |")
     print(f"gradients of our two paths (no dropout): max abs diff {grad_diff:.1e} (largest gradient {grad_scale:.1e})")
     if allennlp is not None:
         print(f"AllenNLP's layers on the same weights and inputs (zero state, no dropout): max abs diff {layer_diff:.1e}")

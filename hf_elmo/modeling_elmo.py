@@ -507,7 +507,8 @@ def _lstm_forward(
         active = batch_sizes[t]
         if t % chunk_steps == 0:
             # Input products (plus bias) of the next chunk of steps in one large matrix product.
-            chunk = torch.baddbmm(bias, input_weight, inputs[:, :, t * batch : min(num_steps if save else run_steps, t + chunk_steps) * batch])
+            last = min(num_steps if save else run_steps, t + chunk_steps)
+            chunk = torch.baddbmm(bias, input_weight, inputs[:, :, t * batch : last * batch])
             chunk_start = t
         kept_gates = chunk[:, :, (t - chunk_start) * batch : (t - chunk_start + 1) * batch]
         # The step's gates in a contiguous block: element-wise kernels run one long pass over each gate's
@@ -598,7 +599,8 @@ def _lstm_forward_onednn(
             if t == 0 and starts_from_zero:  # the recurrent product of a zero state is exactly zero
                 step_gates[direction] = input_part
             else:
-                torch.add(input_part, _onednn_linear(h[direction, :active], recurrent[direction]), out=step_gates[direction])
+                recurrent_part = _onednn_linear(h[direction, :active], recurrent[direction])
+                torch.add(input_part, recurrent_part, out=step_gates[direction])
         torch.sigmoid_(step_gates[..., : 2 * cell_dim])
         torch.tanh_(step_gates[..., 2 * cell_dim : 3 * cell_dim])
         torch.sigmoid_(step_gates[..., 3 * cell_dim :])
@@ -618,11 +620,6 @@ def _lstm_forward_onednn(
             hidden.clamp_(-proj_clip, proj_clip)
         h[:, :active] = hidden
     return outputs, (h, c)
-
-
-def _clip_mask(values: torch.Tensor, clip: float | None):
-    """Where `clamp(-clip, clip)` passes the gradient (as torch's own clamp backward: inclusive bounds)."""
-    return (values >= -clip) & (values <= clip)
 
 
 class _LstmLayerFunction(torch.autograd.Function):
