@@ -35,6 +35,18 @@ def peak_rss_mb() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
 
 
+def time_runs(run, warmup: int, repeats: int) -> list[float]:
+    """Seconds of each of `repeats` calls of `run()`, after `warmup` untimed ones."""
+    for _ in range(warmup):
+        run()
+    times = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        run()
+        times.append(time.perf_counter() - start)
+    return times
+
+
 def load_allennlp(spec):
     from allennlp.modules.elmo import Elmo, batch_to_ids
     from allennlp.nn.util import remove_sentence_boundaries
@@ -112,13 +124,7 @@ def main(spec_path: str, result_path: str) -> None:
             load_seconds, all_layers, run, extra = load_ours(spec)
         rss_after_load = peak_rss_mb()
         np.save(spec["first_batch"], all_layers())  # first batch from a fresh model (zero state)
-        for _ in range(spec["warmup"]):
-            run()
-        times = []
-        for _ in range(spec["repeats"]):
-            start = time.perf_counter()
-            run()
-            times.append(time.perf_counter() - start)
+        times = time_runs(run, spec["warmup"], spec["repeats"])
     result = {
         "load_s": load_seconds,
         "median_s": statistics.median(times),

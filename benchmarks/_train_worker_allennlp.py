@@ -6,7 +6,8 @@ the per-step Python loop of small matrix products (one `LstmCellWithProjection` 
 SPEC: {"weights": "weights.hdf5", "inputs": "inputs.npy", "lengths": "lengths.npy", "cell_dim", "projection_dim",
        "layers", "cell_clip", "proj_clip", "threads", "warmup", "repeats", "outputs": "first_outputs.npy"}
 
-Runs in the AllenNLP virtualenv, so it imports only numpy, torch and allennlp.
+Runs in the AllenNLP virtualenv, so it imports only numpy, torch, allennlp and `_bench_worker` beside it
+(which itself imports only numpy and torch at module level).
 """
 
 from __future__ import annotations
@@ -14,10 +15,11 @@ from __future__ import annotations
 import json
 import statistics
 import sys
-import time
 
 import numpy as np
 import torch
+
+from _bench_worker import time_runs  # beside this script: numpy and torch only at module level
 
 
 def main(spec_path: str, result_path: str) -> int:
@@ -48,13 +50,7 @@ def main(spec_path: str, result_path: str) -> int:
         layers = lstm(leaf, mask)
         sum(layer.square().mean() for layer in layers).backward()
 
-    for _ in range(spec["warmup"]):
-        step()
-    times = []
-    for _ in range(spec["repeats"]):
-        start = time.perf_counter()
-        step()
-        times.append(time.perf_counter() - start)
+    times = time_runs(step, spec["warmup"], spec["repeats"])
     with open(result_path, "w", encoding="utf-8") as handle:
         json.dump({"median_s": statistics.median(times), "min_s": min(times), "times": times}, handle)
     return 0
