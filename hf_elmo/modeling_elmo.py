@@ -471,6 +471,12 @@ def _product_into(destination: torch.Tensor, weight: torch.Tensor, columns: torc
         torch.bmm(weight, columns, out=destination)
 
 
+def _rows_ending_at(batch_sizes: list[int], t: int) -> slice:
+    """The (sorted) rows whose last step is step t: running at t, not at t + 1 (possibly none)."""
+    following = batch_sizes[t + 1] if t + 1 < len(batch_sizes) else 0
+    return slice(following, batch_sizes[t])
+
+
 def _lstm_forward(
     inputs, input_weight, bias, recurrent_weight, projection_weight, h0, c0, batch_sizes, cell_clip, proj_clip, save,
 ):
@@ -533,9 +539,8 @@ def _lstm_forward(
             cell.clamp_(-cell_clip, cell_clip)
         if save:
             cells_all[:, :, step] = cell
-        following = batch_sizes[t + 1] if t + 1 < num_steps else 0
-        if following < active:  # rows following..active-1 end with this step
-            final_cell[:, :, following:active] = cell[:, :, following:active]
+        ending = _rows_ending_at(batch_sizes, t)
+        final_cell[:, :, ending] = cell[:, :, ending]
         if save:
             projected = torch.mul(torch.tanh(cell, out=tanh_all[:, :, step]), output_gate)
         else:
@@ -681,9 +686,8 @@ class _LstmLayerFunction(torch.autograd.Function):
         factor = c0.new_empty(2, cell_dim, batch)
         for t in reversed(range(run_steps)):
             active = batch_sizes[t]
-            following = batch_sizes[t + 1] if t + 1 < num_steps else 0
-            if following < active:  # rows following..active-1 end with this step
-                grad_c[:, :, following:active] += grad_cell[:, :, following:active]
+            ending = _rows_ending_at(batch_sizes, t)
+            grad_c[:, :, ending] += grad_cell[:, :, ending]
             step = slice(t * batch, (t + 1) * batch)
             d_hidden = grad_hidden[:, :, step]
             torch.add(grad_outputs[:, t], grad_h, out=d_hidden)
