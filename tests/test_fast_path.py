@@ -91,18 +91,19 @@ def test_fast_equals_reference(skip, clip, with_state, batch_lengths, onednn, mo
 
 
 @pytest.mark.skipif(not modeling_elmo.onednn_available(), reason="this torch build has no oneDNN packed inner product")
-def test_inference_runs_onednn_packed_products_and_training_does_not(monkeypatch):
+@pytest.mark.parametrize("batch_lengths", [[5, 2, 4], [5]])  # packed weights; at batch 1 the single-column copies
+def test_inference_runs_onednn_packed_products_and_training_does_not(batch_lengths, monkeypatch):
     calls = []
     original = modeling_elmo._lstm_forward_onednn
     monkeypatch.setattr(modeling_elmo, "_lstm_forward_onednn", lambda *a, **k: calls.append(1) or original(*a, **k))
     model = small_model()
-    inputs, lengths = bilstm_inputs([5, 2, 4], steps=5)
+    inputs, lengths = bilstm_inputs(batch_lengths, steps=5)
     with torch.no_grad():
         run_bilstm(model, inputs, lengths)
     assert len(calls) == 2  # one per layer
     run_bilstm(model, inputs, lengths)  # autograd on: the fast path with its hand-written backward
     assert len(calls) == 2
-    # The packed copies follow the weights: after an update the outputs follow too.
+    # The kept copies follow the weights: after an update the outputs follow too.
     with torch.no_grad():
         before, _ = run_bilstm(model, inputs, lengths)
         model.bilstm.layers[0].recurrent_weight.mul_(0.5)
