@@ -585,7 +585,8 @@ def _lstm_forward_onednn(
     else:
         single_column = None
         recurrent, projection = layer.packed_weights(keep=keep_packed)
-    chunk_steps = _input_chunk_steps(num_steps, cell_dim, batch)
+    run_steps = sum(1 for active in batch_sizes if active)  # input products past them are never read
+    chunk_steps = _input_chunk_steps(run_steps, cell_dim, batch)
     outputs = layer_input.new_zeros(2, num_steps, batch, layer.projection_weight.shape[1])
     h = state[0].clone(memory_format=torch.contiguous_format)
     c = state[1].clone(memory_format=torch.contiguous_format)
@@ -600,7 +601,7 @@ def _lstm_forward_onednn(
         if active == 0:
             break
         if t % chunk_steps == 0:
-            last = min(num_steps, t + chunk_steps)
+            last = min(run_steps, t + chunk_steps)
             step_rows = rows[:, t * batch : last * batch]
             chunk = torch.baddbmm(bias.unsqueeze(1), step_rows, layer.input_weight.transpose(1, 2))
             chunk_start = t
@@ -785,6 +786,7 @@ class ElmoBiLstm(nn.Module):
         lengths: torch.Tensor,
         initial_state: tuple[torch.Tensor, torch.Tensor] | None = None,
         dropout: float = 0.0,
+        skip_final_step: bool = False,
     ) -> tuple[list[torch.Tensor], tuple[torch.Tensor, torch.Tensor]]:
         """
         Args:
@@ -792,6 +794,10 @@ class ElmoBiLstm(nn.Module):
             lengths: (B,) number of real positions per row (boundaries included), each >= 1.
             initial_state: optional (h (L, 2, B, P), c (L, 2, B, C)); zeros when omitted.
             dropout: dropout on each layer's output (pretraining only).
+            skip_final_step: do not run each row's last step in either direction: the forward LSTMs at
+                the row's last position (`</S>`), the backward ones at its first (`<S>`). Those outputs are
+                then zero and `final_state` is meaningless; callers that drop the boundary positions save
+                1/T of the work.
 
         Returns:
             `layers`: L tensors of shape (B, T, 2P), `[forward; backward]`, zero past each length;
@@ -825,7 +831,9 @@ class ElmoBiLstm(nn.Module):
             run = self._onednn_layers
         if self.layer_runner is not None:
             run = self.layer_runner
-        layer_outputs, (h, c) = run(inputs[order], batch_sizes, reverse_index, (h, c), dropout)
+        # Rows running at step t: those longer than t, or with `skip_final_step` longer than t + 1.
+        step_batch_sizes = batch_sizes[1:] + [0] if skip_final_step else batch_sizes
+        layer_outputs, (h, c) = run(inputs[order], step_batch_sizes, reverse_index, (h, c), dropout)
 
         inverse_order = torch.argsort(order)
         index = reverse_index.unsqueeze(-1).expand(steps, batch, config.projection_dim)
@@ -1270,7 +1278,9 @@ class ElmoModel(ElmoPreTrainedModel):
         self._validate_input_ids(input_ids)
         mask = self.word_mask(input_ids, attention_mask)
         tokens, lengths = self.token_representations(input_ids, mask, word_ids)
-        lstm_layers, final_state = self.bilstm(tokens, lengths, initial_state)
+        # Without boundaries or state, no caller sees the steps that read the opposite boundary.
+        skip_final_step = not (keep_sentence_boundaries or return_state)
+        lstm_layers, final_state = self.bilstm(tokens, lengths, initial_state, skip_final_step=skip_final_step)
         layers = [torch.cat([tokens, tokens], dim=-1)] + lstm_layers
 
         if keep_sentence_boundaries:

@@ -113,6 +113,39 @@ def test_inference_runs_onednn_packed_products_and_training_does_not(batch_lengt
     assert max_diff(after, reference) <= 1e-6
 
 
+@pytest.mark.parametrize("path", ["reference", "mkl", "onednn"])
+@pytest.mark.parametrize("batch_lengths", [[9, 3, 7, 2, 7], [6], [4, 4]])
+def test_skipping_the_final_step_changes_only_the_boundary_outputs(path, batch_lengths):
+    """`skip_final_step` drops each row's last step per direction: the forward outputs at the row's last
+    position and the backward ones at its first are zero, every other output is unchanged (to float32
+    rounding: the reference path's per-step products then have fewer rows, which MKL may sum differently)."""
+    model = small_model()
+    inputs, lengths = bilstm_inputs(batch_lengths, steps=max(batch_lengths) + 1)
+    fast, onednn = path != "reference", path == "onednn"
+    with torch.no_grad():
+        full, _ = run_bilstm(model, inputs, lengths, fast=fast, onednn=onednn)
+        skipped, _ = run_bilstm(model, inputs, lengths, fast=fast, onednn=onednn, skip_final_step=True)
+    rows = torch.arange(len(batch_lengths))
+    projection_dim = model.config.projection_dim
+    for full_layer, skipped_layer in zip(full, skipped):
+        expected = full_layer.clone()
+        expected[rows, lengths - 1, :projection_dim] = 0
+        expected[rows, 0, projection_dim:] = 0
+        assert float((skipped_layer - expected).abs().max()) <= 1e-6
+        assert not skipped_layer[rows, lengths - 1, :projection_dim].any()
+        assert not skipped_layer[rows, 0, projection_dim:].any()
+        assert full_layer[rows, lengths - 1, :projection_dim].abs().amax(-1).min() > 0  # what was dropped was not zero
+    # What ElmoModel returns without boundaries or state does not change.
+    char_ids = torch.randint(1, 200, (len(batch_lengths), max(batch_lengths), 50))
+    char_ids[torch.arange(max(batch_lengths)).unsqueeze(0) >= lengths.unsqueeze(1)] = 0
+    with torch.no_grad():
+        plain = model(char_ids).hidden_states
+        reference = model(char_ids, keep_sentence_boundaries=True).hidden_states
+    for layer, full_layer in zip(plain, reference):
+        mask = (torch.arange(layer.shape[1]).unsqueeze(0) < lengths.unsqueeze(1)).unsqueeze(-1)
+        assert float((layer - full_layer[:, 1:-1] * mask).abs().max()) <= 1e-6
+
+
 def test_outputs_differ_when_a_clip_is_dropped():
     """Guards the comparison above against passing vacuously: the fast path must really use the clips."""
     model = small_model()
