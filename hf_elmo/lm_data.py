@@ -104,7 +104,7 @@ class LineDataset(torch.utils.data.Dataset):
     def __init__(self, path: str | os.PathLike, max_words: int = 50):
         self.path = os.fspath(path)
         self.max_words = max_words
-        offsets, pieces = [], []
+        offsets, pieces, lengths = [], [], []
         with open(self.path, "rb") as handle:
             position = 0
             for number, raw in enumerate(handle, start=1):
@@ -117,11 +117,13 @@ class LineDataset(torch.utils.data.Dataset):
                 for piece in range((count + max_words - 1) // max_words):
                     offsets.append(position)
                     pieces.append(piece)
+                    lengths.append(min(max_words, count - piece * max_words))
                 position += len(raw)
         if not offsets:
             raise ValueError(f"{self.path}: the corpus is empty (no line has a word)")
         self.offsets = np.asarray(offsets, dtype=np.int64)
         self.pieces = np.asarray(pieces, dtype=np.int32)
+        self.lengths = np.asarray(lengths, dtype=np.int32)  # words per item, for length-grouped batches
         self._handle = None
 
     def __len__(self) -> int:
@@ -139,6 +141,16 @@ class LineDataset(torch.utils.data.Dataset):
         state = dict(self.__dict__)
         state["_handle"] = None
         return state
+
+
+def item_lengths(dataset: torch.utils.data.Dataset) -> list[int] | None:
+    """Words per item of a `LineDataset` or a `ConcatDataset` of them (None for other datasets)."""
+    if isinstance(dataset, LineDataset):
+        return dataset.lengths.tolist()
+    if isinstance(dataset, torch.utils.data.ConcatDataset):
+        parts = [item_lengths(part) for part in dataset.datasets]
+        return None if any(part is None for part in parts) else [length for part in parts for length in part]
+    return None
 
 
 class LanguageModelCollator:

@@ -22,7 +22,7 @@ from pathlib import Path
 import torch
 
 from .configuration_elmo import ElmoConfig
-from .lm_data import LanguageModelCollator, LineDataset, build_vocabulary, load_vocabulary, save_vocabulary
+from .lm_data import LanguageModelCollator, LineDataset, build_vocabulary, item_lengths, load_vocabulary, save_vocabulary
 from .modeling_elmo import ElmoForPreTraining
 from .tokenization_elmo import ElmoTokenizer
 
@@ -95,6 +95,11 @@ def build_parser() -> argparse.ArgumentParser:
     train.add_argument(
         "--time-budget-minutes", type=float, default=None,
         help="stop (with a checkpoint) once this much training time has passed in this run",
+    )
+    train.add_argument(
+        "--group-by-length", action=argparse.BooleanOptionalAction, default=True,
+        help="batch sentences of similar length together (random groups of 50 batches, each sorted by length): "
+        "the biLSTM runs as many steps as a batch's longest sentence, so mixed lengths waste most of its work",
     )
     train.add_argument("--no-progress", action="store_true", help="no progress bar")
     return parser
@@ -234,9 +239,38 @@ def _time_budget_callback(minutes: float):
 
 def _make_trainer_class():
     from transformers import Trainer
+    from transformers.trainer_pt_utils import LengthGroupedSampler
+
+    class EpochSeededLengthGroupedSampler(LengthGroupedSampler):
+        """Length-grouped order drawn from `seed` + epoch alone, so that a resumed run skips exactly the
+        batches the interrupted one had trained on (as the Trainer does for its own random sampler)."""
+
+        def __init__(self, batch_size: int, lengths: list[int], seed: int):
+            super().__init__(batch_size, lengths=lengths)
+            self.seed, self.epoch = seed, 0
+
+        def set_epoch(self, epoch: int) -> None:
+            self.epoch = epoch
+
+        def __iter__(self):
+            self.generator = torch.Generator().manual_seed(self.seed + self.epoch)
+            return super().__iter__()
 
     class LanguageModelTrainer(Trainer):
-        """Trainer whose evaluation reports the exact, token-weighted perplexity (bilm-tf's definition)."""
+        """Trainer whose evaluation reports the exact, token-weighted perplexity (bilm-tf's definition), and
+        which groups training sentences by length when `group_by_length` is set (the lengths come from the
+        corpus index, so nothing is read twice)."""
+
+        def __init__(self, *args, group_by_length: bool = False, **kwargs):
+            super().__init__(*args, **kwargs)
+            self.group_by_length = group_by_length
+
+        def _get_train_sampler(self, *args, **kwargs):
+            lengths = item_lengths(self.train_dataset) if self.group_by_length else None
+            if lengths is None:
+                return super()._get_train_sampler(*args, **kwargs)
+            batch = self.args.train_batch_size * self.args.gradient_accumulation_steps
+            return EpochSeededLengthGroupedSampler(batch, lengths, seed=self.args.data_seed or self.args.seed)
 
         def evaluate(self, eval_dataset=None, ignore_keys=None, metric_key_prefix="eval"):
             dataloader = self.get_eval_dataloader(eval_dataset)
@@ -325,6 +359,7 @@ def _run(args) -> int:
         ddp_find_unused_parameters=False,
     )
     trainer = _make_trainer_class()(
+        group_by_length=args.group_by_length,
         model=model,
         args=training_args,
         train_dataset=train_dataset,

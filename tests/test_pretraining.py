@@ -337,3 +337,36 @@ def test_corpus_command_segments_chinese_and_builds_the_vocabulary(tmp_path, cap
     assert cli_main(["corpus", "segment", "--input", str(raw), "--output", str(tmp_path / "d.txt")]) == 2
     assert "raw.txt:2: not valid UTF-8" in capsys.readouterr().err
     assert not (tmp_path / "d.txt").exists() and not (tmp_path / "d.txt.tmp").exists()
+
+
+def test_training_batches_group_sentences_of_similar_length(tmp_path):
+    """`--group-by-length` (the default): each batch holds sentences of similar length, every sentence once
+    per epoch, in an order fixed by seed and epoch (what resuming relies on) that changes between epochs."""
+    from transformers import TrainingArguments
+
+    from hf_elmo.pretrain import _make_trainer_class
+
+    generator = torch.Generator().manual_seed(0)
+    lengths = torch.randint(1, 41, (400,), generator=generator).tolist()
+    corpus = tmp_path / "corpus.txt"
+    corpus.write_text("".join(" ".join(["w"] * n) + "\n" for n in lengths), encoding="utf-8")
+    dataset = LineDataset(corpus, max_words=30)
+    assert dataset.lengths.tolist() == [piece for n in lengths for piece in ([n] if n <= 30 else [30, n - 30])]
+
+    def epoch_batches(group_by_length: bool, epoch: int) -> list[list[int]]:
+        args = TrainingArguments(output_dir=str(tmp_path / "run"), per_device_train_batch_size=8, seed=3,
+                                 use_cpu=True, report_to="none", remove_unused_columns=False)
+        trainer = _make_trainer_class()(model=torch.nn.Linear(1, 1), args=args, train_dataset=dataset,
+                                        data_collator=lambda items: items, group_by_length=group_by_length)
+        loader = trainer.get_train_dataloader()
+        loader.set_epoch(epoch)
+        return [[len(sentence) for sentence in batch] for batch in loader]
+
+    def mean_spread(batches):
+        return sum(max(batch) - min(batch) for batch in batches) / len(batches)
+
+    grouped, shuffled = epoch_batches(True, 0), epoch_batches(False, 0)
+    assert sorted(n for batch in grouped for n in batch) == sorted(dataset.lengths.tolist())
+    assert mean_spread(grouped) < 0.25 * mean_spread(shuffled)
+    assert epoch_batches(True, 0) == grouped
+    assert epoch_batches(True, 1) != grouped
