@@ -265,10 +265,11 @@ def _make_trainer_class():
             super().__init__(*args, **kwargs)
             self.group_by_length = group_by_length
 
-        def _get_train_sampler(self, *args, **kwargs):
-            lengths = item_lengths(self.train_dataset) if self.group_by_length else None
+        def _get_train_sampler(self, train_dataset=None):
+            dataset = train_dataset if train_dataset is not None else self.train_dataset
+            lengths = item_lengths(dataset) if self.group_by_length else None
             if lengths is None:
-                return super()._get_train_sampler(*args, **kwargs)
+                return super()._get_train_sampler(dataset)
             batch = self.args.train_batch_size * self.args.gradient_accumulation_steps
             return EpochSeededLengthGroupedSampler(batch, lengths, seed=self.args.data_seed or self.args.seed)
 
@@ -286,6 +287,7 @@ def _make_trainer_class():
 
 
 def main(argv: list[str] | None = None) -> int:
+    """The `hf-elmo pretrain` command. Under torchrun every rank ends its process here when done."""
     args = build_parser().parse_args(argv)
     try:
         code = _run(args)
