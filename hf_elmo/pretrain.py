@@ -71,7 +71,7 @@ def build_parser() -> argparse.ArgumentParser:
     train = parser.add_argument_group("training")
     train.add_argument("--output-dir", required=True)
     train.add_argument("--epochs", type=float, default=1.0)
-    train.add_argument("--max-steps", type=int, default=-1)
+    train.add_argument("--max-steps", type=int, default=-1, help="optimiser steps; when set (> 0) it overrides --epochs")
     train.add_argument("--batch-size", type=int, default=64, help="sentences per device")
     train.add_argument("--gradient-accumulation-steps", type=int, default=1)
     train.add_argument("--lr", type=float, default=2e-3)
