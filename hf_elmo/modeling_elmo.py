@@ -108,7 +108,11 @@ class ElmoCharacterEncoder(nn.Module):
     cache take their stored vector and skip the CNN; all other tokens are computed as usual.
     """
 
-    # Tokens are encoded in chunks of this many, which bounds the convolution buffers.
+    # Tokens go through the convolutions in chunks of `convolution_chunk_size` (the window products hold
+    # positions x filters values per token: 9 MB for 128 words at the standard size) and through the highway
+    # and projection in chunks of `chunk_size`. At 32 x 20 (597 distinct tokens, 2 threads) chunks of 256
+    # for both took ~45 ms in the window products and ~62 ms in the highway; 128 and 1024 take ~12 and ~50.
+    convolution_chunk_size = 128
     chunk_size = 256
 
     def __init__(self, config: ElmoConfig, with_token_cache: bool = True):
@@ -160,12 +164,17 @@ class ElmoCharacterEncoder(nn.Module):
             ]
             return torch.cat(pieces)
         char_ids = self._drop_constant_tail(char_ids)
-        chars = self.char_embedding(char_ids)  # (N, positions, d_char)
-        pooled = [self._convolve_and_pool(chars, conv) for conv in self.convolutions]
-        tokens = self.highway(self.activation(torch.cat(pooled, dim=-1)))
+        step = self.convolution_chunk_size
+        features = torch.cat([self._character_features(char_ids[i : i + step]) for i in range(0, len(char_ids), step)])
+        tokens = self.highway(self.activation(features))
         if self.word_embedding is not None:
             tokens = torch.cat([self.word_embedding(word_ids), tokens], dim=-1)
         return self.projection(tokens)
+
+    def _character_features(self, char_ids: torch.Tensor) -> torch.Tensor:
+        """(N, positions) char ids -> (N, num_filters): every filter's max over positions, before the activation."""
+        chars = self.char_embedding(char_ids)  # (N, positions, d_char)
+        return torch.cat([self._convolve_and_pool(chars, conv) for conv in self.convolutions], dim=-1)
 
     def _drop_constant_tail(self, char_ids: torch.Tensor) -> torch.Tensor:
         """Cut the trailing columns in which every row just repeats its own last character id.
@@ -562,6 +571,14 @@ def _lstm_forward(
 _ONEDNN_GATE_BUFFER_ELEMENTS = 1 << 23
 
 
+def _onednn_chunk_rows(batch_sizes: list[int], cell_dim: int) -> int:
+    """Rows (per direction) of the largest chunk of input products `_lstm_forward_onednn` computes at once."""
+    batch = max(batch_sizes, default=0)
+    run_steps = sum(1 for active in batch_sizes if active)
+    chunk_steps = max(1, min(run_steps, _ONEDNN_GATE_BUFFER_ELEMENTS // (2 * 4 * cell_dim * max(batch, 1))))
+    return min(chunk_steps * batch, sum(batch_sizes))
+
+
 @torch.no_grad()
 def _lstm_forward_onednn(
     layer_input: torch.Tensor,
@@ -572,6 +589,7 @@ def _lstm_forward_onednn(
     cell_clip: float | None,
     proj_clip: float | None,
     keep_packed: bool = True,
+    gate_buffer: torch.Tensor | None = None,
 ) -> tuple[torch.Tensor, tuple[torch.Tensor, torch.Tensor]]:
     """Inference recurrence of one layer (both directions) with oneDNN's packed per-step products.
 
@@ -579,7 +597,9 @@ def _lstm_forward_onednn(
     at step t are the first `batch_sizes[t]`), `bias` (2, 4C) with the forget-gate offset, `state` h (2, B, P)
     and c (2, B, C). Returns outputs (2, T, B, P), exactly zero past each row's length, and the final
     (h, c) of every row after its own last step. Same numbers as `_lstm_recurrence_reference` up to
-    float32 rounding (the products sum in another order).
+    float32 rounding (the products sum in another order). `gate_buffer`, if given, is a 1-D tensor of at least
+    2 * 4C * `_onednn_chunk_rows(batch_sizes, C)` elements that the input products are written into
+    (otherwise one is allocated for the call).
     """
     num_steps, batch, input_dim = layer_input.shape[1], layer_input.shape[2], layer_input.shape[3]
     cell_dim = layer.cell_dim
@@ -593,7 +613,6 @@ def _lstm_forward_onednn(
         single_column = None
         recurrent, projection = layer.packed_weights(keep=keep_packed)
     run_steps = sum(1 for active in batch_sizes if active)  # input products past them are never read
-    chunk_steps = max(1, min(run_steps, _ONEDNN_GATE_BUFFER_ELEMENTS // (2 * 4 * cell_dim * batch)))
     outputs = layer_input.new_zeros(2, num_steps, batch, layer.projection_weight.shape[1])
     h = state[0].clone(memory_format=torch.contiguous_format)
     c = state[1].clone(memory_format=torch.contiguous_format)
@@ -611,8 +630,9 @@ def _lstm_forward_onednn(
     first_rows = [0]  # where each step's rows start in `packed_rows`
     for active in batch_sizes[:run_steps]:
         first_rows.append(first_rows[-1] + active)
-    chunk_rows = min(chunk_steps * batch, first_rows[-1])  # as many rows as the chunk's steps would unpacked
-    chunk_buffer = layer_input.new_empty(2 * chunk_rows * 4 * cell_dim)
+    chunk_rows = _onednn_chunk_rows(batch_sizes, cell_dim)  # as many rows as the chunk's steps would unpacked
+    if gate_buffer is None:
+        gate_buffer = layer_input.new_empty(2 * chunk_rows * 4 * cell_dim)
     gates = layer_input.new_empty(2, batch, 4 * cell_dim)
     chunk_end = 0  # first step past the current chunk
     for t, active in enumerate(batch_sizes):
@@ -623,7 +643,7 @@ def _lstm_forward_onednn(
             while chunk_end < run_steps and first_rows[chunk_end + 1] - first_rows[t] <= chunk_rows:
                 chunk_end += 1
             step_rows = packed_rows[:, first_rows[t] : first_rows[chunk_end]]
-            chunk = chunk_buffer[: 2 * step_rows.shape[1] * 4 * cell_dim].view(2, step_rows.shape[1], 4 * cell_dim)
+            chunk = gate_buffer[: 2 * step_rows.shape[1] * 4 * cell_dim].view(2, step_rows.shape[1], 4 * cell_dim)
             torch.baddbmm(bias.unsqueeze(1), step_rows, layer.input_weight.transpose(1, 2), out=chunk)
             chunk_start = first_rows[t]
         first_row = first_rows[t] - chunk_start
@@ -782,9 +802,11 @@ class ElmoBiLstm(nn.Module):
         # Inference (no autograd) on CPU in float32 runs the per-step products with oneDNN's packed weights
         # where this torch build has them; False keeps the fast path's MKL products.
         self.use_onednn = True
-        # Keep the packed weights between calls (fastest; they take as much memory as the recurrent and
-        # projection weights) or pack each layer's for the call only (less memory, slower).
+        # Keep the packed weights and the input-product buffer between calls (fastest; they take as much
+        # memory as the recurrent and projection weights, plus at most 32 MB) or make them for the call only
+        # (less memory, slower).
         self.keep_packed_weights = True
+        self._kept_gate_buffer = None  # see `_onednn_gate_buffer`
         # An alternative implementation of the layers with `_fast_layers`' contract (e.g. the int8 one
         # of the quantization module beside this package); None runs the built-in paths.
         self.layer_runner = None
@@ -892,14 +914,31 @@ class ElmoBiLstm(nn.Module):
     def _onednn_layers(self, inputs, batch_sizes, reverse_index, state, dropout):
         """Inference layers with oneDNN's packed products; same contract as `_reference_layers`."""
         config = self.config
+        gate_buffer = self._onednn_gate_buffer(
+            2 * 4 * config.lstm_cell_dim * _onednn_chunk_rows(batch_sizes, config.lstm_cell_dim), inputs
+        )
 
         def run_layer(layer, layer_input, bias, layer_state):
             return _lstm_forward_onednn(
                 layer_input, batch_sizes, layer, bias, layer_state, config.cell_clip, config.proj_clip,
-                keep_packed=self.keep_packed_weights,
+                keep_packed=self.keep_packed_weights, gate_buffer=gate_buffer,
             )
 
         return self._batch_major_layers(inputs, reverse_index, state, dropout, run_layer)
+
+    def _onednn_gate_buffer(self, size: int, like: torch.Tensor) -> torch.Tensor:
+        """The buffer the input products of the oneDNN path go into, shared by the layers of a call and, with
+        `keep_packed_weights`, kept for the next call (at most 32 MB). A fresh buffer of that size comes from
+        the OS zeroed page by page on first touch: at 32 x 20 (standard size) that cost ~10 ms per chunk,
+        ~40 ms of a ~600 ms batch; reused, the chunk's bias copy takes 2 ms."""
+        kept = self._kept_gate_buffer
+        if kept is not None and kept.numel() >= size and kept.dtype == like.dtype and kept.device == like.device:
+            return kept
+        self._kept_gate_buffer = None  # free the smaller one first
+        buffer = like.new_empty(size)
+        if self.keep_packed_weights:
+            self._kept_gate_buffer = buffer
+        return buffer
 
     def _batch_major_layers(self, inputs, reverse_index, state, dropout, run_layer):
         """The layer stack on batch-major (2, T, B, P) tensors around `run_layer(layer, layer_input, bias, (h, c))`,

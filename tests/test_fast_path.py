@@ -261,7 +261,10 @@ def test_character_encoder_chunks(monkeypatch):
         whole = model.char_encoder(char_ids)
         monkeypatch.setattr(type(model.char_encoder), "chunk_size", 2)
         chunked = model.char_encoder(char_ids)
+        monkeypatch.setattr(type(model.char_encoder), "convolution_chunk_size", 3)
+        chunked_convolutions = model.char_encoder(char_ids)
     assert float((whole - chunked).abs().max()) <= 1e-6
+    assert float((whole - chunked_convolutions).abs().max()) <= 1e-6
 
 
 def test_repeated_tokens_are_encoded_once_with_the_same_vectors_and_gradients(monkeypatch):
