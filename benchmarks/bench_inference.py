@@ -225,6 +225,9 @@ def main(argv=None) -> int:
         print(ceiling_gflops(args.threads))
         return 0
     sys.path.insert(0, str(REPO))
+    for report_path in (args.markdown, args.json):  # fail now, not after minutes of timing
+        if report_path:
+            Path(report_path).parent.mkdir(parents=True, exist_ok=True)
     if not args.ours_only:
         python = args.allennlp_python
         if not python or not (os.path.isfile(python) and os.access(python, os.X_OK)):
