@@ -271,6 +271,8 @@ class ElmoConfig(PretrainedConfig):
             problems.append("num_output_representations must be >= 0")
         if self.lm_softmax not in ("full", "sampled"):
             problems.append(f"lm_softmax must be 'full' or 'sampled', got {self.lm_softmax!r}")
+        if self.lm_softmax == "sampled" and self.lm_num_sampled < 1:
+            problems.append(f"lm_num_sampled must be >= 1 for the sampled softmax, got {self.lm_num_sampled}")
         if self.lm_vocab and list(self.lm_vocab[:3]) != ["<S>", "</S>", "<UNK>"]:
             problems.append("lm_vocab must start with '<S>', '</S>', '<UNK>'")
         if self.task_encoder not in ("linear", "bilstm"):

@@ -289,11 +289,19 @@ def _make_trainer_class():
 def main(argv: list[str] | None = None) -> int:
     """The `hf-elmo pretrain` command. Under torchrun every rank ends its process here when done."""
     args = build_parser().parse_args(argv)
+    from transformers.utils import logging as transformers_logging
+
+    bars_were_on = transformers_logging.is_progress_bar_enabled()
+    if args.no_progress:  # also the bars transformers shows outside the Trainer (loading weights)
+        transformers_logging.disable_progress_bar()
     try:
         code = _run(args)
     except (ValueError, FileNotFoundError) as error:
         print(f"error: {error}", file=sys.stderr)
         return 2
+    finally:
+        if bars_were_on:
+            transformers_logging.enable_progress_bar()
     if torch.distributed.is_available() and torch.distributed.is_initialized():
         _exit_data_parallel_rank(code)
     return code
@@ -327,6 +335,12 @@ def _run(args) -> int:
     else:
         vocabulary = build_vocabulary(args.train_file, min_count=args.min_count, max_size=args.max_vocab)
     config = _config_from_args(args, vocabulary)
+    if args.softmax == "sampled" and args.num_sampled >= len(vocabulary):
+        print(
+            f"note: --num-sampled {args.num_sampled} is not below the vocabulary size ({len(vocabulary)} words), "
+            "so the sampled softmax costs more than the exact one; --softmax full is cheaper",
+            file=sys.stderr,
+        )
 
     train_parts = [LineDataset(path, max_words=args.max_words) for path in args.train_file]
     train_dataset = train_parts[0] if len(train_parts) == 1 else torch.utils.data.ConcatDataset(train_parts)

@@ -139,6 +139,8 @@ def test_direct_construction_is_validated():
         ElmoConfig(char_vocab_size=100)
     with pytest.raises(ValueError, match="lm_softmax"):
         ElmoConfig(lm_softmax="hierarchical")
+    with pytest.raises(ValueError, match="lm_num_sampled must be >= 1"):
+        ElmoConfig(lm_softmax="sampled", lm_num_sampled=0)
     with pytest.raises(ValueError, match="char_cnn_filters is empty"):
         ElmoConfig(char_cnn_filters=[])
 

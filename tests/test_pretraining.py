@@ -249,6 +249,22 @@ def test_init_from_an_encoder_only_folder_loads_the_encoder_and_starts_a_fresh_s
     assert summary["initialized_weights"] == "encoder (softmax starts fresh)"
 
 
+def test_no_progress_silences_every_bar_and_an_oversized_sample_is_pointed_out(tmp_path, capsys):
+    from transformers.utils import logging as transformers_logging
+
+    common = ["--train-file", str(TRAIN / "data.txt"), "--vocab", str(TRAIN / "vocab.txt"), "--batch-size", "2"]
+    assert pretrain_main(common + ["--output-dir", str(tmp_path / "a"), "--max-steps", "1", *TINY_ARGS]) == 0
+    capsys.readouterr()
+    vocabulary_size = len(load_vocabulary(TRAIN / "vocab.txt"))
+    sampled = ["--softmax", "sampled", "--num-sampled", str(vocabulary_size + 5), "--max-steps", "1"]
+    code = pretrain_main(common + ["--output-dir", str(tmp_path / "b"), "--init-from", str(tmp_path / "a"), *sampled, *TINY_ARGS])
+    assert code == 0
+    err = capsys.readouterr().err
+    assert f"--num-sampled {vocabulary_size + 5} is not below the vocabulary size ({vocabulary_size} words)" in err
+    assert "Loading weights" not in err and "it/s]" not in err
+    assert transformers_logging.is_progress_bar_enabled()  # the command leaves the caller's setting as it was
+
+
 def test_init_from_a_folder_without_weights_or_config_is_refused(tmp_path, capsys):
     common = ["--train-file", str(TRAIN / "data.txt"), "--vocab", str(TRAIN / "vocab.txt"), "--batch-size", "2",
               "--output-dir", str(tmp_path / "o"), "--max-steps", "1"]
