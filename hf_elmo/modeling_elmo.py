@@ -108,10 +108,12 @@ class ElmoCharacterEncoder(nn.Module):
     cache take their stored vector and skip the CNN; all other tokens are computed as usual.
     """
 
-    # Tokens go through the convolutions in chunks of `convolution_chunk_size` (the window products hold
-    # positions x filters values per token: 9 MB for 128 words at the standard size) and through the highway
-    # and projection in chunks of `chunk_size`. At 32 x 20 (597 distinct tokens, 2 threads) chunks of 256
-    # for both took ~45 ms in the window products and ~62 ms in the highway; 128 and 1024 take ~12 and ~50.
+    # Tokens go through the convolutions in chunks of `convolution_chunk_size` and through the highway and
+    # projection in chunks of `chunk_size`. The window products hold positions x filters values per token:
+    # at the standard size 256 tokens made an 18 MB result per filter width, which took 8-15 ms per product
+    # inside a 32 x 20 forward pass (fresh memory, 2 threads) against 1.5 ms in isolation; 128 tokens take
+    # 1-2 ms. Highway over all ~600 distinct tokens at once was no faster than chunks of 256 and raised
+    # peak RSS by 25-30 MB.
     convolution_chunk_size = 128
     chunk_size = 256
 
@@ -806,7 +808,7 @@ class ElmoBiLstm(nn.Module):
         # memory as the recurrent and projection weights, plus at most 32 MB) or make them for the call only
         # (less memory, slower).
         self.keep_packed_weights = True
-        self._kept_gate_buffer = None  # see `_onednn_gate_buffer`
+        self._kept_gate_buffer = None  # see `_take_gate_buffer`
         # An alternative implementation of the layers with `_fast_layers`' contract (e.g. the int8 one
         # of the quantization module beside this package); None runs the built-in paths.
         self.layer_runner = None
@@ -914,9 +916,8 @@ class ElmoBiLstm(nn.Module):
     def _onednn_layers(self, inputs, batch_sizes, reverse_index, state, dropout):
         """Inference layers with oneDNN's packed products; same contract as `_reference_layers`."""
         config = self.config
-        gate_buffer = self._onednn_gate_buffer(
-            2 * 4 * config.lstm_cell_dim * _onednn_chunk_rows(batch_sizes, config.lstm_cell_dim), inputs
-        )
+        size = 2 * 4 * config.lstm_cell_dim * _onednn_chunk_rows(batch_sizes, config.lstm_cell_dim)
+        gate_buffer = self._take_gate_buffer(size, inputs)
 
         def run_layer(layer, layer_input, bias, layer_state):
             return _lstm_forward_onednn(
@@ -924,21 +925,24 @@ class ElmoBiLstm(nn.Module):
                 keep_packed=self.keep_packed_weights, gate_buffer=gate_buffer,
             )
 
-        return self._batch_major_layers(inputs, reverse_index, state, dropout, run_layer)
+        try:
+            return self._batch_major_layers(inputs, reverse_index, state, dropout, run_layer)
+        finally:
+            if self.keep_packed_weights:
+                self._kept_gate_buffer = gate_buffer
 
-    def _onednn_gate_buffer(self, size: int, like: torch.Tensor) -> torch.Tensor:
-        """The buffer the input products of the oneDNN path go into, shared by the layers of a call and, with
-        `keep_packed_weights`, kept for the next call (at most 32 MB). A fresh buffer of that size comes from
-        the OS zeroed page by page on first touch: at 32 x 20 (standard size) that cost ~10 ms per chunk,
-        ~40 ms of a ~600 ms batch; reused, the chunk's bias copy takes 2 ms."""
-        kept = self._kept_gate_buffer
+    def _take_gate_buffer(self, size: int, like: torch.Tensor) -> torch.Tensor:
+        """The buffer the oneDNN path's input products go into: shared by the layers of a call and, with
+        `keep_packed_weights`, kept for the next call (at most 32 MB). A fresh buffer that size comes from the
+        OS and is zeroed page by page when first written: at 32 x 20 (standard size) ~10 ms per chunk, ~40 ms
+        of a ~600 ms batch; reused, the chunk's bias copy takes 2 ms. The kept buffer is taken out of the module
+        while a call uses it (one atomic dict operation), so a call running at the same time on another thread
+        makes its own instead of writing into the same memory."""
+        kept = self.__dict__.pop("_kept_gate_buffer", None)
         if kept is not None and kept.numel() >= size and kept.dtype == like.dtype and kept.device == like.device:
             return kept
-        self._kept_gate_buffer = None  # free the smaller one first
-        buffer = like.new_empty(size)
-        if self.keep_packed_weights:
-            self._kept_gate_buffer = buffer
-        return buffer
+        del kept  # free a smaller one first
+        return like.new_empty(size)
 
     def _batch_major_layers(self, inputs, reverse_index, state, dropout, run_layer):
         """The layer stack on batch-major (2, T, B, P) tensors around `run_layer(layer, layer_input, bias, (h, c))`,

@@ -385,3 +385,30 @@ def test_int8_mode_is_close_and_reversible():
     drift = max_diff(quantized[1:], expected[1:])
     assert 0 < drift < 0.1 * max(float(layer.abs().max()) for layer in expected)
     assert not quantized[-1][1, 2:].any()  # padding stays zero
+
+
+def test_concurrent_calls_from_two_threads_give_each_its_own_numbers():
+    """Inference keeps scratch memory between calls; two threads sharing one model must not share it."""
+    import threading
+
+    model = small_model(clip=False)
+    model.config.cell_clip = model.config.proj_clip = None
+    cases = [bilstm_inputs([30, 12, 25, 30], steps=30, seed=seed) for seed in (3, 4)]
+    with torch.no_grad():
+        expected = [run_bilstm(model, inputs, lengths)[0] for inputs, lengths in cases]
+    mismatches = []
+
+    def work(index):
+        inputs, lengths = cases[index]
+        with torch.no_grad():
+            for _ in range(60):
+                layers, _ = model.bilstm(inputs, lengths)
+                if max_diff(layers, expected[index]) > 1e-6:
+                    mismatches.append(index)
+
+    threads = [threading.Thread(target=work, args=(index,)) for index in (0, 1)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert not mismatches
