@@ -16,7 +16,6 @@ embeds its own share of the lines and the first process merges them into one fil
 from __future__ import annotations
 
 import argparse
-import contextlib
 import heapq
 import importlib
 import json
@@ -25,6 +24,8 @@ import sys
 import tempfile
 from collections.abc import Iterator, Sequence
 from pathlib import Path
+
+from .file_io import atomic_file, check_output_path
 
 # Sub-commands that live in other modules and parse their own arguments.
 _DELEGATED = {
@@ -94,30 +95,6 @@ def split_lines(lines: Sequence[str], split: str, tokenizer) -> list[list[str]]:
 
 
 # Output --------------------------------------------------------------------------------------
-
-
-def refuse_existing(path: str, overwrite: bool) -> None:
-    if os.path.exists(path) and not overwrite:
-        raise CliError(f"{path} already exists (pass --overwrite to replace it)")
-    parent = os.path.dirname(os.path.abspath(path))
-    if not os.path.isdir(parent):
-        raise CliError(f"output folder does not exist: {parent}")
-
-
-@contextlib.contextmanager
-def atomic_file(path: str, overwrite: bool) -> Iterator[str]:
-    """A temporary path beside `path`, renamed onto it only when the block finishes without error."""
-    target = os.path.abspath(path)
-    handle, temporary = tempfile.mkstemp(prefix=f".{os.path.basename(target)}.", suffix=".tmp", dir=os.path.dirname(target))
-    os.close(handle)
-    try:
-        yield temporary
-        if os.path.exists(target) and not overwrite:
-            raise CliError(f"{path} appeared while embedding; not replacing it (pass --overwrite)")
-        os.replace(temporary, target)
-    finally:
-        if os.path.exists(temporary):
-            os.unlink(temporary)
 
 
 class Hdf5Writer:
@@ -264,7 +241,9 @@ def _embed_chunks(embedder, word_lists, chunks, layers, output_format, progress)
 def command_embed(args) -> int:
     output_format = args.format or ("npy" if args.output.lower().endswith(".npy") else "hdf5")
     layers = args.layers or ("average" if output_format == "npy" else "all")
-    refuse_existing(args.output, args.overwrite)
+    if args.output == "-":
+        raise CliError("embeddings are written to a file, not to standard output: give a file name")
+    check_output_path(args.output, args.overwrite)
     lines = read_lines(args.input, args.blank_lines)
     distributed = Distributed()
     try:

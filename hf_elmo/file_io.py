@@ -1,0 +1,66 @@
+"""Output files that appear whole or not at all.
+
+Every command writes to a uniquely named temporary file beside the target and renames it onto the target
+only when the content is complete, so an interrupted or failed run leaves neither a half-written file nor a
+stray temporary behind, and never touches another file that happens to share a predictable name.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import tempfile
+from collections.abc import Iterator
+
+
+def check_output_path(path: str | os.PathLike, overwrite: bool, flag: str = "--overwrite") -> None:
+    """Raise ValueError, before any work is done, if `path` cannot take a new output file."""
+    path = os.fspath(path)
+    if os.path.isdir(path):
+        raise ValueError(f"{path} is a folder; give a file name to write to")
+    if os.path.exists(path) and not overwrite:
+        raise ValueError(f"{path} already exists (pass {flag} to replace it)")
+    parent = os.path.dirname(os.path.abspath(path))
+    if not os.path.isdir(parent):
+        raise ValueError(f"output folder does not exist: {parent}")
+
+
+def _current_umask() -> int:
+    try:  # Linux: read it without changing it (setting it, even briefly, affects every thread)
+        with open("/proc/self/status", encoding="ascii") as status:
+            for line in status:
+                if line.startswith("Umask:"):
+                    return int(line.split()[1], 8)
+    except OSError:
+        pass
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
+@contextlib.contextmanager
+def atomic_file(path: str | os.PathLike, overwrite: bool = True) -> Iterator[str]:
+    """A fresh temporary path beside `path`, renamed onto it only when the block finishes without error.
+
+    The file gets the permissions a plain `open(path, "w")` would give (mkstemp alone makes it 0600).
+    """
+    target = os.path.abspath(os.fspath(path))
+    check_output_path(target, overwrite=True)  # a folder or a missing parent fails before any work
+    handle, temporary = tempfile.mkstemp(prefix=f".{os.path.basename(target)}.", suffix=".tmp", dir=os.path.dirname(target))
+    os.close(handle)
+    os.chmod(temporary, 0o666 & ~_current_umask())
+    try:
+        yield temporary
+        if os.path.exists(target) and not overwrite:
+            raise ValueError(f"{os.fspath(path)} appeared while writing it; not replacing it (pass --overwrite)")
+        os.replace(temporary, target)
+    finally:
+        if os.path.exists(temporary):
+            os.unlink(temporary)
+
+
+def atomic_write_text(path: str | os.PathLike, text: str) -> None:
+    """Write `text` (UTF-8) to `path` atomically."""
+    with atomic_file(path) as temporary:
+        with open(temporary, "w", encoding="utf-8") as handle:
+            handle.write(text)
