@@ -192,6 +192,11 @@ class ElmoConfig(PretrainedConfig):
     @classmethod
     def get_config_dict(cls, pretrained_model_name_or_path, **kwargs):
         config_dict, kwargs = super().get_config_dict(pretrained_model_name_or_path, **kwargs)
+        if not isinstance(config_dict, dict):
+            raise ValueError(
+                f"the config.json of {pretrained_model_name_or_path} holds a JSON {type(config_dict).__name__}, "
+                "not the object of settings a model config is"
+            )
         model_type = config_dict.get("model_type")
         if model_type is not None and model_type != cls.model_type:
             # Without this, transformers only warns and then fails on some unrelated attribute.

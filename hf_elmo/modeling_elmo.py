@@ -1082,6 +1082,13 @@ class ElmoPreTrainedModel(PreTrainedModel):
         kwargs.setdefault("use_safetensors", True)
         try:
             return super().from_pretrained(pretrained_model_name_or_path, *args, **kwargs)
+        except RuntimeError as error:
+            if "ignore_mismatched_sizes" not in str(error) and "size mismatch" not in str(error):
+                raise
+            raise ValueError(
+                f"the weights in {pretrained_model_name_or_path} do not have the shapes its config.json (with your "
+                "arguments) describes; transformers' load report lists the tensors that differ"
+            ) from error
         except OSError as error:
             message = str(error)
             if "model.safetensors" in message and ("does not appear to have" in message or "no file named" in message):
@@ -1092,6 +1099,13 @@ class ElmoPreTrainedModel(PreTrainedModel):
                     "conversion/convert_allennlp.py."
                 ) from error
             raise
+        except Exception as error:
+            if type(error).__name__ != "SafetensorError":  # safetensors' own class; not imported here (remote code)
+                raise
+            raise OSError(
+                f"{pretrained_model_name_or_path}: its model.safetensors is damaged or incomplete ({error}); "
+                "save or download the model again"
+            ) from error
 
     def save_pretrained(self, save_directory, *args, **kwargs):
         # transformers writes only the saved class's own entry into `config.auto_map`; list every ELMo class
@@ -1251,6 +1265,8 @@ class ElmoModel(ElmoPreTrainedModel):
                     f"attention_mask must have shape {tuple(input_ids.shape[:2])} (batch, words), "
                     f"got {tuple(attention_mask.shape)}"
                 )
+            if not bool(((attention_mask == 0) | (attention_mask == 1)).all()):
+                raise ValueError("attention_mask must hold only 0 (padding) and 1 (a word)")
             mask = attention_mask.to(device=input_ids.device).bool()
         lengths = mask.sum(dim=1)
         if not torch.equal(mask, torch.arange(mask.shape[1], device=mask.device) < lengths.unsqueeze(1)):
@@ -1340,6 +1356,7 @@ class ElmoModel(ElmoPreTrainedModel):
         """
         return_dict = return_dict if return_dict is not None else self.config.return_dict
         self._validate_input_ids(input_ids)
+        input_ids = input_ids.long()  # any integer dtype (uint8 and int16 too) indexes the embedding as int64
         mask = self.word_mask(input_ids, attention_mask)
         tokens, lengths = self.token_representations(input_ids, mask, word_ids)
         # Without boundaries or state, no caller sees the steps that read the opposite boundary.

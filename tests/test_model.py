@@ -243,6 +243,11 @@ def test_integer_dtypes_accepted(model):
     with torch.no_grad():
         as_int32 = model(inputs["input_ids"].int(), attention_mask=inputs["attention_mask"].bool())
     assert torch.equal(as_int32.last_hidden_state, run(model, SENTENCES).last_hidden_state)
+    with torch.no_grad():  # character ids fit in a byte (the byte scheme's ids are < 262, most < 256)
+        small = inputs["input_ids"].clamp(max=255)
+        as_uint8 = model(small.to(torch.uint8), attention_mask=inputs["attention_mask"])
+        expected = model(small, attention_mask=inputs["attention_mask"])
+    assert torch.equal(as_uint8.last_hidden_state, expected.last_hidden_state)
 
 
 # Bad input -------------------------------------------------------------------------------------
@@ -265,6 +270,8 @@ def test_bad_inputs(model):
         (ValueError, "ones then zeros", dict(input_ids=ids, attention_mask=mask.flip(1))),
         (ValueError, "attention_mask must have shape", dict(input_ids=ids, attention_mask=mask[:, :1])),
         (ValueError, "padded .* as a real word", dict(input_ids=ids, attention_mask=torch.ones_like(mask))),
+        (ValueError, "only 0 .* and 1", dict(input_ids=ids, attention_mask=mask * 0.5)),
+        (ValueError, "only 0 .* and 1", dict(input_ids=ids, attention_mask=mask * 2)),
         (ValueError, "pair", dict(input_ids=ids, initial_state=torch.zeros(3))),
         (
             ValueError,
@@ -285,3 +292,26 @@ def test_bad_inputs(model):
 def test_no_words_at_all(model):
     output = model(torch.zeros(2, 0, 50, dtype=torch.long))
     assert output.last_hidden_state.shape == (2, 0, 16)
+
+
+def test_damaged_or_mismatched_model_folders_fail_with_a_clear_error(model, tmp_path):
+    import json
+    import shutil
+
+    model.save_pretrained(tmp_path / "good")
+    for name in ("truncated", "empty", "bigger_cells", "list_config"):
+        shutil.copytree(tmp_path / "good", tmp_path / name)
+    weights = tmp_path / "truncated" / "model.safetensors"
+    weights.write_bytes(weights.read_bytes()[: weights.stat().st_size // 2])
+    (tmp_path / "empty" / "model.safetensors").write_bytes(b"")
+    config = json.loads((tmp_path / "good" / "config.json").read_text())
+    config["lstm_cell_dim"] *= 2
+    (tmp_path / "bigger_cells" / "config.json").write_text(json.dumps(config))
+    (tmp_path / "list_config" / "config.json").write_text("[1, 2]")
+    for name in ("truncated", "empty"):
+        with pytest.raises(OSError, match="model.safetensors is damaged or incomplete"):
+            ElmoModel.from_pretrained(tmp_path / name)
+    with pytest.raises(ValueError, match="do not have the shapes its config.json"):
+        ElmoModel.from_pretrained(tmp_path / "bigger_cells")
+    with pytest.raises(ValueError, match="holds a JSON list"):
+        ElmoModel.from_pretrained(tmp_path / "list_config")
