@@ -348,6 +348,10 @@ def command_similar(args) -> int:
         raise CliError("--layer all gives several vectors per word; choose top, average, mix or a layer index")
     if not args.types and not args.sentence:
         raise CliError("give --sentence (find similar occurrences) or --types (nearest word types)")
+    if args.top < 1:
+        raise CliError(f"--top must be >= 1, got {args.top}")
+    if args.min_count < 1:
+        raise CliError(f"--min-count must be >= 1, got {args.min_count}")
     lines = read_lines(args.corpus, "skip", what="corpus")
     embedder = make_embedder(args)
     try:
@@ -361,6 +365,12 @@ def command_similar(args) -> int:
         results = _similar_types(embedder, word_lists, args, query, progress)
     else:
         results = _similar_tokens(embedder, word_lists, lines, args, query, progress)
+    if not results:  # said on stderr, so that --json output stays a plain (empty) list
+        if args.types:
+            print(f"no word other than {args.word!r} occurs at least --min-count {args.min_count} times in the corpus",
+                  file=sys.stderr)
+        elif args.same_word:
+            print(f"{args.word!r} does not occur in the corpus (as split by --split {args.split})", file=sys.stderr)
     if args.json:
         print(json.dumps(results, ensure_ascii=False, indent=1))
     elif args.types:

@@ -79,6 +79,21 @@ def _load_tokenizer(name: str, elmo: ElmoModel) -> ElmoTokenizer:
     return ElmoTokenizer(max_characters_per_token=elmo.config.max_characters_per_token)
 
 
+def _resolve_device(device) -> torch.device:
+    """`None` -> the GPU if there is one, else the CPU; a name or device checked to exist here."""
+    if device is None:
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    try:
+        device = torch.device(device)
+    except (RuntimeError, TypeError) as error:
+        raise ValueError(f"unknown device {device!r}: use 'cpu', 'cuda', 'cuda:N' or 'mps'") from error
+    if device.type == "cuda" and not torch.cuda.is_available():
+        raise ValueError(f"device {str(device)!r} was asked for, but torch sees no CUDA GPU here")
+    if device.type == "mps" and not torch.backends.mps.is_available():
+        raise ValueError("device 'mps' was asked for, but torch sees no Apple GPU here")
+    return device
+
+
 def _resolve_dtype(dtype) -> torch.dtype | None:
     if dtype is None or isinstance(dtype, torch.dtype):
         return dtype
@@ -136,11 +151,10 @@ class Embedder:
         self.tokenizer = tokenizer or default_tokenizer or ElmoTokenizer(
             max_characters_per_token=elmo.config.max_characters_per_token
         )
-        if device is None:
-            device = "cuda" if torch.cuda.is_available() else "cpu"
-        self.model = elmo.to(device=device, dtype=_resolve_dtype(dtype)).eval()
         if int(batch_size) < 1:
             raise ValueError(f"batch_size must be >= 1, got {batch_size}")
+        device = _resolve_device(device)
+        self.model = elmo.to(device=device, dtype=_resolve_dtype(dtype)).eval()
         self.batch_size = int(batch_size)
         self.progress = progress
 
@@ -317,6 +331,11 @@ class Embedder:
             layers = output_layer
         else:
             raise ValueError(f"output_layer must be -2, -1 or 0..{self.num_layers - 1}, got {output_layer!r}")
+        if isinstance(sents, str) or any(isinstance(words, str) for words in sents):
+            raise TypeError(
+                "sents2elmo takes pre-segmented sentences (lists of words), as ELMoForManyLangs does, and a string "
+                "would be read character by character; pass word lists, or raw text to `embed`"
+            )
         return self.embed([list(words) for words in sents], layers=layers)
 
 

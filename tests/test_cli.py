@@ -322,6 +322,36 @@ def test_similar_bad_queries(corpus, model_dir, capsys):
     assert "does not occur in the corpus" in capsys.readouterr().err
     assert run("similar", "--corpus", corpus, "--word", "小米", model_dir=model_dir) == 2
     assert "--sentence" in capsys.readouterr().err
+    for top in (0, -2):
+        assert run("similar", "--corpus", corpus, "--word", "小米", "--types", "--top", top, model_dir=model_dir) == 2
+        assert f"--top must be >= 1, got {top}" in capsys.readouterr().err
+    # Nothing to show: exit 0 with an empty list, and stderr says why.
+    assert run("similar", "--corpus", corpus, "--word", "小米", "--types", "--min-count", 1000, "--json",
+               "--split", "whitespace", model_dir=model_dir) == 0
+    captured = capsys.readouterr()
+    assert json.loads(captured.out) == [] and "at least --min-count 1000 times" in captured.err
+    assert run("similar", "--corpus", corpus, "--sentence", "我们 喝 稀饭", "--word", "稀饭", "--same-word",
+               "--split", "whitespace", model_dir=model_dir) == 0
+    assert "'稀饭' does not occur in the corpus" in capsys.readouterr().err
+
+
+def test_embed_output_that_is_a_folder_or_stdout_is_refused_before_any_work(corpus, model_dir, tmp_path, capsys):
+    folder = tmp_path / "a_folder"
+    folder.mkdir()
+    assert run("embed", corpus, folder, "--overwrite", model_dir=model_dir) == 2
+    assert "is a folder" in capsys.readouterr().err
+    assert run("embed", corpus, "-", model_dir=model_dir) == 2
+    assert "not to standard output" in capsys.readouterr().err
+    assert not (tmp_path / "-").exists() and list(folder.iterdir()) == []
+
+
+def test_embedded_file_gets_the_usual_permissions(corpus, model_dir, tmp_path):
+    old_mask = os.umask(0o022)
+    try:
+        assert run("embed", corpus, tmp_path / "out.npy", model_dir=model_dir) == 0
+    finally:
+        os.umask(old_mask)
+    assert (tmp_path / "out.npy").stat().st_mode & 0o777 == 0o644
 
 
 # info / convert / delegated commands ---------------------------------------------------------

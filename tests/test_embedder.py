@@ -134,6 +134,9 @@ def test_sents2elmo_semantics(embedder, reference):
     for bad in (3, -3):
         with pytest.raises(ValueError, match="output_layer"):
             embedder.sents2elmo(sents, bad)
+    for strings in (["abc"], "abc", [["a"], "bc"]):  # a string would be read character by character
+        with pytest.raises(TypeError, match="pre-segmented sentences"):
+            embedder.sents2elmo(strings)
 
 
 def test_bfloat16_gives_float32_arrays(model_dir, reference):
@@ -164,6 +167,11 @@ def test_bad_return_tensors_and_batch_size(embedder, model_dir):
         embedder.embed(WORDS[:1], return_tensors="tf")
     with pytest.raises(ValueError, match="batch_size"):
         Embedder(model_dir, batch_size=0)
+    with pytest.raises(ValueError, match="unknown device 'banana'"):
+        Embedder(model_dir, device="banana")
+    if not torch.cuda.is_available():
+        with pytest.raises(ValueError, match="no CUDA GPU"):
+            Embedder(model_dir, device="cuda")
 
 
 def test_missing_model(tmp_path, monkeypatch):
