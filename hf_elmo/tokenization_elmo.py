@@ -302,6 +302,8 @@ class ElmoTokenizer(PreTrainedTokenizerBase):
         unknown = set(kwargs) - {"add_special_tokens", "verbose", "text_target", "return_token_type_ids"}
         if unknown:
             raise TypeError(f"ElmoTokenizer got unexpected arguments {sorted(unknown)}")
+        if max_length is not None and (isinstance(max_length, bool) or not isinstance(max_length, int) or max_length < 0):
+            raise ValueError(f"max_length must be a whole number of words >= 0, got {max_length!r}")
         sentences, batched = self._as_word_lists(text, is_split_into_words)
         if truncation and truncation != "do_not_truncate":
             limit = max_length if max_length is not None else self.model_max_length

@@ -157,6 +157,9 @@ def test_truncation_counts_words(tokenizer):
         [1, 1],
         [1, 0],
     ]
+    for bad in (-1, 2.5, "3"):  # -1 used to slice off the last word
+        with pytest.raises(ValueError, match="max_length must be a whole number"):
+            tokenizer(["a b c"], truncation=True, max_length=bad)
 
 
 def test_return_tensors_and_attention_mask(tokenizer):
