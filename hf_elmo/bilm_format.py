@@ -60,6 +60,8 @@ def _read_datasets(weights_path: str | os.PathLike) -> dict[str, np.ndarray]:
     import h5py
 
     path = os.fspath(weights_path)
+    if os.path.isdir(path):
+        raise ValueError(f"{path} is a folder, not an hdf5 weights file")
     if not os.path.isfile(path):
         raise ValueError(f"weights file not found: {path}")
     arrays: dict[str, np.ndarray] = {}
@@ -199,6 +201,8 @@ class AtomicDirectory:
     def __enter__(self) -> Path:
         if self.target.exists() and not self.overwrite:
             raise FileExistsError(f"{self.target} already exists (pass --overwrite to replace it)")
+        if self.target.exists() and not self.target.is_dir():
+            raise FileExistsError(f"{self.target} is a file; --overwrite replaces an output folder, not a file")
         self.target.parent.mkdir(parents=True, exist_ok=True)
         # A plain mkdir (not mkdtemp, which makes 0700 folders) so the result gets the usual permissions.
         self.path = self.target.parent / f".{self.target.name}.tmp-{uuid.uuid4().hex}"
@@ -277,6 +281,8 @@ def export_folder_to_bilm(model_dir, output_dir, overwrite: bool = False) -> Pat
     from .modeling_elmo import ElmoModel
 
     # Only local folders: a missing path would otherwise be looked up on the Hub as a repo id.
+    if os.path.isfile(model_dir):
+        raise ValueError(f"{os.fspath(model_dir)} is a file, not a saved hf-elmo model folder")
     if not os.path.isdir(model_dir):
         raise ValueError(f"model folder not found: {os.fspath(model_dir)}")
     model = ElmoModel.from_pretrained(model_dir)

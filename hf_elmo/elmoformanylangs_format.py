@@ -151,8 +151,10 @@ def load_state_dict_file(path: str | os.PathLike) -> dict[str, torch.Tensor]:
         raise ValueError(
             f"{path} is not a plain tensor state dict (refused by torch.load(weights_only=True)): {error}"
         ) from None
-    except (RuntimeError, EOFError, OSError, ValueError) as error:
-        raise ValueError(f"cannot read {path} as a PyTorch file (truncated or corrupt?): {error}") from None
+    except Exception as error:  # torch's readers fail on other files in many ways (KeyError on plain text)
+        raise ValueError(
+            f"cannot read {path} as a PyTorch file (truncated, corrupt or another format?): {type(error).__name__}: {error}"
+        ) from None
     if not isinstance(state, dict) or not all(
         isinstance(key, str) and isinstance(value, torch.Tensor) for key, value in state.items()
     ):
@@ -164,6 +166,8 @@ def read_model_folder(
     model_dir: str | os.PathLike, config_path: str | os.PathLike | None = None
 ) -> ElmoForManyLangsFolder:
     model_dir = Path(model_dir)
+    if model_dir.is_file():
+        raise ValueError(f"{model_dir} is a file; give the ELMoForManyLangs model folder")
     if not model_dir.is_dir():
         raise ValueError(f"model folder not found: {model_dir}")
     model_config, source = resolve_model_config(model_dir, config_path)

@@ -207,7 +207,7 @@ def test_unreadable_weights(kind, tmp_path, capsys):
         weights.mkdir()
     code, error = run_cli(capsys, "--options", OPTIONS, "--weights", weights, "--output", tmp_path / "out")
     assert code == 2 and str(weights) in error
-    assert ("cannot read" in error) or ("weights file not found" in error and kind == "a folder"), error
+    assert ("cannot read" in error) or ("is a folder, not an hdf5 weights file" in error and kind == "a folder"), error
     assert entries(tmp_path) == {"weights.hdf5"}
 
 
@@ -222,6 +222,10 @@ def test_missing_files_and_arguments(tmp_path, capsys):
     assert code == 2 and "--model" in error
     code, error = run_cli(capsys, "--reverse", "--model", tmp_path / "no-model", "--output", tmp_path / "o")
     assert code == 2 and "model folder not found" in error
+    code, error = run_cli(capsys, "--options", OPTIONS, "--weights", tmp_path, "--output", tmp_path / "o")
+    assert code == 2 and "is a folder, not an hdf5 weights file" in error
+    code, error = run_cli(capsys, "--reverse", "--model", OPTIONS, "--output", tmp_path / "o")
+    assert code == 2 and "is a file, not a saved hf-elmo model folder" in error
     options = tmp_path / "options.json"
     options.write_text(json.dumps({"lstm": {"dim": 64}}))
     code, error = run_cli(capsys, "--options", options, "--weights", WEIGHTS, "--output", tmp_path / "o")
@@ -272,6 +276,10 @@ def test_overwrite_replaces_only_on_success(tmp_path, capsys):
     assert code == 0
     assert "keep.txt" not in entries(output) and "model.safetensors" in entries(output)
     assert entries(tmp_path) == {"out", "weights.hdf5"}
+    a_file = tmp_path / "notes.txt"
+    a_file.write_text("mine")
+    code, error = run_cli(capsys, "--options", OPTIONS, "--weights", WEIGHTS, "--output", a_file, "--overwrite")
+    assert code == 2 and "is a file" in error and a_file.read_text() == "mine"
 
 
 def test_failure_while_writing_leaves_nothing(tmp_path, capsys, monkeypatch):

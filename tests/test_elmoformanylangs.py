@@ -267,6 +267,9 @@ def test_refuses_pickles_that_are_not_plain_tensors(model_copy):
     torch.save({"projection.weight": NotATensor()}, model_copy / "token_embedder.pkl")
     with pytest.raises(ValueError, match="weights_only"):
         load_model_from_elmoformanylangs(model_copy)
+    (model_copy / "token_embedder.pkl").write_text("every word here is text\n")
+    with pytest.raises(ValueError, match="cannot read .*token_embedder.pkl as a PyTorch file"):
+        load_model_from_elmoformanylangs(model_copy)
 
 
 def test_missing_specials(model_copy):
