@@ -14,12 +14,23 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from .file_io import atomic_file, atomic_write_text, check_output_path
+
 SPECIAL_WORDS = ["<S>", "</S>", "<UNK>"]
 UNK_ID = 2
 
 
+def check_corpus_file(path: str | os.PathLike) -> None:
+    """Raise ValueError naming `path` unless it is an existing file (not a folder)."""
+    if os.path.isdir(path):
+        raise ValueError(f"{os.fspath(path)} is a folder, not a corpus file")
+    if not os.path.isfile(path):
+        raise ValueError(f"corpus file not found: {os.fspath(path)}")
+
+
 def read_corpus_lines(path: str | os.PathLike) -> Iterator[tuple[int, list[str]]]:
     """Yield (line number, words) for every non-blank line; a non-UTF-8 line raises naming file and line."""
+    check_corpus_file(path)
     with open(path, "rb") as handle:
         for number, raw in enumerate(handle, start=1):
             try:
@@ -55,23 +66,46 @@ def segment_raw_text(lines: Iterable[str], segmenter: str = "jieba") -> Iterator
 def build_vocabulary(
     corpus_paths: Iterable[str | os.PathLike], min_count: int = 1, max_size: int | None = None
 ) -> list[str]:
-    """`<S>`, `</S>`, `<UNK>`, then words by decreasing count (ties alphabetical), count >= min_count."""
+    """`<S>`, `</S>`, `<UNK>`, then words by decreasing count (ties alphabetical), count >= min_count.
+
+    Raises ValueError rather than return a vocabulary of the three special words alone."""
+    check_vocabulary_limits(min_count, max_size)
     counts: Counter[str] = Counter()
     for path in corpus_paths:
         for _, words in read_corpus_lines(path):
             counts.update(words)
-    if not counts:
+    ordinary = {w: c for w, c in counts.items() if w not in SPECIAL_WORDS}
+    if not ordinary:
         raise ValueError("cannot build a vocabulary: the corpus has no words")
-    words = sorted((w for w, c in counts.items() if c >= min_count and w not in SPECIAL_WORDS), key=lambda w: (-counts[w], w))
+    words = sorted((w for w, c in ordinary.items() if c >= min_count), key=lambda w: (-counts[w], w))
+    if not words:
+        raise ValueError(
+            f"cannot build a vocabulary: no word occurs at least {min_count} times (the min count); "
+            f"the most frequent occurs {max(ordinary.values())} times"
+        )
     if max_size is not None:
-        words = words[: max(0, max_size - len(SPECIAL_WORDS))]
+        words = words[: max_size - len(SPECIAL_WORDS)]
     return SPECIAL_WORDS + words
 
 
+def check_vocabulary_limits(min_count: int, max_size: int | None, names: tuple[str, str] = ("min_count", "max_size")) -> None:
+    """Refuse a min count below 1 and a max size that leaves no room for a word after the three specials."""
+    if min_count < 1:
+        raise ValueError(f"{names[0]} must be at least 1, got {min_count}")
+    if max_size is not None and max_size <= len(SPECIAL_WORDS):
+        raise ValueError(
+            f"{names[1]} {max_size} leaves no words: the vocabulary holds {', '.join(SPECIAL_WORDS)} first, "
+            f"so it must be at least {len(SPECIAL_WORDS) + 1}"
+        )
+
+
 def save_vocabulary(words: list[str], path: str | os.PathLike) -> None:
-    tmp = Path(f"{path}.tmp")
-    tmp.write_text("".join(f"{word}\n" for word in words), encoding="utf-8")
-    os.replace(tmp, path)
+    """Write one word a line, atomically (no file named after `path` other than `path` itself is touched)."""
+    atomic_write_text(path, _vocabulary_text(words))
+
+
+def _vocabulary_text(words: list[str]) -> str:
+    return "".join(f"{word}\n" for word in words)
 
 
 def load_vocabulary(path: str | os.PathLike) -> list[str]:
@@ -80,6 +114,8 @@ def load_vocabulary(path: str | os.PathLike) -> list[str]:
         text = Path(path).read_text(encoding="utf-8")
     except FileNotFoundError:
         raise ValueError(f"vocabulary file not found: {path}") from None
+    except IsADirectoryError:
+        raise ValueError(f"{path} is a folder, not a vocabulary file") from None
     except UnicodeDecodeError as error:
         raise ValueError(f"{path}: vocabulary is not valid UTF-8 ({error.reason})") from None
     words = text.splitlines()
@@ -102,6 +138,9 @@ class LineDataset(torch.utils.data.Dataset):
     """
 
     def __init__(self, path: str | os.PathLike, max_words: int = 50):
+        if max_words < 1:
+            raise ValueError(f"max_words must be at least 1, got {max_words}")
+        check_corpus_file(path)
         self.path = os.fspath(path)
         self.max_words = max_words
         offsets, pieces, lengths = [], [], []
@@ -190,31 +229,34 @@ def main(argv: list[str] | None = None) -> int:
     vocab = commands.add_parser("vocab", help="build <S>, </S>, <UNK> + words by frequency")
     vocab.add_argument("--corpus", nargs="+", required=True)
     vocab.add_argument("--output", required=True)
-    vocab.add_argument("--min-count", type=int, default=1)
-    vocab.add_argument("--max-size", type=int, default=None)
+    vocab.add_argument("--min-count", type=int, default=1, help="keep words seen at least this often (>= 1)")
+    vocab.add_argument(
+        "--max-size", type=int, default=None, help="at most this many entries, the three specials included (>= 4)"
+    )
     vocab.add_argument("--overwrite", action="store_true")
     args = parser.parse_args(argv)
     try:
-        if os.path.exists(args.output) and not args.overwrite:
-            raise ValueError(f"{args.output} already exists (pass --overwrite to replace it)")
+        # Everything that can be checked is checked before any work, so a refused run writes nothing.
+        check_output_path(args.output, args.overwrite)
         if args.command == "segment":
-            tmp = Path(f"{args.output}.tmp")
+            check_corpus_file(args.input)
             count = 0
-            try:
-                with open(tmp, "w", encoding="utf-8") as out:
+            with atomic_file(args.output, overwrite=args.overwrite) as temporary:
+                with open(temporary, "w", encoding="utf-8") as out:
                     raw = (" ".join(words) for _, words in read_corpus_lines(args.input))
                     for line in segment_raw_text(raw, args.segmenter):
                         out.write(line + "\n")
                         count += 1
                 if count == 0:
                     raise ValueError(f"{args.input}: no text to segment")
-                os.replace(tmp, args.output)
-            finally:
-                tmp.unlink(missing_ok=True)
             print(f"wrote {count} lines to {args.output}")
         else:
+            check_vocabulary_limits(args.min_count, args.max_size, ("--min-count", "--max-size"))
+            for path in args.corpus:
+                check_corpus_file(path)
             words = build_vocabulary(args.corpus, min_count=args.min_count, max_size=args.max_size)
-            save_vocabulary(words, args.output)
+            with atomic_file(args.output, overwrite=args.overwrite) as temporary:
+                Path(temporary).write_text(_vocabulary_text(words), encoding="utf-8")
             print(f"wrote {len(words)} words to {args.output}")
     except (ValueError, FileNotFoundError) as error:
         print(f"error: {error}", file=sys.stderr)
