@@ -17,12 +17,24 @@ import math
 import os
 import sys
 import time
+import zipfile
 from pathlib import Path
 
 import torch
 
 from .configuration_elmo import ElmoConfig
-from .lm_data import LanguageModelCollator, LineDataset, build_vocabulary, item_lengths, load_vocabulary, save_vocabulary
+from .file_io import atomic_write_text
+from .lm_data import (
+    SPECIAL_WORDS,
+    LanguageModelCollator,
+    LineDataset,
+    build_vocabulary,
+    check_corpus_file,
+    check_vocabulary_limits,
+    item_lengths,
+    load_vocabulary,
+    save_vocabulary,
+)
 from .modeling_elmo import ElmoForPreTraining
 from .tokenization_elmo import ElmoTokenizer
 
@@ -50,9 +62,12 @@ def build_parser() -> argparse.ArgumentParser:
     data.add_argument("--train-file", nargs="+", required=True, help="corpus files: one sentence a line, words split by spaces")
     data.add_argument("--dev-file", help="held-out corpus for perplexity")
     data.add_argument("--vocab", help="vocabulary file (<S>, </S>, <UNK>, then by frequency); built from the train files if omitted")
-    data.add_argument("--min-count", type=int, default=3, help="min word count when building the vocabulary")
-    data.add_argument("--max-vocab", type=int, default=None, help="max vocabulary size when building it")
-    data.add_argument("--max-words", type=int, default=50, help="longer sentences are cut into pieces of this many words")
+    data.add_argument("--min-count", type=int, default=3, help="min word count (>= 1) when building the vocabulary")
+    data.add_argument(
+        "--max-vocab", type=int, default=None,
+        help="max vocabulary size when building it, the three specials <S>, </S>, <UNK> included (>= 4)",
+    )
+    data.add_argument("--max-words", type=int, default=50, help="longer sentences are cut into pieces of this many words (>= 1)")
     model = parser.add_argument_group("model")
     model.add_argument("--projection-dim", type=int, default=128)
     model.add_argument("--cell-dim", type=int, default=512)
@@ -70,8 +85,10 @@ def build_parser() -> argparse.ArgumentParser:
     model.add_argument("--segmenter", default="auto", help="tokenizer segmenter saved with the model")
     train = parser.add_argument_group("training")
     train.add_argument("--output-dir", required=True)
-    train.add_argument("--epochs", type=float, default=1.0)
-    train.add_argument("--max-steps", type=int, default=-1, help="optimiser steps; when set (> 0) it overrides --epochs")
+    train.add_argument("--epochs", type=float, default=1.0, help="passes over the training data (> 0)")
+    train.add_argument(
+        "--max-steps", type=int, default=None, help="optimiser steps (>= 1); when given it overrides --epochs"
+    )
     train.add_argument("--batch-size", type=int, default=64, help="sentences per device")
     train.add_argument("--gradient-accumulation-steps", type=int, default=1)
     train.add_argument("--lr", type=float, default=2e-3)
@@ -94,7 +111,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     train.add_argument(
         "--time-budget-minutes", type=float, default=None,
-        help="stop (with a checkpoint) once this much training time has passed in this run",
+        help="stop (with a checkpoint) once this much training time (> 0 minutes) has passed in this run",
     )
     train.add_argument(
         "--group-by-length", action=argparse.BooleanOptionalAction, default=True,
@@ -103,6 +120,69 @@ def build_parser() -> argparse.ArgumentParser:
     )
     train.add_argument("--no-progress", action="store_true", help="no progress bar")
     return parser
+
+
+def check_arguments(args) -> None:
+    """Refuse out-of-range numeric options with one ValueError naming them all, before anything is written.
+
+    (The model options are checked by `ElmoConfig` itself, also before anything is written.)"""
+    problems = []
+
+    def at_least(flag: str, value, minimum) -> None:
+        if value is not None and not value >= minimum:  # `not >=` also catches nan
+            problems.append(f"{flag} must be at least {minimum}, got {value}")
+
+    def positive(flag: str, value) -> None:
+        if value is not None and not (0 < value < math.inf):
+            problems.append(f"{flag} must be above 0, got {value}")
+
+    def fraction(flag: str, value) -> None:
+        if not 0 <= value < 1:
+            problems.append(f"{flag} must be in [0, 1), got {value}")
+
+    for flag in ("--batch-size", "--gradient-accumulation-steps", "--max-words", "--max-steps", "--eval-steps",
+                 "--save-steps", "--logging-steps", "--threads"):
+        at_least(flag, getattr(args, flag[2:].replace("-", "_")), 1)
+    positive("--epochs", args.epochs)
+    positive("--time-budget-minutes", args.time_budget_minutes)
+    for flag in ("--lr", "--weight-decay", "--max-grad-norm"):
+        value = getattr(args, flag[2:].replace("-", "_"))
+        if not 0 <= value < math.inf:
+            problems.append(f"{flag} must be a number >= 0, got {value}")
+    fraction("--warmup-ratio", args.warmup_ratio)
+    fraction("--dropout", args.dropout)
+    try:
+        check_vocabulary_limits(args.min_count, args.max_vocab, ("--min-count", "--max-vocab"))
+    except ValueError as error:
+        problems.append(str(error))
+    if problems:
+        raise ValueError("; ".join(problems))
+
+
+def check_output_dir(output_dir: Path) -> None:
+    """Refuse an --output-dir that is a file, or lies below one, before anything is written."""
+    path = output_dir.absolute()
+    for folder in (path, *path.parents):
+        if folder.exists():
+            if not folder.is_dir():
+                what = "is a file" if folder == path else f"lies inside {folder}, which is a file"
+                raise ValueError(f"--output-dir {output_dir} {what}, not a folder")
+            return
+
+
+def check_weights_file(path: Path) -> None:
+    """Raise ValueError naming `path` unless it is a readable, complete safetensors file (reads only its index)."""
+    from safetensors import safe_open
+
+    try:
+        with safe_open(str(path), framework="pt") as handle:
+            keys = list(handle.keys())
+            for key in keys:  # the index must point inside the file: a truncated file fails here
+                handle.get_slice(key).get_shape()
+    except Exception as error:  # SafetensorError, OSError, ...: whatever it is, the file cannot be used
+        raise ValueError(f"{path} cannot be read ({type(error).__name__}: {error}); the file is damaged or truncated") from None
+    if not keys:
+        raise ValueError(f"{path} holds no weights")
 
 
 def _config_from_args(args, vocabulary: list[str]) -> ElmoConfig:
@@ -139,24 +219,51 @@ def last_complete_checkpoint(output_dir: Path) -> str | None:
 
 
 def check_checkpoint_compatible(
-    checkpoint: str | os.PathLike, config: ElmoConfig, fields: tuple[str, ...] = ARCHITECTURE_FIELDS
+    checkpoint: str | os.PathLike,
+    config: ElmoConfig,
+    fields: tuple[str, ...] = ARCHITECTURE_FIELDS,
+    advice: str = "use another --output-dir or --no-resume",
 ) -> dict:
-    """Refuse a checkpoint whose architecture differs from the requested one; returns its saved config."""
+    """Refuse a checkpoint whose architecture differs from the requested one; returns its saved config.
+
+    `advice` ends the message about a differing architecture (what the user can do about it)."""
     path = Path(checkpoint) / "config.json"
     try:
         saved = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, json.JSONDecodeError) as error:
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as error:
         raise ValueError(f"cannot read checkpoint config {path}: {error}") from None
+    if not isinstance(saved, dict):
+        raise ValueError(f"cannot read checkpoint config {path}: it holds a JSON {type(saved).__name__}, not an object")
     if saved.get("model_type") != "elmo":
         raise ValueError(f"{checkpoint} is not an ELMo checkpoint (model_type={saved.get('model_type')!r})")
     wanted = config.to_dict()
     different = [field for field in fields if saved.get(field) != wanted.get(field)]
     if different:
         raise ValueError(
-            f"{checkpoint} was trained with another architecture (differs in {', '.join(different)}); "
-            "use another --output-dir or --no-resume"
+            f"{checkpoint} was trained with another architecture (differs in {', '.join(different)}); {advice}"
         )
     return saved
+
+
+def check_checkpoint_readable(checkpoint: str) -> None:
+    """Refuse, before training starts, a checkpoint to resume from whose files are damaged (e.g. truncated by a
+    full disk or a copy cut short): otherwise the Trainer fails with a raw library error halfway through."""
+    advice = f"delete {checkpoint} to resume from an earlier checkpoint, or pass --no-resume to start over"
+    folder = Path(checkpoint)
+    try:
+        check_weights_file(folder / "model.safetensors")
+        try:
+            state = json.loads((folder / "trainer_state.json").read_text(encoding="utf-8"))
+        except (OSError, UnicodeDecodeError, json.JSONDecodeError) as error:
+            raise ValueError(f"{folder / 'trainer_state.json'} cannot be read ({error})") from None
+        if not isinstance(state, dict):
+            raise ValueError(f"{folder / 'trainer_state.json'} is not a JSON object")
+        for name in ("optimizer.pt", "scheduler.pt"):  # torch.save writes zip archives; a cut one has no index
+            path = folder / name
+            if path.exists() and not zipfile.is_zipfile(path):
+                raise ValueError(f"{path} is not a complete torch file")
+    except ValueError as error:
+        raise ValueError(f"the checkpoint {checkpoint} is damaged: {error}; {advice}") from None
 
 
 def initialize_from(model: ElmoForPreTraining, folder: str) -> str:
@@ -168,10 +275,18 @@ def initialize_from(model: ElmoForPreTraining, folder: str) -> str:
     if folder == "default":
         folder = str(Path(__file__).resolve().parent / "pretrained" / "elmo-zh-small")
     encoder_fields = tuple(field for field in ARCHITECTURE_FIELDS if field != "lm_vocab")
-    saved = check_checkpoint_compatible(folder, model.config, encoder_fields)
+    advice = (
+        "give the model options that match it (--projection-dim, --cell-dim, --layers, --char-dim, --filters, "
+        "--highway, --max-characters, --no-skip-connections) or --init-from a model of this architecture"
+    )
+    saved = check_checkpoint_compatible(folder, model.config, encoder_fields, advice=advice)
     weights = Path(folder) / "model.safetensors"
     if not weights.is_file():
         raise ValueError(f"--init-from {folder} has no model.safetensors")
+    try:
+        check_weights_file(weights)
+    except ValueError as error:
+        raise ValueError(f"--init-from {folder}: {error}") from None
     from safetensors import safe_open
 
     with safe_open(str(weights), framework="pt") as handle:
@@ -321,12 +436,14 @@ def _exit_data_parallel_rank(code: int) -> None:
 def _run(args) -> int:
     from transformers import TrainingArguments, set_seed
 
+    # Every check that can fail runs before the first file is written, so a refused run leaves nothing behind.
+    check_arguments(args)
     if args.threads:
         torch.set_num_threads(args.threads)
     output_dir = Path(args.output_dir)
+    check_output_dir(output_dir)
     for path in args.train_file + ([args.dev_file] if args.dev_file else []):
-        if not os.path.isfile(path):
-            raise ValueError(f"corpus file not found: {path}")
+        check_corpus_file(path)
 
     if args.vocab:
         vocabulary = load_vocabulary(args.vocab)
@@ -334,6 +451,9 @@ def _run(args) -> int:
         vocabulary = load_vocabulary(output_dir / "vocab.txt")
     else:
         vocabulary = build_vocabulary(args.train_file, min_count=args.min_count, max_size=args.max_vocab)
+    if len(vocabulary) <= len(SPECIAL_WORDS):
+        source = args.vocab or output_dir / "vocab.txt"
+        raise ValueError(f"the vocabulary {source} has no words besides {', '.join(SPECIAL_WORDS)}")
     config = _config_from_args(args, vocabulary)
     if args.softmax == "sampled" and args.num_sampled >= len(vocabulary):
         print(
@@ -350,6 +470,7 @@ def _run(args) -> int:
     if output_dir.is_dir() and not args.no_resume:
         resume = last_complete_checkpoint(output_dir)
         if resume:
+            check_checkpoint_readable(resume)
             check_checkpoint_compatible(resume, config)
 
     set_seed(args.seed)
@@ -363,7 +484,7 @@ def _run(args) -> int:
     training_args = TrainingArguments(
         output_dir=str(output_dir),
         num_train_epochs=args.epochs,
-        max_steps=args.max_steps,
+        max_steps=args.max_steps if args.max_steps is not None else -1,  # -1: --epochs decides
         per_device_train_batch_size=args.batch_size,
         per_device_eval_batch_size=args.batch_size,
         gradient_accumulation_steps=args.gradient_accumulation_steps,
@@ -427,9 +548,7 @@ def _run(args) -> int:
     trainer.save_model(str(output_dir))
     if trainer.is_world_process_zero():
         tokenizer.save_pretrained(str(output_dir))
-        tmp = output_dir / "pretraining_summary.json.tmp"
-        tmp.write_text(json.dumps(summary, indent=2, ensure_ascii=False), encoding="utf-8")
-        os.replace(tmp, output_dir / "pretraining_summary.json")
+        atomic_write_text(output_dir / "pretraining_summary.json", json.dumps(summary, indent=2, ensure_ascii=False))
         print(json.dumps(summary, indent=2, ensure_ascii=False))
     return 0
 

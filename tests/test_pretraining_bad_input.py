@@ -1,0 +1,263 @@
+"""Bad input to `hf-elmo pretrain` and `hf-elmo corpus`: a one-line `error:`, exit status 2, nothing
+half-written, and no user file destroyed (the commands once used the fixed temporary name OUTPUT.tmp)."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+from hf_elmo.lm_data import LineDataset, build_vocabulary, main as corpus_main, save_vocabulary
+from hf_elmo.pretrain import build_parser, main as pretrain_main
+
+REPO = Path(__file__).resolve().parents[1]
+TRAIN = REPO / "tests" / "fixtures" / "bilm_tf" / "train"
+DATA = str(TRAIN / "data.txt")
+TINY_ARGS = [
+    "--projection-dim", "16", "--cell-dim", "32", "--char-dim", "4",
+    "--filters", "[[1,8],[2,8],[3,16]]", "--highway", "1", "--threads", "1", "--no-progress",
+]
+
+
+def one_error_line(capsys) -> str:
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("error: ") and "\n" not in err, err
+    return err
+
+
+def leftovers(folder: Path) -> list[str]:
+    return sorted(path.name for path in folder.iterdir())
+
+
+# Files named like the old temporaries ----------------------------------------------------------
+
+
+@pytest.mark.parametrize("command", ["segment", "vocab"])
+def test_corpus_commands_leave_a_user_file_named_output_tmp_alone(tmp_path, command):
+    flag = "--input" if command == "segment" else "--corpus"
+    for name in ("ok.txt", "bad.txt"):
+        (tmp_path / f"{name}.tmp").write_text("notes\n", encoding="utf-8")
+    extra = ["--segmenter", "whitespace"] if command == "segment" else []
+    assert corpus_main([command, flag, DATA, "--output", str(tmp_path / "ok.txt"), *extra]) == 0
+    (tmp_path / "broken.txt").write_bytes(b"ok\n\xff\n")
+    assert corpus_main([command, flag, str(tmp_path / "broken.txt"), "--output", str(tmp_path / "bad.txt"), *extra]) == 2
+    for name in ("ok.txt", "bad.txt"):
+        assert (tmp_path / f"{name}.tmp").read_text(encoding="utf-8") == "notes\n"
+    assert leftovers(tmp_path) == ["bad.txt.tmp", "broken.txt", "ok.txt", "ok.txt.tmp"]
+
+
+def test_save_vocabulary_leaves_a_user_file_named_output_tmp_alone(tmp_path):
+    (tmp_path / "v.txt.tmp").write_text("notes\n", encoding="utf-8")
+    save_vocabulary(["<S>", "</S>", "<UNK>", "a"], tmp_path / "v.txt")
+    assert (tmp_path / "v.txt.tmp").read_text(encoding="utf-8") == "notes\n"
+    assert (tmp_path / "v.txt").read_text(encoding="utf-8") == "<S>\n</S>\n<UNK>\na\n"
+    assert leftovers(tmp_path) == ["v.txt", "v.txt.tmp"]
+
+
+def test_pretrain_leaves_user_files_named_like_its_outputs_tmp_alone(tmp_path):
+    run = tmp_path / "run"
+    run.mkdir()
+    for name in ("vocab.txt.tmp", "pretraining_summary.json.tmp"):
+        (run / name).write_text("notes\n", encoding="utf-8")
+    argv = ["--train-file", DATA, "--min-count", "1", "--output-dir", str(run), "--max-steps", "1", "--batch-size", "2",
+            "--save-steps", "100", *TINY_ARGS]
+    assert pretrain_main(argv) == 0
+    for name in ("vocab.txt.tmp", "pretraining_summary.json.tmp"):
+        assert (run / name).read_text(encoding="utf-8") == "notes\n"
+    assert json.loads((run / "pretraining_summary.json").read_text())["global_step"] == 1
+    assert not [name for name in leftovers(run) if name.startswith(".")]  # no stray temporary
+
+
+# Folders and missing folders ---------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "argv, message",
+    [
+        (["vocab", "--corpus", DATA, "--output", "{adir}", "--overwrite"], "adir is a folder"),
+        (["segment", "--input", DATA, "--output", "{adir}", "--overwrite"], "adir is a folder"),
+        (["segment", "--input", "{adir}", "--output", "{out}"], "adir is a folder, not a corpus file"),
+        (["vocab", "--corpus", DATA, "{adir}", "--output", "{out}"], "adir is a folder, not a corpus file"),
+        (["segment", "--input", "{tmp}/missing.txt", "--output", "{out}"], "corpus file not found: .*missing.txt"),
+        (["segment", "--input", DATA, "--output", "{tmp}/nodir/x.txt"], "output folder does not exist: .*nodir$"),
+        (["vocab", "--corpus", DATA, "--output", "{tmp}/nodir/x.txt"], "output folder does not exist: .*nodir$"),
+    ],
+)
+def test_corpus_commands_refuse_folders_and_missing_folders_clearly(tmp_path, capsys, argv, message):
+    import re
+
+    (tmp_path / "adir").mkdir()
+    names = {"adir": tmp_path / "adir", "out": tmp_path / "out.txt", "tmp": tmp_path}
+    argv = [arg.format(**names) for arg in argv]
+    if "segment" in argv:
+        argv += ["--segmenter", "whitespace"]
+    assert corpus_main(argv) == 2
+    assert re.search(message, one_error_line(capsys))
+    assert leftovers(tmp_path) == ["adir"] and leftovers(tmp_path / "adir") == []
+
+
+# Vocabulary limits ----------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "options, message",
+    [
+        (["--min-count", "100"], "no word occurs at least 100 times"),
+        (["--min-count", "0"], "--min-count must be at least 1, got 0"),
+        (["--max-size", "0"], "--max-size 0 leaves no words"),
+        (["--max-size", "-1"], "--max-size -1 leaves no words"),
+        (["--max-size", "3"], "--max-size 3 leaves no words"),
+    ],
+)
+def test_corpus_vocab_refuses_a_vocabulary_without_words(tmp_path, capsys, options, message):
+    assert corpus_main(["vocab", "--corpus", DATA, "--output", str(tmp_path / "v.txt"), *options]) == 2
+    assert message in one_error_line(capsys)
+    assert leftovers(tmp_path) == []
+
+
+def test_build_vocabulary_refuses_limits_that_leave_no_words(tmp_path):
+    corpus = tmp_path / "c.txt"
+    corpus.write_text("a a b\n", encoding="utf-8")
+    with pytest.raises(ValueError, match="no word occurs at least 3 times"):
+        build_vocabulary([corpus], min_count=3)
+    with pytest.raises(ValueError, match="max_size 3 leaves no words"):
+        build_vocabulary([corpus], max_size=3)
+    with pytest.raises(ValueError, match="min_count must be at least 1"):
+        build_vocabulary([corpus], min_count=0)
+    assert build_vocabulary([corpus], max_size=4) == ["<S>", "</S>", "<UNK>", "a"]
+
+
+def test_line_dataset_refuses_max_words_below_one():
+    with pytest.raises(ValueError, match="max_words must be at least 1, got 0"):
+        LineDataset(DATA, max_words=0)
+
+
+# pretrain: everything checked before the run folder is made ----------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "options, message",
+    [
+        (["--batch-size", "0"], "--batch-size must be at least 1, got 0"),
+        (["--batch-size", "-4"], "--batch-size must be at least 1, got -4"),
+        (["--lr", "-1"], "--lr must be a number >= 0, got -1.0"),
+        (["--gradient-accumulation-steps", "0"], "--gradient-accumulation-steps must be at least 1, got 0"),
+        (["--max-steps", "0"], "--max-steps must be at least 1, got 0"),
+        (["--max-steps", "-5"], "--max-steps must be at least 1, got -5"),
+        (["--epochs", "0"], "--epochs must be above 0, got 0.0"),
+        (["--epochs", "-1", "--max-steps", "-5"], "--epochs must be above 0, got -1.0"),
+        (["--time-budget-minutes", "-1"], "--time-budget-minutes must be above 0, got -1.0"),
+        (["--time-budget-minutes", "0"], "--time-budget-minutes must be above 0, got 0.0"),
+        (["--max-words", "0"], "--max-words must be at least 1, got 0"),
+        (["--max-words", "-2"], "--max-words must be at least 1, got -2"),
+        (["--min-count", "1000"], "no word occurs at least 1000 times"),
+        (["--min-count", "0"], "--min-count must be at least 1, got 0"),
+        (["--max-vocab", "0"], "--max-vocab 0 leaves no words"),
+        (["--max-vocab", "3"], "--max-vocab 3 leaves no words"),
+        (["--warmup-ratio", "1.5"], "--warmup-ratio must be in [0, 1), got 1.5"),
+        (["--lr", "nan"], "--lr must be a number >= 0, got nan"),
+    ],
+)
+def test_pretrain_refuses_bad_numbers_before_writing_anything(tmp_path, capsys, options, message):
+    argv = ["--train-file", DATA, "--min-count", "1", "--output-dir", str(tmp_path / "run"), "--batch-size", "2",
+            *TINY_ARGS, *options]
+    assert pretrain_main(argv) == 2
+    assert message in one_error_line(capsys)
+    assert leftovers(tmp_path) == []
+
+
+def test_pretrain_help_says_what_max_steps_and_epochs_accept():
+    text = " ".join(build_parser().format_help().split())
+    assert "--max-steps MAX_STEPS optimiser steps (>= 1); when given it overrides --epochs" in text
+    assert "passes over the training data (> 0)" in text
+
+
+def test_pretrain_refuses_an_output_dir_that_is_a_file(tmp_path, capsys):
+    (tmp_path / "afile").write_text("mine\n", encoding="utf-8")
+    for output_dir, message in ((tmp_path / "afile", "is a file, not a folder"),
+                                (tmp_path / "afile" / "run", "lies inside")):
+        argv = ["--train-file", DATA, "--min-count", "1", "--output-dir", str(output_dir), "--max-steps", "1", *TINY_ARGS]
+        assert pretrain_main(argv) == 2
+        assert message in one_error_line(capsys)
+    assert leftovers(tmp_path) == ["afile"] and (tmp_path / "afile").read_text(encoding="utf-8") == "mine\n"
+
+
+# pretrain: damaged checkpoints and --init-from folders -------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def finished_run(tmp_path_factory) -> Path:
+    """A 2-step run with a checkpoint at step 2 (and the final model in the folder itself)."""
+    run = tmp_path_factory.mktemp("base") / "run"
+    argv = ["--train-file", DATA, "--vocab", str(TRAIN / "vocab.txt"), "--output-dir", str(run), "--max-steps", "2",
+            "--save-steps", "2", "--batch-size", "2", *TINY_ARGS]
+    assert pretrain_main(argv) == 0
+    return run
+
+
+def _truncate(path: Path, size: int) -> None:
+    with open(path, "r+b") as handle:
+        handle.truncate(size)
+
+
+@pytest.mark.parametrize("damaged", ["model.safetensors", "optimizer.pt", "trainer_state.json"])
+def test_resuming_from_a_damaged_checkpoint_is_refused_naming_it(tmp_path, capsys, finished_run, damaged):
+    run = tmp_path / "run"
+    shutil.copytree(finished_run, run)
+    path = run / "checkpoint-2" / damaged
+    _truncate(path, path.stat().st_size // 2)
+    argv = ["--train-file", DATA, "--vocab", str(TRAIN / "vocab.txt"), "--output-dir", str(run), "--max-steps", "4",
+            "--save-steps", "2", "--batch-size", "2", *TINY_ARGS]
+    assert pretrain_main(argv) == 2
+    err = one_error_line(capsys)
+    assert f"the checkpoint {run / 'checkpoint-2'} is damaged" in err and damaged in err
+    assert "--no-resume" in err and f"delete {run / 'checkpoint-2'}" in err
+    assert not (run / "checkpoint-4").exists()
+
+
+@pytest.mark.parametrize(
+    "damage, message",
+    [
+        ("truncate", "model.safetensors cannot be read"),
+        ("tiny", "model.safetensors cannot be read"),
+        ("config-list", "config.json: it holds a JSON list, not an object"),
+    ],
+)
+def test_init_from_a_damaged_folder_is_refused_naming_the_file(tmp_path, capsys, finished_run, damage, message):
+    folder = tmp_path / "init"
+    shutil.copytree(finished_run, folder)
+    if damage == "truncate":
+        _truncate(folder / "model.safetensors", (folder / "model.safetensors").stat().st_size // 2)
+    elif damage == "tiny":
+        _truncate(folder / "model.safetensors", 5)
+    else:
+        (folder / "config.json").write_text("[1, 2]", encoding="utf-8")
+    argv = ["--train-file", DATA, "--vocab", str(TRAIN / "vocab.txt"), "--output-dir", str(tmp_path / "out"),
+            "--max-steps", "1", "--batch-size", "2", "--init-from", str(folder), *TINY_ARGS]
+    assert pretrain_main(argv) == 2
+    err = one_error_line(capsys)
+    assert message in err and str(folder) in err
+    assert not (tmp_path / "out").exists()
+
+
+def test_init_from_another_architecture_gives_advice_that_fits_init_from(tmp_path, capsys, finished_run):
+    other = [arg if arg != "32" else "48" for arg in TINY_ARGS]
+    argv = ["--train-file", DATA, "--vocab", str(TRAIN / "vocab.txt"), "--output-dir", str(tmp_path / "out"),
+            "--max-steps", "1", "--batch-size", "2", "--init-from", str(finished_run), *other]
+    assert pretrain_main(argv) == 2
+    err = one_error_line(capsys)
+    assert "another architecture (differs in lstm_cell_dim)" in err
+    assert "--no-resume" not in err and "--output-dir" not in err
+    assert "--cell-dim" in err
+    assert not (tmp_path / "out").exists()
+
+
+def test_pretrain_refuses_a_vocabulary_file_of_only_the_special_words(tmp_path, capsys):
+    vocab = tmp_path / "vocab.txt"
+    vocab.write_text("<S>\n</S>\n<UNK>\n", encoding="utf-8")
+    argv = ["--train-file", DATA, "--vocab", str(vocab), "--output-dir", str(tmp_path / "run"), "--max-steps", "1", *TINY_ARGS]
+    assert pretrain_main(argv) == 2
+    assert "has no words besides <S>, </S>, <UNK>" in one_error_line(capsys)
+    assert leftovers(tmp_path) == ["vocab.txt"]
