@@ -137,21 +137,23 @@ def write_pretraining_corpus(output_dir: str | Path, seed: int = DEFAULT_SPLIT_S
     """Write ``train.txt`` (People's Daily train split + reviews + MSRA official *train* half) and
     ``dev.txt`` (People's Daily dev split), one jieba-segmented sentence a line. People's Daily keeps its
     own gold segmentation; the MSRA test half and the People's Daily test split are never written."""
+    from .file_io import atomic_file
     from .lm_data import segment_raw_text
 
     output_dir = Path(output_dir)
+    if output_dir.exists() and not output_dir.is_dir():
+        raise ValueError(f"{output_dir} is a file, not a folder")
     output_dir.mkdir(parents=True, exist_ok=True)
     split = split_peoples_daily(seed)
     counts = {}
 
     def write(name: str, lines) -> None:
-        tmp = output_dir / f"{name}.tmp"
         n = 0
-        with open(tmp, "w", encoding="utf-8") as handle:
-            for line in lines:
-                handle.write(line + "\n")
-                n += 1
-        (tmp).replace(output_dir / name)
+        with atomic_file(output_dir / name) as temporary:  # never touches a user's own `NAME.tmp`
+            with open(temporary, "w", encoding="utf-8") as handle:
+                for line in lines:
+                    handle.write(line + "\n")
+                    n += 1
         counts[name] = n
 
     def train_lines():
@@ -168,9 +170,14 @@ def write_pretraining_corpus(output_dir: str | Path, seed: int = DEFAULT_SPLIT_S
 if __name__ == "__main__":
     import argparse
     import json
+    import sys
 
     parser = argparse.ArgumentParser(description="Write the Chinese pretraining corpus (train.txt, dev.txt).")
     parser.add_argument("--output", required=True)
     parser.add_argument("--seed", type=int, default=DEFAULT_SPLIT_SEED)
     arguments = parser.parse_args()
-    print(json.dumps(write_pretraining_corpus(arguments.output, arguments.seed)))
+    try:
+        print(json.dumps(write_pretraining_corpus(arguments.output, arguments.seed)))
+    except (ValueError, FileNotFoundError) as error:
+        print(f"error: {error}", file=sys.stderr)
+        raise SystemExit(2) from None

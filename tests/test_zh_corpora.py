@@ -1,5 +1,7 @@
 """The Chinese corpora read from PyPI packages, with the counts DATA.md documents."""
 
+import pytest
+
 from hf_elmo.zh_corpora import bmes_to_bio, msra_official_split, peoples_daily_sentences, pos_to_entity_bio, reviews, split_peoples_daily
 
 
@@ -34,3 +36,40 @@ def test_msra_official_split():
     assert len(split["train"]) == 50_658 and len(split["test"]) == 4_631
     assert "".join(split["test"][0][0]).startswith("中共中央致中国致公党十一大的贺词")
     assert sum(len(chars) for chars, _ in split["test"]) == 172_601
+
+
+def test_write_pretraining_corpus_leaves_user_files_named_like_its_temporaries_alone(tmp_path, monkeypatch):
+    """The writer once used the fixed names train.txt.tmp / dev.txt.tmp and so replaced a user's own files of
+    those names; a failed write must also leave neither a half-written file nor a stray temporary behind."""
+    import hf_elmo.lm_data
+    from hf_elmo import zh_corpora
+
+    # Tiny stand-ins for the real corpora (reading and segmenting them takes minutes).
+    monkeypatch.setattr(zh_corpora, "split_peoples_daily", lambda seed: {"train": [(["我", "们"], ["r", "r"])], "dev": [(["好"], ["a"])], "test": []})
+    monkeypatch.setattr(zh_corpora, "reviews", lambda: [("很 好", 1)])
+    monkeypatch.setattr(zh_corpora, "msra_official_split", lambda: {"train": [(["中", "国"], ["B-LOC", "E-LOC"])], "test": []})
+    monkeypatch.setattr(hf_elmo.lm_data, "segment_raw_text", lambda lines, segmenter: (" ".join(text.split()) for text in lines))
+    for name in ("train.txt.tmp", "dev.txt.tmp"):
+        (tmp_path / name).write_text("notes\n", encoding="utf-8")
+    assert zh_corpora.write_pretraining_corpus(tmp_path) == {"train.txt": 3, "dev.txt": 1}
+    assert (tmp_path / "train.txt").read_text(encoding="utf-8") == "我 们\n很 好\n中国\n"
+    for name in ("train.txt.tmp", "dev.txt.tmp"):
+        assert (tmp_path / name).read_text(encoding="utf-8") == "notes\n"
+
+    def broken_reviews():
+        raise OSError("disk gone")
+
+    monkeypatch.setattr(zh_corpora, "reviews", broken_reviews)
+    (tmp_path / "train.txt").unlink()
+    with pytest.raises(OSError, match="disk gone"):
+        zh_corpora.write_pretraining_corpus(tmp_path)
+    assert sorted(path.name for path in tmp_path.iterdir()) == ["dev.txt", "dev.txt.tmp", "train.txt.tmp"]
+    assert (tmp_path / "train.txt.tmp").read_text(encoding="utf-8") == "notes\n"
+
+
+def test_write_pretraining_corpus_refuses_an_output_that_is_a_file(tmp_path):
+    from hf_elmo.zh_corpora import write_pretraining_corpus
+
+    (tmp_path / "afile").write_text("mine\n", encoding="utf-8")
+    with pytest.raises(ValueError, match="afile is a file, not a folder"):
+        write_pretraining_corpus(tmp_path / "afile")
