@@ -15,15 +15,66 @@ from __future__ import annotations
 import json
 import logging
 import os
+import re
+import sys
 from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 
 logger = logging.getLogger(__name__)
 
 
 class DataError(ValueError):
     """Bad training or evaluation data; the message names the file and line (or the example)."""
+
+
+# Files ---------------------------------------------------------------------------------------
+
+_NEWLINE = re.compile(rb"\r\n|\r|\n")  # the line ends Python's text mode knows
+
+
+def not_utf8_error(path: str, data: bytes | None = None) -> DataError:
+    """A `DataError` naming the file, line and byte where `path` (or its bytes `data`) stops being UTF-8."""
+    if data is None:
+        with open(path, "rb") as handle:
+            data = handle.read()
+    try:
+        data.decode("utf-8")
+    except UnicodeDecodeError as error:
+        before = data[: error.start]
+        line = len(_NEWLINE.findall(before)) + 1
+        column = error.start - max(before.rfind(b"\n"), before.rfind(b"\r"))
+        return DataError(
+            f"{path}:{line}: not UTF-8 text (byte 0x{data[error.start]:02x} at column {column}: {error.reason}); "
+            "convert the file to UTF-8"
+        )
+    return DataError(f"{path}: not UTF-8 text")
+
+
+def read_text_lines(path: str | os.PathLike) -> list[str]:
+    """The lines of a UTF-8 text file (`-` = standard input), line ends removed, blank lines kept.
+
+    Lines end at `\\n`, `\\r\\n` or `\\r` (as in Python's text mode); a leading byte-order mark is dropped.
+    A missing or unreadable file, or bytes that are not UTF-8, raise `DataError` naming the file (and line).
+    """
+    path = os.fspath(path)
+    try:
+        data = sys.stdin.buffer.read() if path == "-" else Path(path).read_bytes()
+    except FileNotFoundError:
+        raise DataError(f"{path}: file not found") from None
+    except IsADirectoryError:
+        raise DataError(f"{path}: is a folder, not a text file") from None
+    except OSError as error:
+        raise DataError(f"{path}: cannot read it ({error.strerror or error})") from None
+    try:
+        text = data.decode("utf-8-sig")
+    except UnicodeDecodeError:
+        raise not_utf8_error("<stdin>" if path == "-" else path, data) from None
+    lines = text.replace("\r\n", "\n").replace("\r", "\n").split("\n")
+    if lines[-1] == "":
+        lines.pop()  # the line end of the last line (or an empty file)
+    return lines
 
 
 # Data ----------------------------------------------------------------------------------------
@@ -82,8 +133,10 @@ def read_conll(path: str | os.PathLike) -> list[TaggedSentence]:
             flush()
     except FileNotFoundError:
         raise DataError(f"{path}: file not found") from None
-    except UnicodeDecodeError as error:
-        raise DataError(f"{path}: not UTF-8 text ({error})") from None
+    except IsADirectoryError:
+        raise DataError(f"{path}: is a folder, not a text file") from None
+    except UnicodeDecodeError:
+        raise not_utf8_error(path) from None
     if not sentences:
         raise DataError(f"{path}: no sentences found (empty file?)")
     return sentences
@@ -113,6 +166,10 @@ def read_jsonl(path: str | os.PathLike) -> list[TaggedSentence]:
                 sentences.append(TaggedSentence(words, tags, path, [number] * len(words), len(sentences)))
     except FileNotFoundError:
         raise DataError(f"{path}: file not found") from None
+    except IsADirectoryError:
+        raise DataError(f"{path}: is a folder, not a text file") from None
+    except UnicodeDecodeError:
+        raise not_utf8_error(path) from None
     if not sentences:
         raise DataError(f"{path}: no sentences found (empty file?)")
     return sentences
@@ -218,6 +275,8 @@ def encode_tags(
 __all__ = [
     "DataError",
     "TaggedSentence",
+    "read_text_lines",
+    "not_utf8_error",
     "read_conll",
     "read_jsonl",
     "sentences_from_pairs",

@@ -101,8 +101,11 @@ def tag(
     """Tag raw text (split into words by the tokenizer, Chinese included) or pre-split sentences.
 
     Returns one dict per sentence: `{"text", "words", "tags", "entities"}` (see [`entities_from_tags`];
-    `score` is the mean probability of the chosen tags: CRF marginals or softmax).
+    `score` is the mean probability of the chosen tags: CRF marginals or softmax). An input without words
+    (an empty or blank string, an empty word list) gets a result with empty lists, so results line up with inputs.
     """
+    if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
+        raise ValueError(f"batch_size must be a positive integer, got {batch_size!r}")
     if isinstance(inputs, str):
         inputs = [inputs]
     elif is_split_into_words and inputs and all(isinstance(word, str) for word in inputs):
