@@ -19,6 +19,16 @@ Input rules (bad input stops with an error naming file and line) are in `hf_elmo
 ``O`` with a warning). Tags (BIO/IOB1/BIOES) are scored with seqeval (conlleval rules): overall micro
 precision / recall / F1 and the same per entity type.
 
+``train-classifier`` reads ``label<TAB>text`` lines. It refuses training data with a single label, and data
+with more distinct labels than half the examples or than distinct texts (fewer than two examples per label on
+average; typically a ``word<TAB>tag`` CoNLL file, whose words would become the classes): such a file is meant
+for ``train``.
+
+``predict`` prints one JSON object per input line, in input order; a blank line gets an empty result (no
+words), so output line N always belongs to input line N. ``predict`` and ``evaluate`` need a folder written by
+``train`` (a fine-tuned tagger); a pretrained biLM or a sentence classifier is refused. Numeric options are
+checked before any model is loaded; every problem ends in one ``error: ...`` line and exit status 2.
+
 The output folder holds the model and tokenizer (``from_pretrained`` loads it; ``pipeline(
 "elmo-token-classification", model=folder)`` tags text) plus ``results.json`` with the metrics.
 It is written atomically: a failed run leaves no half-written folder.
@@ -29,6 +39,9 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import math
+import os
+import re
 import sys
 import tempfile
 import time
@@ -47,11 +60,13 @@ from .conll import (  # noqa: F401  (re-exported: the data half of the fine-tuni
     load_hub_dataset,
     read_conll,
     read_jsonl,
+    read_text_lines,
     sentences_from_dataset,
     sentences_from_pairs,
 )
 from .configuration_elmo import ElmoConfig
 from .data_collator import ElmoDataCollator
+from .embedder import ModelNotFoundError, _looks_like_local_path
 from .modeling_elmo import ElmoForSequenceClassification, ElmoForTokenClassification
 from .tagging import tag as tag_text
 from .tokenization_elmo import ElmoTokenizer
@@ -118,6 +133,7 @@ def predict_tags(
     model, tokenizer, sentences: Sequence[Sequence[str]], batch_size: int = 64, max_words: int | None = None
 ) -> list[list[str]]:
     """Tags for pre-split sentences (batched by length for speed; output in input order)."""
+    check_batch_size(batch_size, "batch_size")
     collator = ElmoDataCollator(tokenizer, max_words=max_words)
     id2label = model.config.id2label
     device = next(model.parameters()).device
@@ -157,6 +173,33 @@ def evaluate_tagger(
 # Training ------------------------------------------------------------------------------------
 
 
+class OptionError(ValueError):
+    """An option out of its range, or a `--model` of the wrong kind; the message names the command-line flag."""
+
+
+# The command-line flag of each option, for error messages.
+_FLAGS = {
+    "task_encoder_hidden_size": "--hidden-size",
+    "learning_rate": "--lr",
+    "gradient_accumulation_steps": "--grad-accum",
+    "logging_steps": "logging_steps",
+}
+
+
+def _flag(name: str) -> str:
+    return _FLAGS.get(name, "--" + name.replace("_", "-"))
+
+
+def _is_int(value) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def check_batch_size(value, flag: str = "--batch-size") -> None:
+    """`OptionError` unless `value` is a positive integer."""
+    if not _is_int(value) or value < 1:
+        raise OptionError(f"{flag} must be a positive integer, got {value}")
+
+
 @dataclass
 class FinetuneOptions:
     """Options of `train_tagger` / `train_classifier` (the command line mirrors them)."""
@@ -191,6 +234,41 @@ class FinetuneOptions:
     threads: int | None = None
     head_config: dict = field(default_factory=dict)
 
+    def check(self) -> None:
+        """Raise `OptionError` (naming the command-line flag) for a value out of range; run before any work."""
+
+        def refuse(name: str, rule: str):
+            raise OptionError(f"{_flag(name)} must be {rule}, got {getattr(self, name)}")
+
+        for name in ("batch_size", "eval_batch_size", "gradient_accumulation_steps", "logging_steps"):
+            if not _is_int(getattr(self, name)) or getattr(self, name) < 1:
+                refuse(name, "a positive integer")
+        for name in ("max_words", "task_encoder_hidden_size", "threads"):
+            value = getattr(self, name)
+            if value is not None and (not _is_int(value) or value < 1):
+                refuse(name, "a positive integer")
+        value = self.classifier_hidden_size
+        if value is not None and (not _is_int(value) or value < 0):
+            refuse("classifier_hidden_size", "0 (a linear classifier) or a positive integer")
+        if not _is_int(self.max_steps) or (self.max_steps < 1 and self.max_steps != -1):
+            refuse("max_steps", "a positive integer (or -1: train for --epochs)")
+        for name in ("epochs", "learning_rate"):
+            value = getattr(self, name)
+            if not isinstance(value, (int, float)) or not math.isfinite(value) or value <= 0:
+                refuse(name, "a positive number")
+        value = self.weight_decay
+        if not isinstance(value, (int, float)) or not math.isfinite(value) or value < 0:
+            refuse("weight_decay", "a number >= 0")
+        value = self.dropout
+        if value is not None and (not isinstance(value, (int, float)) or not 0 <= value < 1):
+            refuse("dropout", "a probability in [0, 1)")
+        if not _is_int(self.seed) or not 0 <= self.seed < 2**32:
+            refuse("seed", "an integer in [0, 2**32)")
+        if self.task_encoder not in ("linear", "bilstm"):
+            refuse("task_encoder", "'linear' or 'bilstm'")
+        if self.unseen_label not in ("error", "O"):
+            refuse("unseen_label", "'error' or 'O'")
+
 
 def load_tokenizer(model_name: str, config: ElmoConfig) -> ElmoTokenizer:
     try:
@@ -212,15 +290,135 @@ def _head_config(options: FinetuneOptions, extra: dict) -> dict:
     return values
 
 
+# Models --------------------------------------------------------------------------------------
+
+# What `config.architectures` says a fine-tuned folder holds.
+_HEADS = {"ElmoForTokenClassification": "tagger", "ElmoForSequenceClassification": "sentence classifier"}
+_COMMANDS = {"ElmoForTokenClassification": "train", "ElmoForSequenceClassification": "train-classifier"}
+
+
+def _first_line(error: BaseException) -> str:
+    text = str(error).strip()
+    return text.splitlines()[0] if text else type(error).__name__
+
+
+def _is_shape_mismatch(error: BaseException) -> bool:
+    # transformers' RuntimeError, or the ValueError hf_elmo's `from_pretrained` turns it into.
+    text = str(error)
+    return isinstance(error, (ValueError, RuntimeError)) and (
+        "ignore_mismatched_sizes" in text or "size mismatch" in text or "do not have the shapes" in text
+    )
+
+
+def model_config_dict(name: str | os.PathLike) -> dict:
+    """The config.json of a model folder or Hub id, read without loading weights.
+
+    Raises `ModelNotFoundError` (one line) when `name` leads to no ELMo config: a missing folder, a folder
+    without config.json, or a name that is no local folder and that the Hub cannot provide (offline,
+    unreachable, or no such model).
+    """
+    name = os.fspath(name)
+    if os.path.isdir(name):
+        if not os.path.isfile(os.path.join(name, "config.json")):
+            raise ModelNotFoundError(f"{name} has no config.json: it is not a saved hf-elmo model folder")
+    elif os.path.exists(name):
+        raise ModelNotFoundError(f"{name} is a file, not a model folder")
+    elif _looks_like_local_path(name):
+        raise ModelNotFoundError(f"model folder not found: {name}")
+    try:
+        config_dict, _ = ElmoConfig.get_config_dict(name)
+    except (OSError, ValueError) as error:
+        if os.path.isdir(name):
+            raise ModelNotFoundError(f"cannot load the model in {name}: {_first_line(error)}") from None
+        raise ModelNotFoundError(
+            f"there is no local folder {name!r}, and the Hugging Face Hub could not provide a model of that name "
+            f"(offline, unreachable, or no such model): {_first_line(error)}"
+        ) from None
+    return config_dict
+
+
+def _architectures(config_dict: dict) -> list[str]:
+    architectures = config_dict.get("architectures") or []
+    return [name for name in architectures if isinstance(name, str)]
+
+
+def _check_training_base(name: str, model_class) -> list[str]:
+    """Refuse a `--model` that is a fine-tuned head of the other kind; returns the folder's architectures."""
+    architectures = _architectures(model_config_dict(name))
+    for other, kind in _HEADS.items():
+        if other in architectures and other != model_class.__name__:
+            command = _COMMANDS[model_class.__name__]
+            raise OptionError(
+                f"--model {name} is a fine-tuned {kind} ({other}); `hf-elmo finetune {command}` starts from a "
+                "pretrained biLM: pass the pretrained biLM folder or Hub name instead"
+            )
+    return architectures
+
+
 def build_model(model_class, options: FinetuneOptions, **config_values):
-    """The head on top of `options.model`: pretrained biLM, or (with `random_init`) the same architecture fresh."""
+    """The head on top of `options.model`: pretrained biLM, or (with `random_init`) the same architecture fresh.
+
+    `options.model` must be a pretrained biLM (or a fine-tuned model of the same kind whose head fits);
+    anything else raises `ModelNotFoundError` or `OptionError` with a one-line reason.
+    """
+    architectures = _check_training_base(options.model, model_class)
     if options.random_init:
         config = ElmoConfig.from_pretrained(options.model)
         for key, value in config_values.items():
             setattr(config, key, value)
         config._validate()
         return model_class(config)
-    return model_class.from_pretrained(options.model, **config_values)
+    try:
+        return model_class.from_pretrained(options.model, **config_values)
+    except (OSError, ValueError, RuntimeError) as error:
+        if isinstance(error, RuntimeError) and not _is_shape_mismatch(error):
+            raise
+        if _is_shape_mismatch(error):
+            kind = next((_HEADS[a] for a in architectures if a in _HEADS), None)
+            if kind is not None:
+                raise OptionError(
+                    f"--model {options.model} is a fine-tuned {kind} whose head does not fit this run (other "
+                    "labels or head options); start from the pretrained biLM it was trained from instead"
+                ) from None
+        raise ModelNotFoundError(f"cannot load the model in {options.model}: {_first_line(error)}") from None
+
+
+def load_tagger(name: str | os.PathLike):
+    """A fine-tuned tagger and its tokenizer from a folder (or Hub id) written by `train_tagger`.
+
+    Refuses, with a one-line `OptionError`, anything else: a pretrained biLM (`ElmoModel`,
+    `ElmoForPreTraining`), a sentence classifier, or a folder whose weights hold no tagging head.
+    """
+    name = os.fspath(name)
+    architectures = _architectures(model_config_dict(name))
+    if architectures and "ElmoForTokenClassification" not in architectures:
+        kind = next((_HEADS[a] for a in architectures if a in _HEADS), None)
+        what = f"a fine-tuned {kind}" if kind else "a pretrained biLM"
+        raise OptionError(
+            f"--model {name} is {what} ({', '.join(architectures)}), not a fine-tuned tagger: predict and evaluate "
+            "take the --output-dir of `hf-elmo finetune train`"
+        )
+    try:
+        model, loading_info = ElmoForTokenClassification.from_pretrained(name, output_loading_info=True)
+    except (OSError, ValueError, RuntimeError) as error:
+        if isinstance(error, RuntimeError) and not _is_shape_mismatch(error):
+            raise
+        raise ModelNotFoundError(f"cannot load a tagger from {name}: {_first_line(error)}") from None
+    missing = list(loading_info.get("missing_keys") or [])
+    if missing:
+        head = [key for key in missing if not key.startswith("elmo.")]
+        shown = ", ".join(sorted(head or missing)[:3]) + (", ..." if len(head or missing) > 3 else "")
+        if head:
+            raise OptionError(
+                f"--model {name} is not a fine-tuned tagger: its weights hold no tagging head (missing {shown}); "
+                "predict and evaluate take the --output-dir of `hf-elmo finetune train`"
+            )
+        raise ModelNotFoundError(f"{name}: its weights lack {len(missing)} tensors of the model ({shown})")
+    labels = [str(label) for label in model.config.id2label.values()]
+    if all(re.fullmatch(r"LABEL_\d+", label) for label in labels):
+        logger.warning("%s: the tags are transformers' defaults (%s): was it saved without its label names?",
+                       name, ", ".join(labels))
+    return model, load_tokenizer(name, model.config)
 
 
 @torch.no_grad()
@@ -340,6 +538,7 @@ def train_tagger(
     from transformers import Trainer, set_seed
 
     options = options or FinetuneOptions()
+    options.check()
     if options.output_dir and Path(options.output_dir).exists() and not options.overwrite:
         raise FileExistsError(f"{options.output_dir} already exists (pass --overwrite to replace it)")
     if options.threads:
@@ -416,16 +615,19 @@ def train_classifier(
     """Fine-tune an [`ElmoForSequenceClassification`] on (text or word list, label) pairs.
 
     Returns `{"model", "tokenizer", "results"}`; `results["dev"/"test"]["accuracy"]`.
+    The training pairs are checked with [`check_classification_labels`] first.
     """
     from transformers import Trainer, set_seed
 
     options = options or FinetuneOptions()
+    options.check()
     if options.output_dir and Path(options.output_dir).exists() and not options.overwrite:
         raise FileExistsError(f"{options.output_dir} already exists (pass --overwrite to replace it)")
     if options.threads:
         torch.set_num_threads(options.threads)
     if not train:
         raise DataError("no training examples")
+    check_classification_labels(train)
     set_seed(options.seed)
     labels = sorted({label for _, label in train})
     label2id = {label: i for i, label in enumerate(labels)}
@@ -493,21 +695,45 @@ def train_classifier(
     return {"model": model, "tokenizer": tokenizer, "results": results}
 
 
+def check_classification_labels(
+    pairs: Sequence[tuple[str | Sequence[str], str]], source: str = "the training data"
+) -> None:
+    """Refuse training pairs that cannot be meant as classification data (`DataError`).
+
+    * a single label: nothing to learn;
+    * more distinct labels than half the examples (fewer than two examples per label on average) or than
+      distinct texts. This is what a ``word<TAB>tag`` (CoNLL) file read as ``label<TAB>text`` looks like: every
+      word becomes a class, and the few tags are the "texts".
+    """
+    labels: dict[str, None] = {}
+    for _, label in pairs:
+        labels.setdefault(label, None)
+    if len(labels) == 1:
+        raise DataError(
+            f"{source}: only one label ({next(iter(labels))!r}) in {len(pairs)} examples; a classifier needs at "
+            "least two"
+        )
+    texts = {text if isinstance(text, str) else tuple(text) for text, _ in pairs}
+    if len(labels) > len(pairs) / 2 or len(labels) > len(texts):
+        text, label = pairs[0]
+        raise DataError(
+            f"{source}: {len(labels)} distinct labels for {len(pairs)} examples ({len(texts)} distinct texts; the "
+            f"first example gives label {label!r} to text {text!r}): this does not look like a label<TAB>text "
+            "file, and a classifier needs at least two examples per label on average. A word<TAB>tag (CoNLL) file "
+            "is for tagging: `hf-elmo finetune train`"
+        )
+
+
 def read_classification_file(path: str) -> list[tuple[str, str]]:
-    """`label<TAB>text` per line."""
+    """`label<TAB>text` per line (blank lines are skipped); `DataError` naming file and line on bad input."""
     pairs = []
-    try:
-        with open(path, encoding="utf-8-sig") as handle:
-            for number, line in enumerate(handle, start=1):
-                line = line.rstrip("\r\n")
-                if not line.strip():
-                    continue
-                label, sep, text = line.partition("\t")
-                if not sep or not label.strip() or not text.strip():
-                    raise DataError(f"{path}:{number}: expected 'label<TAB>text', got {line!r}")
-                pairs.append((text, label.strip()))
-    except FileNotFoundError:
-        raise DataError(f"{path}: file not found") from None
+    for number, line in enumerate(read_text_lines(path), start=1):
+        if not line.strip():
+            continue
+        label, sep, text = line.partition("\t")
+        if not sep or not label.strip() or not text.strip():
+            raise DataError(f"{path}:{number}: expected 'label<TAB>text', got {line!r}")
+        pairs.append((text, label.strip()))
     if not pairs:
         raise DataError(f"{path}: no examples found (empty file?)")
     return pairs
@@ -552,14 +778,15 @@ def _add_training_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--dropout", type=float, default=None, help="dropout on the ELMo mix and in the head (default 0.5)"
     )
-    parser.add_argument("--epochs", type=float, default=3.0)
+    parser.add_argument("--epochs", type=float, default=3.0, help="passes over the training data (> 0)")
     parser.add_argument(
-        "--max-steps", type=int, default=-1, help="stop after this many optimiser steps (overrides --epochs)"
+        "--max-steps", type=int, default=-1,
+        help="stop after this many optimiser steps (overrides --epochs; -1, the default, = use --epochs)",
     )
     parser.add_argument("--lr", type=float, default=1e-3, help="learning rate (AdamW, linear decay)")
     parser.add_argument("--weight-decay", type=float, default=0.0)
-    parser.add_argument("--batch-size", type=int, default=32)
-    parser.add_argument("--eval-batch-size", type=int, default=64)
+    parser.add_argument("--batch-size", type=int, default=32, help="sentences per training step")
+    parser.add_argument("--eval-batch-size", type=int, default=64, help="sentences per evaluation batch")
     parser.add_argument("--grad-accum", type=int, default=1, help="gradient accumulation steps")
     parser.add_argument("--max-words", type=int, default=None, help="cut training sentences to this many words")
     parser.add_argument("--seed", type=int, default=42)
@@ -623,31 +850,40 @@ def build_parser() -> argparse.ArgumentParser:
     )
     _add_training_options(train)
 
-    classify = commands.add_parser("train-classifier", help="fine-tune a sentence classifier (label<TAB>text files)")
+    classify = commands.add_parser(
+        "train-classifier",
+        help="fine-tune a sentence classifier (label<TAB>text files)",
+        description="Fine-tune a sentence classifier on label<TAB>text lines. Training data with one label, or "
+        "with more distinct labels than half the examples or than distinct texts, is refused: that is what a "
+        "word<TAB>tag (CoNLL) file looks like, and those are for `train`.",
+    )
     classify.add_argument("--train", required=True)
     classify.add_argument("--dev")
     classify.add_argument("--test")
     classify.add_argument("--classifier-hidden-size", type=int, default=None, help="MLP hidden size (0 = linear)")
     _add_training_options(classify)
 
-    predict = commands.add_parser("predict", help="tag raw text; prints one JSON object per input line")
-    predict.add_argument("--model", required=True, help="a fine-tuned tagger folder")
+    predict = commands.add_parser(
+        "predict",
+        help="tag raw text; prints one JSON object per input line",
+        description="Tag raw text. Prints one JSON object per input (the texts given as arguments, then each "
+        "line of --input), in input order: a blank line gets an empty result (no words, no tags), so output "
+        "line N always belongs to input N.",
+    )
+    predict.add_argument("--model", required=True, help="a fine-tuned tagger folder (the --output-dir of `train`)")
     predict.add_argument("text", nargs="*", help="texts to tag (or use --input)")
-    predict.add_argument("--input", help="file with one text per line ('-' = stdin)")
+    predict.add_argument(
+        "--input", help="UTF-8 file with one text per line ('-' = stdin); a blank line gives an empty result"
+    )
     predict.add_argument("--split-into-words", action="store_true", help="inputs are already space-separated words")
-    predict.add_argument("--batch-size", type=int, default=32)
+    predict.add_argument("--batch-size", type=int, default=32, help="sentences per batch (>= 1)")
 
     evaluate = commands.add_parser("evaluate", help="score a fine-tuned tagger on a labelled file")
-    evaluate.add_argument("--model", required=True)
+    evaluate.add_argument("--model", required=True, help="a fine-tuned tagger folder (the --output-dir of `train`)")
     evaluate.add_argument("--test", required=True)
-    evaluate.add_argument("--batch-size", type=int, default=64)
+    evaluate.add_argument("--batch-size", type=int, default=64, help="sentences per batch (>= 1)")
     evaluate.add_argument("--unseen-label", choices=("error", "O"), default="error")
     return parser
-
-
-def _load_tagger(folder: str):
-    model = ElmoForTokenClassification.from_pretrained(folder)
-    return model, load_tokenizer(folder, model.config)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -656,13 +892,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     logging.getLogger("hf_elmo").setLevel(logging.INFO)
     try:
         if args.command == "train":
-            if args.dataset:
-                splits = load_hub_dataset(args.dataset, args.dataset_config, args.words_column, args.tags_column)
-            else:
-                splits = {"train": read_conll(args.train)}
-                for split in ("dev", "test"):
-                    if getattr(args, split):
-                        splits[split] = read_conll(getattr(args, split))
             options = _options(
                 args,
                 task_encoder=args.task_encoder,
@@ -670,43 +899,54 @@ def main(argv: Sequence[str] | None = None) -> int:
                 use_crf=args.use_crf,
                 unseen_label=args.unseen_label,
             )
+            options.check()  # before any file is read or model loaded
+            if args.dataset:
+                splits = load_hub_dataset(args.dataset, args.dataset_config, args.words_column, args.tags_column)
+            else:
+                splits = {"train": read_conll(args.train)}
+                for split in ("dev", "test"):
+                    if getattr(args, split):
+                        splits[split] = read_conll(getattr(args, split))
             results = train_tagger(splits["train"], splits.get("dev"), splits.get("test"), options)["results"]
             for split in ("dev", "test"):
                 if split in results:
                     print(format_scores(f"{split}:", results[split]))
             print(f"saved to {args.output_dir}")
         elif args.command == "train-classifier":
+            options = _options(args, classifier_hidden_size=args.classifier_hidden_size)
+            options.check()
             splits = {
                 name: read_classification_file(getattr(args, name))
                 for name in ("train", "dev", "test")
                 if getattr(args, name)
             }
-            options = _options(args, classifier_hidden_size=args.classifier_hidden_size)
+            check_classification_labels(splits["train"], args.train)
             results = train_classifier(splits["train"], splits.get("dev"), splits.get("test"), options)["results"]
             for split in ("dev", "test"):
                 if split in results:
                     print(f"{split}: accuracy {results[split]['accuracy']:.4f}")
             print(f"saved to {args.output_dir}")
         elif args.command == "predict":
-            model, tokenizer = _load_tagger(args.model)
+            check_batch_size(args.batch_size)
             texts = list(args.text)
             if args.input:
-                handle = sys.stdin if args.input == "-" else open(args.input, encoding="utf-8-sig")
-                with handle:
-                    texts += [line.rstrip("\r\n") for line in handle if line.strip()]
+                texts += read_text_lines(args.input)  # blank lines too: one output line per input line
             if not texts:
                 raise DataError("nothing to tag: give texts as arguments or --input FILE")
+            model, tokenizer = load_tagger(args.model)
             inputs = [text.split() for text in texts] if args.split_into_words else texts
             for result in tag_text(
                 model, tokenizer, inputs, is_split_into_words=args.split_into_words, batch_size=args.batch_size
             ):
                 print(json.dumps(result, ensure_ascii=False))
         elif args.command == "evaluate":
-            model, tokenizer = _load_tagger(args.model)
-            scores = evaluate_tagger(model, tokenizer, read_conll(args.test), args.batch_size, args.unseen_label)
+            check_batch_size(args.batch_size)
+            test = read_conll(args.test)
+            model, tokenizer = load_tagger(args.model)
+            scores = evaluate_tagger(model, tokenizer, test, args.batch_size, args.unseen_label)
             print(format_scores(f"{args.test}:", scores))
             print(json.dumps(scores, ensure_ascii=False))
-    except (DataError, FileExistsError) as error:
+    except (DataError, OptionError, ModelNotFoundError, FileExistsError) as error:
         print(f"error: {error}", file=sys.stderr)
         return 2
     return 0

@@ -253,5 +253,6 @@ def test_cli_predict_reads_pre_split_words_from_a_file(trained, tmp_path, capsys
     inputs.write_text("Alice went to New York\n\nBob saw Rome\n", encoding="utf-8")
     assert main(["predict", "--model", trained["folder"], "--input", str(inputs), "--split-into-words"]) == 0
     lines = [json.loads(line) for line in capsys.readouterr().out.strip().splitlines()]
-    assert [line["words"] for line in lines] == [["Alice", "went", "to", "New", "York"], ["Bob", "saw", "Rome"]]
+    # The blank line gets an empty result, so output line N belongs to input line N.
+    assert [line["words"] for line in lines] == [["Alice", "went", "to", "New", "York"], [], ["Bob", "saw", "Rome"]]
     assert all(len(line["tags"]) == len(line["words"]) for line in lines)

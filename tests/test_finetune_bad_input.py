@@ -1,0 +1,266 @@
+"""`hf-elmo finetune` on bad input: each problem ends in one `error: ...` line and exit status 2, nothing written."""
+
+import json
+
+import pytest
+import torch
+from finetune_helpers import save_tiny_base, tiny_config, toy_sentences, write_conll
+
+from hf_elmo import ElmoTokenizer
+from hf_elmo.conll import DataError, read_conll
+from hf_elmo.finetune import FinetuneOptions, main, train_classifier, train_tagger
+from hf_elmo.modeling_elmo import ElmoForPreTraining, ElmoForTokenClassification
+from hf_elmo.tagging import tag
+
+NOT_UTF8 = b"\xff\xfe\x00abc\n"
+
+
+@pytest.fixture(scope="module")
+def folders(tmp_path_factory):
+    """A biLM, a pretraining run, a tagger and a sentence classifier, all tiny (a training step each)."""
+    root = tmp_path_factory.mktemp("bad-input")
+    base = save_tiny_base(root / "base")
+    torch.manual_seed(0)
+    ElmoForPreTraining(tiny_config(lm_vocab=["<S>", "</S>", "<UNK>", "a", "b"])).save_pretrained(root / "pretrained")
+    ElmoTokenizer().save_pretrained(root / "pretrained")
+    conll = write_conll(root / "train.txt", toy_sentences(12, 1))
+    quick = dict(model=base, max_steps=1, batch_size=8, logging_steps=1000, task_encoder="linear")
+    train_tagger(read_conll(conll), options=FinetuneOptions(output_dir=str(root / "tagger"), **quick))
+    pairs = [("good film", "pos"), ("bad film", "neg"), ("very good", "pos"), ("so bad", "neg")]
+    train_classifier(pairs, options=FinetuneOptions(output_dir=str(root / "classifier"), **quick))
+    classification = root / "train.tsv"
+    classification.write_text("".join(f"{label}\t{text}\n" for text, label in pairs), encoding="utf-8")
+    return {
+        "root": root,
+        "base": base,
+        "pretrained": str(root / "pretrained"),
+        "tagger": str(root / "tagger"),
+        "classifier": str(root / "classifier"),
+        "conll": conll,
+        "tsv": str(classification),
+    }
+
+
+def fails(argv, capsys) -> str:
+    """Run the command, check it ends with one `error:` line and status 2, and return that line."""
+    code = main(argv)
+    err = capsys.readouterr().err.strip().splitlines()
+    assert code == 2, err
+    assert err and err[-1].startswith("error: "), err
+    return err[-1]
+
+
+def nothing_written(folder, before):
+    assert sorted(p.name for p in folder.iterdir()) == before
+
+
+# 1. --batch-size of predict / evaluate ---------------------------------------------------------
+
+
+@pytest.mark.parametrize("command", ["predict", "evaluate"])
+@pytest.mark.parametrize("size", ["0", "-1"])
+def test_predict_and_evaluate_refuse_a_non_positive_batch_size(folders, capsys, command, size):
+    data = ["--input", folders["tsv"]] if command == "predict" else ["--test", folders["conll"]]
+    line = fails([command, "--model", folders["tagger"], *data, "--batch-size", size], capsys)
+    assert "--batch-size" in line and size in line
+
+
+def test_tag_refuses_a_non_positive_batch_size(folders):
+    model = ElmoForTokenClassification.from_pretrained(folders["tagger"])
+    with pytest.raises(ValueError, match="batch_size"):
+        tag(model, ElmoTokenizer(), ["a b"], batch_size=0)
+
+
+# 2. a folder of the wrong kind -------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("kind", ["pretrained", "classifier", "base"])
+@pytest.mark.parametrize("command", ["predict", "evaluate"])
+def test_predict_and_evaluate_refuse_a_folder_that_is_not_a_tagger(folders, capsys, kind, command):
+    data = ["张三"] if command == "predict" else ["--test", folders["conll"]]
+    line = fails([command, "--model", folders[kind], *data], capsys)
+    assert "not a fine-tuned tagger" in line
+
+
+def test_predict_refuses_a_tagger_folder_without_head_weights(folders, tmp_path, capsys):
+    # A hand-made folder whose config.json says tagger but whose weights are a bare biLM.
+    import shutil
+
+    folder = tmp_path / "headless"
+    shutil.copytree(folders["base"], folder)
+    config = json.loads((folder / "config.json").read_text())
+    config["architectures"] = ["ElmoForTokenClassification"]
+    (folder / "config.json").write_text(json.dumps(config))
+    line = fails(["predict", "--model", str(folder), "a b"], capsys)
+    assert "no tagging head" in line
+
+
+@pytest.mark.parametrize(
+    "command,kind,message",
+    [("train", "classifier", "sentence classifier"), ("train-classifier", "tagger", "tagger")],
+)
+def test_training_refuses_a_fine_tuned_folder_of_the_other_kind(folders, tmp_path, capsys, command, kind, message):
+    data = folders["conll"] if command == "train" else folders["tsv"]
+    argv = [command, "--model", folders[kind], "--train", data, "--output-dir", str(tmp_path / "out")]
+    line = fails(argv + ["--max-steps", "1"], capsys)
+    assert message in line and "pretrained biLM" in line
+    nothing_written(tmp_path, [])
+
+
+def test_training_from_a_tagger_whose_head_does_not_fit(folders, tmp_path, capsys):
+    # The same kind of head, but other labels: the head's weights cannot be loaded.
+    other = tmp_path / "other.txt"
+    other.write_text("a\tB-X\nb\tB-Y\nc\tO\n", encoding="utf-8")
+    argv = ["train", "--model", folders["tagger"], "--train", str(other), "--output-dir", str(tmp_path / "out")]
+    line = fails(argv + ["--max-steps", "1", "--task-encoder", "linear"], capsys)
+    assert "pretrained biLM" in line
+    assert not (tmp_path / "out").exists()
+
+
+# 3. predict: one output line per input line ------------------------------------------------------
+
+
+@pytest.mark.parametrize("split", [False, True])
+def test_predict_prints_one_line_per_input_line_blank_lines_included(folders, tmp_path, capsys, split):
+    inputs = tmp_path / "gap.txt"
+    inputs.write_text("Alice met Bob\n\nRome\n   \n", encoding="utf-8")
+    argv = ["predict", "--model", folders["tagger"], "--input", str(inputs)]
+    assert main(argv + (["--split-into-words"] if split else [])) == 0
+    lines = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    assert [line["words"] for line in lines] == [["Alice", "met", "Bob"], [], ["Rome"], []]
+    assert [line["tags"] for line in lines][1::2] == [[], []]
+    assert lines[1]["entities"] == []
+
+
+def test_predict_help_says_blank_lines_give_empty_results(capsys):
+    with pytest.raises(SystemExit):
+        main(["predict", "--help"])
+    assert "blank line" in " ".join(capsys.readouterr().out.split())
+
+
+# 4. and 5. numeric options ------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "option,value",
+    [
+        ("--max-words", "0"),
+        ("--max-words", "-1"),
+        ("--epochs", "0"),
+        ("--epochs", "-1"),
+        ("--epochs", "nan"),
+        ("--batch-size", "0"),
+        ("--batch-size", "-2"),
+        ("--eval-batch-size", "0"),
+        ("--grad-accum", "0"),
+        ("--dropout", "1.5"),
+        ("--dropout", "-0.1"),
+        ("--lr", "-1"),
+        ("--lr", "0"),
+        ("--weight-decay", "-1"),
+        ("--max-steps", "0"),
+        ("--max-steps", "-2"),
+        ("--threads", "0"),
+        ("--seed", "-1"),
+        ("--hidden-size", "0"),
+    ],
+)
+def test_train_refuses_out_of_range_numbers_before_any_work(tmp_path, capsys, option, value):
+    train = write_conll(tmp_path / "train.txt", toy_sentences(4, 1))
+    before = sorted(p.name for p in tmp_path.iterdir())
+    # The model does not exist: the options are checked before anything is loaded.
+    argv = ["train", "--model", str(tmp_path / "no-model"), "--train", train, "--output-dir", str(tmp_path / "out")]
+    line = fails(argv + ["--task-encoder", "bilstm", option, value], capsys)
+    assert option in line and value in line
+    nothing_written(tmp_path, before)
+
+
+@pytest.mark.parametrize("option,value", [("--classifier-hidden-size", "-5"), ("--batch-size", "0")])
+def test_train_classifier_refuses_out_of_range_numbers(folders, tmp_path, capsys, option, value):
+    argv = ["train-classifier", "--model", folders["base"], "--train", folders["tsv"]]
+    line = fails(argv + ["--output-dir", str(tmp_path / "out"), option, value], capsys)
+    assert option in line and value in line
+    nothing_written(tmp_path, [])
+
+
+def test_library_training_checks_options_too(folders):
+    from hf_elmo.finetune import OptionError
+
+    sentences = read_conll(folders["conll"])
+    with pytest.raises(OptionError, match="--epochs"):
+        train_tagger(sentences, options=FinetuneOptions(model=folders["base"], epochs=0))
+    with pytest.raises(OptionError, match="--grad-accum"):
+        train_classifier([("a", "x"), ("b", "y")], options=FinetuneOptions(model=folders["base"],
+                                                                        gradient_accumulation_steps=0))
+
+
+# 6. unreadable input files -------------------------------------------------------------------------
+
+
+def test_predict_reports_a_missing_input_file(folders, tmp_path, capsys):
+    line = fails(["predict", "--model", folders["tagger"], "--input", str(tmp_path / "missing.txt")], capsys)
+    assert "missing.txt" in line and "not found" in line
+
+
+@pytest.mark.parametrize("command", ["predict", "train-classifier", "train", "evaluate"])
+def test_non_utf8_input_is_reported_with_file_and_line(folders, tmp_path, capsys, command):
+    bad = tmp_path / "bad.txt"
+    bad.write_bytes(b"ok\tfine\n" + NOT_UTF8)
+    argv = {
+        "predict": ["predict", "--model", folders["tagger"], "--input", str(bad)],
+        "train-classifier": ["train-classifier", "--model", folders["base"], "--train", str(bad)],
+        "train": ["train", "--model", folders["base"], "--train", str(bad)],
+        "evaluate": ["evaluate", "--model", folders["tagger"], "--test", str(bad)],
+    }[command]
+    if command.startswith("train"):
+        argv += ["--output-dir", str(tmp_path / "out")]
+    line = fails(argv, capsys)
+    assert f"{bad}:2: not UTF-8" in line and "0xff" in line
+    nothing_written(tmp_path, ["bad.txt"])
+
+
+def test_jsonl_reader_reports_non_utf8_bytes(tmp_path):
+    bad = tmp_path / "bad.jsonl"
+    bad.write_bytes(b'{"words": ["a"], "tags": ["O"]}\n' + NOT_UTF8)
+    with pytest.raises(DataError, match=r"bad.jsonl:2: not UTF-8"):
+        read_conll(bad)
+
+
+# 7. a model name that leads nowhere -------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("command", ["predict", "evaluate", "train", "train-classifier"])
+def test_a_model_name_that_is_neither_a_folder_nor_on_the_hub(folders, tmp_path, capsys, monkeypatch, command):
+    monkeypatch.chdir(tmp_path)
+    argv = {
+        "predict": ["predict", "--model", "nosuch", "a b"],
+        "evaluate": ["evaluate", "--model", "nosuch", "--test", folders["conll"]],
+        "train": ["train", "--model", "nosuch", "--train", folders["conll"], "--output-dir", "out"],
+        "train-classifier": ["train-classifier", "--model", "nosuch", "--train", folders["tsv"], "--output-dir", "out"],
+    }[command]
+    line = fails(argv, capsys)
+    assert "no local folder" in line and "nosuch" in line and "Hub" in line
+    nothing_written(tmp_path, [])
+
+
+def test_a_model_path_that_does_not_exist(tmp_path, capsys):
+    line = fails(["predict", "--model", str(tmp_path / "gone"), "a b"], capsys)
+    assert "model folder not found" in line
+
+
+# 8. a CoNLL file given to train-classifier ---------------------------------------------------------------
+
+
+def test_train_classifier_refuses_a_word_tag_file(folders, tmp_path, capsys):
+    argv = ["train-classifier", "--model", folders["base"], "--train", folders["conll"]]
+    line = fails(argv + ["--output-dir", str(tmp_path / "out")], capsys)
+    assert "label<TAB>text" in line and "finetune train" in line and folders["conll"] in line
+    nothing_written(tmp_path, [])
+
+
+def test_train_classifier_refuses_a_single_label(folders, tmp_path, capsys):
+    one = tmp_path / "one.tsv"
+    one.write_text("pos\tgood\npos\tfine\npos\tgreat\n", encoding="utf-8")
+    line = fails(["train-classifier", "--model", folders["base"], "--train", str(one), "--output-dir",
+                  str(tmp_path / "out")], capsys)
+    assert "only one label" in line
