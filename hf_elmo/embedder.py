@@ -35,7 +35,7 @@ class ModelNotFoundError(OSError):
     """The model name or path does not lead to a loadable ELMo model."""
 
 
-def _looks_like_local_path(name: str) -> bool:
+def looks_like_local_path(name: str) -> bool:
     # Hub ids are "name" or "org/name"; anything else can only be meant as a folder.
     return os.path.isabs(name) or name.startswith((".", "~")) or name.count("/") > 1 or os.sep in name.replace("/", "")
 
@@ -56,7 +56,7 @@ def load_model_and_tokenizer(model: str | os.PathLike | None = None) -> tuple[El
         raise ModelNotFoundError(
             f"the default model is not in this installation ({name} is missing); pass a model folder or Hub id"
         )
-    elif os.path.exists(name) or _looks_like_local_path(name):
+    elif os.path.exists(name) or looks_like_local_path(name):
         raise ModelNotFoundError(f"model folder not found: {name}")
     try:
         elmo = ElmoModel.from_pretrained(name)

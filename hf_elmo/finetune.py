@@ -66,7 +66,7 @@ from .conll import (  # noqa: F401  (re-exported: the data half of the fine-tuni
 )
 from .configuration_elmo import ElmoConfig
 from .data_collator import ElmoDataCollator
-from .embedder import ModelNotFoundError, _looks_like_local_path
+from .embedder import ModelNotFoundError, looks_like_local_path
 from .modeling_elmo import ElmoForSequenceClassification, ElmoForTokenClassification
 from .tagging import tag as tag_text
 from .tokenization_elmo import ElmoTokenizer
@@ -323,7 +323,7 @@ def model_config_dict(name: str | os.PathLike) -> dict:
             raise ModelNotFoundError(f"{name} has no config.json: it is not a saved hf-elmo model folder")
     elif os.path.exists(name):
         raise ModelNotFoundError(f"{name} is a file, not a model folder")
-    elif _looks_like_local_path(name):
+    elif looks_like_local_path(name):
         raise ModelNotFoundError(f"model folder not found: {name}")
     try:
         config_dict, _ = ElmoConfig.get_config_dict(name)
