@@ -257,12 +257,20 @@ def test_no_progress_silences_every_bar_and_an_oversized_sample_is_pointed_out(t
     capsys.readouterr()
     vocabulary_size = len(load_vocabulary(TRAIN / "vocab.txt"))
     sampled = ["--softmax", "sampled", "--num-sampled", str(vocabulary_size + 5), "--max-steps", "1"]
-    code = pretrain_main(common + ["--output-dir", str(tmp_path / "b"), "--init-from", str(tmp_path / "a"), *sampled, *TINY_ARGS])
+    bars_were_on = transformers_logging.is_progress_bar_enabled()
+    transformers_logging.enable_progress_bar()
+    try:
+        code = pretrain_main(
+            common + ["--output-dir", str(tmp_path / "b"), "--init-from", str(tmp_path / "a"), *sampled, *TINY_ARGS]
+        )
+        assert transformers_logging.is_progress_bar_enabled()  # the command leaves the caller's setting as it was
+    finally:
+        if not bars_were_on:
+            transformers_logging.disable_progress_bar()
     assert code == 0
     err = capsys.readouterr().err
     assert f"--num-sampled {vocabulary_size + 5} is not below the vocabulary size ({vocabulary_size} words)" in err
     assert "Loading weights" not in err and "it/s]" not in err
-    assert transformers_logging.is_progress_bar_enabled()  # the command leaves the caller's setting as it was
 
 
 def test_init_from_a_folder_without_weights_or_config_is_refused(tmp_path, capsys):
