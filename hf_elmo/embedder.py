@@ -15,6 +15,7 @@ because matrix products of different shapes may sum in a different order.
 
 from __future__ import annotations
 
+import logging
 import os
 from collections.abc import Iterator, Sequence
 
@@ -33,6 +34,9 @@ _MODEL_INPUTS = ("input_ids", "attention_mask", "word_ids")
 
 class ModelNotFoundError(OSError):
     """The model name or path does not lead to a loadable ELMo model."""
+
+
+logger = logging.getLogger(__name__)
 
 
 def looks_like_local_path(name: str) -> bool:
@@ -76,6 +80,15 @@ def _load_tokenizer(name: str, elmo: ElmoModel) -> ElmoTokenizer:
         except (OSError, ValueError):
             if os.path.isdir(name):
                 raise
+    if elmo.config.word_vocab_size:
+        raise ModelNotFoundError(
+            f"{name} has no tokenizer_config.json, and this model's word embedding needs its own dictionary "
+            "(saved with its tokenizer); save the tokenizer beside the model"
+        )
+    logger.warning(
+        "%s has no tokenizer_config.json: using a default ElmoTokenizer (UTF-8 bytes, segmenter 'auto'); "
+        "save the tokenizer the model was trained with beside it to use that one", name
+    )
     return ElmoTokenizer(max_characters_per_token=elmo.config.max_characters_per_token)
 
 

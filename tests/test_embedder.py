@@ -183,3 +183,20 @@ def test_missing_model(tmp_path, monkeypatch):
     monkeypatch.setattr(hf_elmo, "DEFAULT_MODEL", str(tmp_path / "not-built"))
     with pytest.raises(ModelNotFoundError, match="default model"):
         Embedder()
+
+
+def test_a_folder_without_its_tokenizer_warns_or_refuses(tmp_path, caplog):
+    import logging
+
+    from hf_elmo import ElmoConfig, ElmoModel
+    from reference_fixtures import tiny_config_kwargs
+
+    ElmoModel(ElmoConfig(**tiny_config_kwargs())).save_pretrained(tmp_path / "bare")  # weights only, no tokenizer
+    with caplog.at_level(logging.WARNING, logger="hf_elmo.embedder"):
+        embedder = Embedder(tmp_path / "bare")
+    assert "has no tokenizer_config.json: using a default ElmoTokenizer" in caplog.text
+    assert embedder.embed([["a", "b"]], layers="top")[0].shape[0] == 2
+    # A model with a word embedding cannot run without the dictionary its tokenizer carries.
+    ElmoModel(ElmoConfig(**tiny_config_kwargs(), word_vocab_size=10, word_embedding_dim=4)).save_pretrained(tmp_path / "words")
+    with pytest.raises(ModelNotFoundError, match="word embedding needs its own dictionary"):
+        Embedder(tmp_path / "words")
