@@ -197,6 +197,7 @@ def test_a_folder_without_its_tokenizer_warns_or_refuses(tmp_path, caplog):
     assert "has no tokenizer_config.json: using a default ElmoTokenizer" in caplog.text
     assert embedder.embed([["a", "b"]], layers="top")[0].shape[0] == 2
     # A model with a word embedding cannot run without the dictionary its tokenizer carries.
-    ElmoModel(ElmoConfig(**tiny_config_kwargs(), word_vocab_size=10, word_embedding_dim=4)).save_pretrained(tmp_path / "words")
+    words = ElmoConfig(**tiny_config_kwargs(), word_vocab_size=10, word_embedding_dim=4, bos_word_id=1, eos_word_id=2)
+    ElmoModel(words).save_pretrained(tmp_path / "words")
     with pytest.raises(ModelNotFoundError, match="word embedding needs its own dictionary"):
         Embedder(tmp_path / "words")
