@@ -20,9 +20,9 @@ Input rules (bad input stops with an error naming file and line) are in `hf_elmo
 precision / recall / F1 and the same per entity type.
 
 ``train-classifier`` reads ``label<TAB>text`` lines. It refuses training data with a single label, and data
-with more distinct labels than half the examples or than distinct texts (fewer than two examples per label on
-average; typically a ``word<TAB>tag`` CoNLL file, whose words would become the classes): such a file is meant
-for ``train``.
+of 20 or more examples with more distinct labels than half the examples or than distinct texts (fewer than two
+examples per label on average; typically a ``word<TAB>tag`` CoNLL file, whose words would become the classes):
+such a file is meant for ``train``.
 
 ``predict`` prints one JSON object per input line, in input order; a blank line gets an empty result (no
 words), so output line N always belongs to input line N. ``predict`` and ``evaluate`` need a folder written by
@@ -695,14 +695,17 @@ def train_classifier(
     return {"model": model, "tokenizer": tokenizer, "results": results}
 
 
+_MIN_EXAMPLES_FOR_LABEL_RULE = 20
+
+
 def check_classification_labels(
     pairs: Sequence[tuple[str | Sequence[str], str]], source: str = "the training data"
 ) -> None:
     """Refuse training pairs that cannot be meant as classification data (`DataError`).
 
     * a single label: nothing to learn;
-    * more distinct labels than half the examples (fewer than two examples per label on average) or than
-      distinct texts. This is what a ``word<TAB>tag`` (CoNLL) file read as ``label<TAB>text`` looks like: every
+    * from 20 examples on, more distinct labels than half the examples (fewer than two examples per label on
+      average) or than distinct texts. This is what a ``word<TAB>tag`` (CoNLL) file read as ``label<TAB>text`` looks like: every
       word becomes a class, and the few tags are the "texts".
     """
     labels: dict[str, None] = {}
@@ -714,7 +717,8 @@ def check_classification_labels(
             "least two"
         )
     texts = {text if isinstance(text, str) else tuple(text) for text, _ in pairs}
-    if len(labels) > len(pairs) / 2 or len(labels) > len(texts):
+    # Only from 20 examples on: a handful of hand-written examples may well have a label each.
+    if len(pairs) >= _MIN_EXAMPLES_FOR_LABEL_RULE and (len(labels) > len(pairs) / 2 or len(labels) > len(texts)):
         text, label = pairs[0]
         raise DataError(
             f"{source}: {len(labels)} distinct labels for {len(pairs)} examples ({len(texts)} distinct texts; the "
@@ -854,8 +858,8 @@ def build_parser() -> argparse.ArgumentParser:
         "train-classifier",
         help="fine-tune a sentence classifier (label<TAB>text files)",
         description="Fine-tune a sentence classifier on label<TAB>text lines. Training data with one label, or "
-        "with more distinct labels than half the examples or than distinct texts, is refused: that is what a "
-        "word<TAB>tag (CoNLL) file looks like, and those are for `train`.",
+        "(from 20 examples on) with more distinct labels than half the examples or than distinct texts, is "
+        "refused: that is what a word<TAB>tag (CoNLL) file looks like, and those are for `train`.",
     )
     classify.add_argument("--train", required=True)
     classify.add_argument("--dev")

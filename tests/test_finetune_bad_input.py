@@ -258,6 +258,15 @@ def test_train_classifier_refuses_a_word_tag_file(folders, tmp_path, capsys):
     nothing_written(tmp_path, [])
 
 
+def test_a_few_hand_written_examples_may_each_have_their_own_label():
+    from hf_elmo.finetune import check_classification_labels
+
+    check_classification_labels([("好吃", "food"), ("好用", "phone"), ("好看", "film")])  # no error
+    many = [(f"text {i}", f"label {i % 12}") for i in range(20)]
+    with pytest.raises(ValueError, match="12 distinct labels for 20 examples"):
+        check_classification_labels(many)
+
+
 def test_train_classifier_refuses_a_single_label(folders, tmp_path, capsys):
     one = tmp_path / "one.tsv"
     one.write_text("pos\tgood\npos\tfine\npos\tgreat\n", encoding="utf-8")
