@@ -296,6 +296,13 @@ class ElmoBiLstmLayer(nn.Module):
         self._streaming_copies = None  # (key, weights): see `single_column_weights`
         self._packed_copies = None  # (key, weights): see `packed_weights`
 
+    def __getstate__(self):
+        # The inference copies are caches, rebuilt on demand; oneDNN's packed ones cannot even be copied or
+        # pickled (opaque tensors), which would break copy.deepcopy, pickle and torch.save of a used model.
+        state = super().__getstate__().copy()
+        state["_streaming_copies"] = state["_packed_copies"] = None
+        return state
+
     @property
     def cell_dim(self) -> int:
         return self.projection_weight.shape[2]
@@ -808,7 +815,7 @@ class ElmoBiLstm(nn.Module):
         # memory as the recurrent and projection weights, plus at most 32 MB) or make them for the call only
         # (less memory, slower).
         self.keep_packed_weights = True
-        self._kept_gate_buffer = None  # see `_take_gate_buffer`
+        self._kept_gate_buffer = None  # see `_take_gate_buffer`; a cache, so not copied or pickled (`__getstate__`)
         # An alternative implementation of the layers with `_fast_layers`' contract (e.g. the int8 one
         # of the quantization module beside this package); None runs the built-in paths.
         self.layer_runner = None
@@ -818,6 +825,11 @@ class ElmoBiLstm(nn.Module):
                 for _ in range(config.num_lstm_layers)
             ]
         )
+
+    def __getstate__(self):
+        state = super().__getstate__().copy()
+        state["_kept_gate_buffer"] = None
+        return state
 
     def _forget_bias_offset(self, like: torch.Tensor) -> torch.Tensor:
         cell_dim = self.config.lstm_cell_dim

@@ -412,3 +412,22 @@ def test_concurrent_calls_from_two_threads_give_each_its_own_numbers():
     for thread in threads:
         thread.join()
     assert not mismatches
+
+
+def test_a_used_model_can_be_copied_pickled_and_saved_whole(tmp_path):
+    """Inference caches (oneDNN-packed weights: opaque tensors) must not make the model uncopyable."""
+    import copy
+    import pickle
+
+    model = small_model()
+    inputs, lengths = bilstm_inputs([5, 3, 4], steps=5)
+    with torch.no_grad():
+        expected, _ = model.bilstm(inputs, lengths)
+        model.bilstm(inputs[:1], lengths[:1])  # batch 1 builds the other kind of cached copies
+    copies = [copy.deepcopy(model), pickle.loads(pickle.dumps(model))]
+    torch.save(model, tmp_path / "whole.pt")
+    copies.append(torch.load(tmp_path / "whole.pt", weights_only=False))  # our own file, written just above
+    for duplicate in copies:
+        with torch.no_grad():
+            layers, _ = duplicate.bilstm(inputs, lengths)
+        assert max_diff(layers, expected) == 0
