@@ -197,6 +197,20 @@ class ElmoTokenizer(PreTrainedTokenizerBase):
             self.word_vocab = word_vocab
             self._word_oov_id, self._word_pad_id = word_vocab["<oov>"], word_vocab["<pad>"]
 
+    def __getstate__(self):
+        # A module cannot be pickled (DataLoader workers started with "spawn", copy.deepcopy): keep whether
+        # jieba was in use and import it again on the other side.
+        state = self.__dict__.copy()
+        state["_jieba"] = state["_jieba"] is not None
+        return state
+
+    def __setstate__(self, state):
+        uses_jieba = state.pop("_jieba")
+        self.__dict__.update(state)
+        self._jieba = _load_jieba() if uses_jieba else None
+        if uses_jieba and self._jieba is None:
+            raise ImportError("this tokenizer segments Chinese with jieba, which is not installed here: pip install jieba")
+
     @property
     def chinese_segmentation(self) -> str:
         """Which Chinese segmentation raw text gets: `"jieba"`, `"chars"` or `"none"`."""

@@ -303,3 +303,19 @@ def test_lone_surrogates_are_dropped(tokenizer):
     assert tokenizer("\ud800", return_tensors="pt")["input_ids"].shape == (1, 0, 50)
     assert tokenizer.word_to_char_ids("x\ud800") == tokenizer.word_to_char_ids("x")
     assert tokenizer.word_to_char_ids("\ud83d\ude00") == tokenizer.word_to_char_ids("😀")
+
+
+def test_a_jieba_tokenizer_and_its_collator_pickle_and_copy():
+    """DataLoader workers started with "spawn" pickle the collator, and with it the tokenizer."""
+    import copy
+    import pickle
+
+    from hf_elmo.data_collator import ElmoDataCollator
+
+    jieba_tokenizer = ElmoTokenizer(segmenter="jieba")
+    texts = ["小米发布了新手机。", "我爱北京天安门"]
+    for duplicate in (pickle.loads(pickle.dumps(jieba_tokenizer)), copy.deepcopy(jieba_tokenizer)):
+        assert duplicate.chinese_segmentation == "jieba"
+        assert duplicate(texts)["input_ids"] == jieba_tokenizer(texts)["input_ids"]
+    collator = pickle.loads(pickle.dumps(ElmoDataCollator(tokenizer=jieba_tokenizer)))
+    assert collator.tokenizer.chinese_segmentation == "jieba"
