@@ -6,6 +6,8 @@ padded with -100, sentence labels are stacked.
 
 from __future__ import annotations
 
+import numbers
+
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -146,7 +148,11 @@ class ElmoDataCollator:
 
     def _labels(self, examples, full_lengths: list[int], num_words: int) -> torch.Tensor:
         raw = [example["labels"] for example in examples]
-        scalar = [isinstance(label, int) or (torch.is_tensor(label) and label.dim() == 0) for label in raw]
+        # One class id per example: a Python or numpy integer (datasets yields numpy scalars) or a 0-d tensor.
+        scalar = [
+            isinstance(label, numbers.Integral) or (hasattr(label, "ndim") and label.ndim == 0 and not isinstance(label, str))
+            for label in raw
+        ]
         if all(scalar):
             return torch.tensor([int(label) for label in raw], dtype=torch.long)
         if any(scalar):

@@ -923,6 +923,8 @@ class ElmoBiLstm(nn.Module):
             return False
         if torch.is_grad_enabled() and (inputs.requires_grad or any(p.requires_grad for p in self.parameters())):
             return False  # training: the fast path's hand-written backward needs its saved activations
+        if torch.compiler.is_compiling():
+            return False  # inductor cannot lower the prepacked oneDNN product; the MKL path compiles
         return onednn_available()
 
     def _onednn_layers(self, inputs, batch_sizes, reverse_index, state, dropout):

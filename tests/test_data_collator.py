@@ -29,6 +29,16 @@ def test_input_ids_text_and_sentence_labels(collate):
     assert batch["input_ids"][0, :2].tolist() == ids
 
 
+def test_numpy_and_tensor_class_ids_are_sentence_labels(collate):
+    import numpy as np
+
+    for one, two in ((np.int64(1), np.int64(0)), (torch.tensor(1), torch.tensor(0)), (1, np.int32(0))):
+        batch = collate([{"words": ["a"], "labels": one}, {"words": ["b", "c"], "labels": two}])
+        assert batch["labels"].tolist() == [1, 0]
+    batch = collate([{"words": ["a", "b"], "labels": np.array([3, 4])}])  # one label per word, as an array
+    assert batch["labels"].tolist() == [[3, 4]]
+
+
 def test_max_words_cuts_words_and_labels_together():
     collate = ElmoDataCollator(ElmoTokenizer(), max_words=2)
     batch = collate([{"words": list("abcd"), "labels": [1, 2, 3, 4]}])
