@@ -34,6 +34,9 @@ class ElmoDataCollator:
     (batch, layers, max_words, 2P), zero-padded, `attention_mask` (batch, max_words) and `labels`
     ((batch, max_words) padded with `label_pad_token_id`, or (batch,)).
 
+    With `Trainer`, set `TrainingArguments(remove_unused_columns=False)` for `"words"` / `"text"` examples:
+    otherwise `Trainer` drops those columns before they reach the collator (they are not `forward` arguments).
+
     Args:
         tokenizer: needed for `"words"` / `"text"` examples.
         label_pad_token_id: label of padding positions (ignored by the loss).
