@@ -109,6 +109,18 @@ def test_pipeline_matches_tag(trained):
         assert got["score"] == pytest.approx(want["score"], rel=1e-5)
 
 
+def test_pipeline_batches_give_the_unbatched_results(trained):
+    tagger = pipeline("elmo-token-classification", model=trained["folder"])
+    texts = ["Carol Smith went to Rome and Oslo .", "Oslo", "", "Bob and Carol Smith met in Rome last year ."]
+    one_by_one = [tagger(text, return_tags=True) for text in texts]
+    for batch_size in (1, 2, 3):
+        batched = tagger(texts, batch_size=batch_size, return_tags=True)
+        assert len(batched) == len(texts)
+        for got, want in zip(batched, one_by_one):
+            assert got["words"] == want["words"] and got["tags"] == want["tags"]
+            assert [e["score"] for e in got["entities"]] == pytest.approx([e["score"] for e in want["entities"]], rel=1e-5)
+
+
 def test_chinese_text_is_segmented_for_prediction(trained):
     tokenizer = ElmoTokenizer(segmenter="jieba")
     text = "我们在北京工作。"
