@@ -408,10 +408,23 @@ class ElmoTokenizer(PreTrainedTokenizerBase):
             return [self.tokenize(sentence) for sentence in text], True
         raise TypeError("a batch of raw text must be a list of strings (use is_split_into_words=True for word lists)")
 
-    def decode(self, token_ids, **kwargs) -> str:
-        """Words back from character ids (one sentence, `(words, max_characters_per_token)`).
+    def decode(self, token_ids, **kwargs) -> str | list[str]:
+        """Words back from character ids: one sentence `(words, max_characters_per_token)` -> a string, a batch
+        `(batch, words, max_characters_per_token)` -> a list of strings (what `batch_decode` passes).
 
         Unknown characters come back as U+FFFD (dictionary scheme), cut bytes are replaced (byte scheme)."""
+        if hasattr(token_ids, "tolist"):  # tensors and arrays
+            token_ids = token_ids.tolist()
+        depth, probe = 0, token_ids
+        while isinstance(probe, (list, tuple)) and probe:
+            depth, probe = depth + 1, probe[0]
+        if depth == 3:
+            return [self.decode(sentence, **kwargs) for sentence in token_ids]
+        if depth == 1:
+            raise ValueError(
+                "decode takes the character ids of a sentence, shape (words, max_characters_per_token), or of a "
+                "batch of sentences; got a flat list of ids"
+            )
         words = []
         for ids in token_ids:
             ids = [int(i) for i in ids]

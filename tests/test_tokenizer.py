@@ -200,6 +200,11 @@ def test_decode(tokenizer):
     encoded = tokenizer(["Hello , 世界 😀", "x"], padding=True, return_tensors="pt")
     assert tokenizer.decode(encoded["input_ids"][0]) == "Hello , 世界 😀"
     assert tokenizer.decode(encoded["input_ids"][1]) == "x"  # padded positions are skipped
+    # A batch (what transformers' batch_decode passes to decode) gives one string per sentence.
+    assert tokenizer.batch_decode(encoded["input_ids"]) == ["Hello , 世界 😀", "x"]
+    assert tokenizer.decode(encoded["input_ids"]) == ["Hello , 世界 😀", "x"]
+    with pytest.raises(ValueError, match="flat list of ids"):
+        tokenizer.decode([72, 101])
 
 
 # Pre-tokenisation ----------------------------------------------------------------------------
