@@ -25,7 +25,7 @@ import tempfile
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 
-from .file_io import atomic_file, check_output_path
+from .file_io import atomic_file, check_output_path, read_input_bytes
 
 # Sub-commands that live in other modules and parse their own arguments.
 _DELEGATED = {
@@ -52,12 +52,7 @@ def read_lines(path: str, blank_lines: str = "error", what: str = "input") -> li
     `blank_lines="error"` refuses blank lines (naming them, as `allennlp elmo` did), `"keep"` keeps them
     as sentences of zero words, `"skip"` drops them.
     """
-    try:
-        data = sys.stdin.buffer.read() if path == "-" else Path(path).read_bytes()
-    except FileNotFoundError:
-        raise CliError(f"{what} file not found: {path}") from None
-    except IsADirectoryError:
-        raise CliError(f"{what} is a folder, not a text file: {path}") from None
+    data = read_input_bytes(path, what)
     raw_lines = data.split(b"\n")
     if raw_lines and raw_lines[-1] == b"":
         raw_lines.pop()  # the newline that ends the last line

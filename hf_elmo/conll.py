@@ -16,11 +16,11 @@ import json
 import logging
 import os
 import re
-import sys
 from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from pathlib import Path
+
+from .file_io import read_input_bytes
 
 logger = logging.getLogger(__name__)
 
@@ -60,13 +60,9 @@ def read_text_lines(path: str | os.PathLike) -> list[str]:
     """
     path = os.fspath(path)
     try:
-        data = sys.stdin.buffer.read() if path == "-" else Path(path).read_bytes()
-    except FileNotFoundError:
-        raise DataError(f"{path}: file not found") from None
-    except IsADirectoryError:
-        raise DataError(f"{path}: is a folder, not a text file") from None
-    except OSError as error:
-        raise DataError(f"{path}: cannot read it ({error.strerror or error})") from None
+        data = read_input_bytes(path, "text")
+    except ValueError as error:
+        raise DataError(str(error)) from None
     try:
         text = data.decode("utf-8-sig")
     except UnicodeDecodeError:
@@ -111,32 +107,23 @@ def read_conll(path: str | os.PathLike) -> list[TaggedSentence]:
             sentences.append(TaggedSentence(list(words), list(tags), path, list(lines), len(sentences)))
             words.clear(), tags.clear(), lines.clear()
 
-    try:
-        with open(path, encoding="utf-8-sig", newline="") as handle:
-            for number, raw in enumerate(handle, start=1):
-                line = raw.rstrip("\r\n")
-                if not line.strip():
-                    flush()
-                    continue
-                if line.startswith("-DOCSTART-"):
-                    flush()
-                    continue
-                fields = line.split("\t") if "\t" in line else line.split()
-                if len(fields) < 2 or not fields[0].strip() or not fields[-1].strip():
-                    raise DataError(f"{path}:{number}: expected 'word<TAB>tag' or 'word tag', got {line!r}")
-                tag = fields[-1].strip()
-                if any(ch.isspace() for ch in tag):
-                    raise DataError(f"{path}:{number}: tag {tag!r} contains whitespace")
-                words.append(fields[0])
-                tags.append(tag)
-                lines.append(number)
+    for number, line in enumerate(read_text_lines(path), start=1):
+        if not line.strip():
             flush()
-    except FileNotFoundError:
-        raise DataError(f"{path}: file not found") from None
-    except IsADirectoryError:
-        raise DataError(f"{path}: is a folder, not a text file") from None
-    except UnicodeDecodeError:
-        raise not_utf8_error(path) from None
+            continue
+        if line.startswith("-DOCSTART-"):
+            flush()
+            continue
+        fields = line.split("\t") if "\t" in line else line.split()
+        if len(fields) < 2 or not fields[0].strip() or not fields[-1].strip():
+            raise DataError(f"{path}:{number}: expected 'word<TAB>tag' or 'word tag', got {line!r}")
+        tag = fields[-1].strip()
+        if any(ch.isspace() for ch in tag):
+            raise DataError(f"{path}:{number}: tag {tag!r} contains whitespace")
+        words.append(fields[0])
+        tags.append(tag)
+        lines.append(number)
+    flush()
     if not sentences:
         raise DataError(f"{path}: no sentences found (empty file?)")
     return sentences
@@ -146,30 +133,22 @@ def read_jsonl(path: str | os.PathLike) -> list[TaggedSentence]:
     """One `{"words": [...], "tags": [...]}` object a line (`tokens` / `ner_tags` are accepted too)."""
     path = os.fspath(path)
     sentences = []
-    try:
-        with open(path, encoding="utf-8-sig") as handle:
-            for number, line in enumerate(handle, start=1):
-                if not line.strip():
-                    continue
-                try:
-                    item = json.loads(line)
-                except json.JSONDecodeError as error:
-                    raise DataError(f"{path}:{number}: invalid JSON ({error.msg})") from None
-                words = item.get("words", item.get("tokens")) if isinstance(item, dict) else None
-                tags = item.get("tags", item.get("ner_tags")) if isinstance(item, dict) else None
-                if not isinstance(words, list) or not isinstance(tags, list):
-                    raise DataError(f"{path}:{number}: expected an object with 'words' and 'tags' lists")
-                if len(words) != len(tags):
-                    raise DataError(f"{path}:{number}: {len(words)} words but {len(tags)} tags")
-                if not all(isinstance(x, str) and x for x in words + tags):
-                    raise DataError(f"{path}:{number}: words and tags must be non-empty strings")
-                sentences.append(TaggedSentence(words, tags, path, [number] * len(words), len(sentences)))
-    except FileNotFoundError:
-        raise DataError(f"{path}: file not found") from None
-    except IsADirectoryError:
-        raise DataError(f"{path}: is a folder, not a text file") from None
-    except UnicodeDecodeError:
-        raise not_utf8_error(path) from None
+    for number, line in enumerate(read_text_lines(path), start=1):
+        if not line.strip():
+            continue
+        try:
+            item = json.loads(line)
+        except json.JSONDecodeError as error:
+            raise DataError(f"{path}:{number}: invalid JSON ({error.msg})") from None
+        words = item.get("words", item.get("tokens")) if isinstance(item, dict) else None
+        tags = item.get("tags", item.get("ner_tags")) if isinstance(item, dict) else None
+        if not isinstance(words, list) or not isinstance(tags, list):
+            raise DataError(f"{path}:{number}: expected an object with 'words' and 'tags' lists")
+        if len(words) != len(tags):
+            raise DataError(f"{path}:{number}: {len(words)} words but {len(tags)} tags")
+        if not all(isinstance(x, str) and x for x in words + tags):
+            raise DataError(f"{path}:{number}: words and tags must be non-empty strings")
+        sentences.append(TaggedSentence(words, tags, path, [number] * len(words), len(sentences)))
     if not sentences:
         raise DataError(f"{path}: no sentences found (empty file?)")
     return sentences

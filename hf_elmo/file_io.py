@@ -1,4 +1,4 @@
-"""Output files that appear whole or not at all.
+"""Reading input files with one-line errors, and output files that appear whole or not at all.
 
 Every command writes to a uniquely named temporary file beside the target and renames it onto the target
 only when the content is complete, so an interrupted or failed run leaves neither a half-written file nor a
@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import sys
 import tempfile
 from collections.abc import Iterator
 
@@ -64,3 +65,20 @@ def atomic_write_text(path: str | os.PathLike, text: str) -> None:
     with atomic_file(path) as temporary:
         with open(temporary, "w", encoding="utf-8") as handle:
             handle.write(text)
+
+
+def read_input_bytes(path: str | os.PathLike, what: str = "input") -> bytes:
+    """The bytes of `path` (`-` = standard input); ValueError naming the file when it is missing, a folder or
+    unreadable (`what` names the kind of file in the message)."""
+    path = os.fspath(path)
+    try:
+        if path == "-":
+            return sys.stdin.buffer.read()
+        with open(path, "rb") as handle:
+            return handle.read()
+    except FileNotFoundError:
+        raise ValueError(f"{what} file not found: {path}") from None
+    except IsADirectoryError:
+        raise ValueError(f"{path} is a folder, not a {what} file") from None
+    except OSError as error:
+        raise ValueError(f"cannot read the {what} file {path}: {error.strerror or error}") from None

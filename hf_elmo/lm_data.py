@@ -14,7 +14,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from .file_io import atomic_file, atomic_write_text, check_output_path
+from .file_io import atomic_file, atomic_write_text, check_output_path, read_input_bytes
 
 SPECIAL_WORDS = ["<S>", "</S>", "<UNK>"]
 UNK_ID = 2
@@ -110,12 +110,9 @@ def _vocabulary_text(words: list[str]) -> str:
 
 def load_vocabulary(path: str | os.PathLike) -> list[str]:
     """Read a vocabulary file, checking its format (one word a line, the three specials first, no repeats)."""
+    data = read_input_bytes(path, "vocabulary")
     try:
-        text = Path(path).read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise ValueError(f"vocabulary file not found: {path}") from None
-    except IsADirectoryError:
-        raise ValueError(f"{path} is a folder, not a vocabulary file") from None
+        text = data.decode("utf-8")
     except UnicodeDecodeError as error:
         raise ValueError(f"{path}: vocabulary is not valid UTF-8 ({error.reason})") from None
     words = text.splitlines()
