@@ -171,7 +171,9 @@ python conversion/convert_allennlp.py \\
             ),
             usage=_usage(f"{namespace}/elmo-zh-ner", auto_class="AutoModelForTokenClassification")
             + "\n\nThe best tag of every word is `outputs.predictions` (the CRF's Viterbi path, -100 at padding); "
-            "tag names are in `model.config.id2label`.",
+            "tag names are in `model.config.id2label`. The stock `token-classification` pipeline assumes sub-word "
+            "tokenizers and does not apply to ELMo's whole words; with `pip install hf-elmo` and `import hf_elmo`, "
+            "`pipeline(\"elmo-token-classification\", model=...)` returns entity spans (`batch_size` works too).",
             training=(
                 "People's Daily 1998 (January) with its gold word segmentation; part-of-speech tags nr / ns / nt "
                 "become PER / LOC / ORG. Fixed seeded 80/10/10 split by sentence (the split the biLM's "
