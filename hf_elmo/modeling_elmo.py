@@ -213,8 +213,8 @@ class ElmoTokenCache(nn.Module):
     (V, projection_dim). Lookups hash each row, find the candidate by binary search and then compare
     the full rows, so a hit is always the same word; misses are computed by the CNN. The cache is only
     used while the encoder's weights are the ones it was built or loaded with: after any in-place
-    change to them (an optimiser step) it is ignored, and on first use after loading a few entries are
-    recomputed and compared.
+    change to them (an optimiser step) it is ignored with a warning. On first use after loading, and after
+    a cast to another dtype, a few entries are recomputed and compared.
     """
 
     _PRIME = 2147483629  # < 2**31, so id * coefficient sums stay far inside int64
@@ -237,19 +237,42 @@ class ElmoTokenCache(nn.Module):
 
     def is_valid_for(self, encoder: "ElmoCharacterEncoder") -> bool:
         signature = self._weights_signature(encoder)
-        if self._signature is None:
-            # First use (after building or loading): spot-check a few entries against the CNN.
-            sample = torch.linspace(0, self.char_ids.shape[0] - 1, min(8, self.char_ids.shape[0])).long()
-            with torch.no_grad():
-                fresh = encoder.encode(self.char_ids[sample].long())
-            stored = self.vectors[sample].to(fresh.dtype)
-            scale = max(float(stored.abs().max()), 1.0)
-            if not float((fresh - stored).abs().max()) <= 1e-4 * scale:
-                logger.warning("token cache does not match the character encoder's weights; ignoring it")
-                self._signature = ("stale",)
-                return False
-            self._signature = signature
-        return self._signature == signature
+        if self._signature == signature:
+            return True
+        if self._signature == ("stale",):
+            return False
+        recast = self._signature is not None and {entry[2] for entry in signature} != {
+            entry[2] for entry in self._signature
+        }
+        if self._signature is not None and not recast:
+            # Same dtype, other weight tensors or an in-place update (an optimiser step): the cached vectors
+            # are stale, however close they may still be.
+            logger.warning(
+                "the character encoder's weights changed after the token cache was built; ignoring the cache "
+                "(rebuild it with build_token_cache, or drop it with drop_token_cache)"
+            )
+            self._signature = ("stale",)
+            return False
+        # First use after building or loading, or the model was cast to another dtype: spot-check a few
+        # entries against the CNN.
+        sample = torch.linspace(0, self.char_ids.shape[0] - 1, min(8, self.char_ids.shape[0])).long()
+        with torch.no_grad():
+            fresh = encoder.encode(self.char_ids[sample].long())
+        stored = self.vectors[sample].to(fresh.dtype)
+        scale = max(float(stored.abs().max()), 1.0)
+        # A float32 cache stays valid when the model is cast to bf16/fp16: its vectors are then rounded float32
+        # results, a few units of rounding away from the low-precision CNN's. Other weights' vectors differ by
+        # about their own size.
+        tolerance = 1e-4 if torch.finfo(fresh.dtype).eps < 1e-6 else 8 * torch.finfo(fresh.dtype).eps
+        if not float((fresh - stored).abs().max()) <= tolerance * scale:
+            logger.warning(
+                "the token cache was built with other character-encoder weights; ignoring it (rebuild it "
+                "with build_token_cache, or drop it with drop_token_cache)"
+            )
+            self._signature = ("stale",)
+            return False
+        self._signature = signature
+        return True
 
     def fill(self, char_ids: torch.Tensor, vectors: torch.Tensor, encoder: "ElmoCharacterEncoder") -> None:
         self.char_ids = char_ids.to(torch.int32)

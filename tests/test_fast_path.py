@@ -443,3 +443,33 @@ def test_under_torch_compile_inference_takes_the_path_inductor_can_lower(monkeyp
         compiled_path, _ = model.bilstm(inputs, lengths)
         reference, _ = run_bilstm(model, inputs, lengths, fast=False)
     assert max_diff(compiled_path, reference) <= 1e-6
+
+
+def test_token_cache_survives_a_cast_to_bfloat16_and_is_refused_for_other_weights(monkeypatch, caplog):
+    import logging
+
+    words = ["the", "cat", "sat"]
+    model = cached_model(words).to(torch.bfloat16)
+    plain = small_model().to(torch.bfloat16)
+    with torch.no_grad(), caplog.at_level(logging.WARNING):
+        model(**encode([words]))  # the first call after the cast spot-checks a few cached entries
+        counter = count_cnn_tokens(model, monkeypatch)
+        got = model(**encode([words])).hidden_states
+        expected = plain(**encode([words])).hidden_states
+    assert "token cache" not in caplog.text and counter["tokens"] == 0  # the cache was used
+    assert max_diff(got[:1], expected[:1]) <= 0.05  # layer 0: float32 vectors rounded vs a bf16 CNN
+    other = cached_model(words)
+    with torch.no_grad():
+        for parameter in other.char_encoder.projection.parameters():
+            parameter.add_(0.5)  # other weights, same cache
+        other.char_encoder.token_cache._signature = None  # as after loading: the spot-check runs
+        with caplog.at_level(logging.WARNING):
+            other(**encode([words]))
+    assert "built with other character-encoder weights" in caplog.text
+    stepped = cached_model(words)
+    counter = count_cnn_tokens(stepped, monkeypatch)
+    with torch.no_grad():
+        stepped.char_encoder.projection.bias.add_(1e-7)  # an in-place update, however small: stale
+        with caplog.at_level(logging.WARNING):
+            stepped(**encode([words]))
+    assert "weights changed after the token cache was built" in caplog.text and counter["tokens"] == 5
