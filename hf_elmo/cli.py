@@ -238,6 +238,8 @@ def command_embed(args) -> int:
     layers = args.layers or ("average" if output_format == "npy" else "all")
     if args.output == "-":
         raise CliError("embeddings are written to a file, not to standard output: give a file name")
+    if args.forget_sentences and output_format == "npy":
+        raise CliError("--forget-sentences applies to hdf5 output (its sentence_to_index dataset); .npy has none")
     check_output_path(args.output, args.overwrite)
     lines = read_lines(args.input, args.blank_lines)
     distributed = Distributed()
@@ -442,7 +444,24 @@ def _similar_types(embedder, word_lists, args, query, progress) -> list[dict]:
 # convert ---------------------------------------------------------------------------------------
 
 
+# The options each direction of `convert` reads; any other one given is a mistake worth naming.
+_CONVERT_OPTIONS = {
+    "allennlp": ("options", "weights"),
+    "elmoformanylangs": ("model_dir", "config_path"),
+    "to allennlp": ("model",),
+}
+
+
 def command_convert(args) -> int:
+    direction = "to allennlp" if args.to == "allennlp" else args.source
+    unused = [
+        "--" + name.replace("_", "-")
+        for name in ("options", "weights", "model_dir", "config_path", "model")
+        if getattr(args, name) and name not in _CONVERT_OPTIONS[direction]
+    ]
+    if unused:
+        label = "--to allennlp" if args.to == "allennlp" else f"--from {args.source}"
+        raise CliError(f"{', '.join(unused)}: not used with {label}")
     if args.to == "allennlp":
         if not args.model:
             raise CliError("--to allennlp needs --model (the hf-elmo folder to export)")

@@ -345,6 +345,17 @@ def test_embed_output_that_is_a_folder_or_stdout_is_refused_before_any_work(corp
     assert not (tmp_path / "-").exists() and list(folder.iterdir()) == []
 
 
+def test_options_that_would_have_no_effect_are_refused(corpus, model_dir, tmp_path, capsys):
+    assert run("embed", corpus, tmp_path / "out.npy", "--forget-sentences", model_dir=model_dir) == 2
+    assert "--forget-sentences applies to hdf5 output" in capsys.readouterr().err
+    assert run("convert", "--from", "allennlp", "--options", "o.json", "--weights", "w.hdf5", "--model", "m",
+               tmp_path / "out") == 2
+    assert "--model: not used with --from allennlp" in capsys.readouterr().err
+    assert run("convert", "--to", "allennlp", "--model", "m", "--weights", "w.hdf5", tmp_path / "out") == 2
+    assert "--weights: not used with --to allennlp" in capsys.readouterr().err
+    assert [path.name for path in tmp_path.iterdir()] == ["sentences.txt"]  # the corpus only: nothing written
+
+
 def test_embedded_file_gets_the_usual_permissions(corpus, model_dir, tmp_path):
     old_mask = os.umask(0o022)
     try:
