@@ -69,7 +69,9 @@ class ElmoConfig(PretrainedConfig):
             out of the stored bias lets bilm-tf weights round-trip bit for bit.
         num_output_representations (`int`, defaults to 1): Number of learned ELMo mixes to return.
         scalar_mix_layer_norm (`bool`, defaults to `False`):
-            Normalise each layer (one mean/variance over all unmasked elements) before mixing.
+            Normalise each layer (one mean/variance over all unmasked elements) before mixing. `ElmoModel`
+            includes the `<S>`/`</S>` positions in those statistics, as AllenNLP does; the task heads use
+            the words only.
         char_scheme (`str`, defaults to `"bytes"`):
             How words become character ids: ``"bytes"`` is the AllenNLP / bilm-tf UTF-8 byte scheme;
             ``"dictionary"`` looks characters up in the tokenizer's character vocabulary (ELMoForManyLangs).

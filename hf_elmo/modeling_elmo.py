@@ -1396,18 +1396,28 @@ class ElmoModel(ElmoPreTrainedModel):
         input_ids = input_ids.long()  # any integer dtype (uint8 and int16 too) indexes the embedding as int64
         mask = self.word_mask(input_ids, attention_mask)
         tokens, lengths = self.token_representations(input_ids, mask, word_ids)
-        # Without boundaries or state, no caller sees the steps that read the opposite boundary.
-        skip_final_step = not (keep_sentence_boundaries or return_state)
+        # A layer-normalised mix, as AllenNLP computes it, normalises each layer over the words *and* the
+        # <S>/</S> positions, and only then drops the boundaries: it needs their outputs.
+        normalised_mix = any(mix.layer_norm for mix in self.scalar_mixes)
+        # Without boundaries, state or such a mix, no caller sees the steps that read the opposite boundary.
+        skip_final_step = not (keep_sentence_boundaries or return_state or normalised_mix)
         lstm_layers, final_state = self.bilstm(tokens, lengths, initial_state, skip_final_step=skip_final_step)
         layers = [torch.cat([tokens, tokens], dim=-1)] + lstm_layers
 
+        boundaries_mask = torch.arange(tokens.shape[1], device=tokens.device) < lengths.unsqueeze(1)
         if keep_sentence_boundaries:
-            output_mask = torch.arange(tokens.shape[1], device=tokens.device) < lengths.unsqueeze(1)
+            output_mask = boundaries_mask
+            mixes = tuple(mix(layers, output_mask) for mix in self.scalar_mixes)
         else:
             output_mask = mask
             keep = mask.unsqueeze(-1).to(tokens.dtype)
+            mixes = tuple(
+                mix(layers, boundaries_mask)[:, 1:-1] * keep if mix.layer_norm else None for mix in self.scalar_mixes
+            )
             layers = [layer[:, 1:-1] * keep for layer in layers]
-        mixes = tuple(mix(layers, output_mask) for mix in self.scalar_mixes)
+            mixes = tuple(
+                mixed if mixed is not None else mix(layers, output_mask) for mix, mixed in zip(self.scalar_mixes, mixes)
+            )
         outputs = ElmoModelOutput(
             last_hidden_state=layers[-1],
             elmo_representations=mixes,

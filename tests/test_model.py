@@ -120,19 +120,23 @@ def test_scalar_mix_math(model):
 
 
 def test_scalar_mix_layer_norm():
-    """One mean and variance per layer over all unmasked elements of the batch (AllenNLP's definition)."""
+    """One mean and variance per layer over all unmasked elements of the batch, the <S>/</S> positions
+    included, as AllenNLP computes it (its numbers: test_parity.py); the boundaries are dropped afterwards."""
     model = make_model(scalar_mix_layer_norm=True)
     output = run(model, SENTENCES)
-    mask = output.mask
+    with_boundaries = run(model, SENTENCES, keep_sentence_boundaries=True)
     mix = model.scalar_mixes[0]
     weights = torch.softmax(mix.scalar_parameters, dim=0)
     expected = 0
-    for weight, layer in zip(weights, output.hidden_states):
-        values = layer[mask]  # (real words, width)
+    for weight, layer in zip(weights, with_boundaries.hidden_states):
+        values = layer[with_boundaries.mask]  # (real words and boundaries, width)
         normalised = (layer - values.mean()) / torch.sqrt(values.var(unbiased=False) + 1e-12)
         expected = expected + weight * normalised
-    expected = mix.gamma * expected
+    expected = (mix.gamma * expected)[:, 1:-1]
+    mask = output.mask
     assert torch.allclose(output.elmo_representations[0][mask], expected[mask], atol=1e-5, rtol=0)
+    assert not output.elmo_representations[0][~mask].any()
+    assert torch.allclose(with_boundaries.elmo_representations[0][:, 1:-1][mask], expected[mask], atol=1e-5, rtol=0)
     with pytest.raises(ValueError, match="mask"):
         mix(list(output.hidden_states))
 

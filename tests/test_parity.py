@@ -93,3 +93,26 @@ def test_vocabulary_token_embeddings():
         expected = handle["embedding"][...]
     assert vectors.shape == expected.shape == (458, 16)
     assert float(np.abs(vectors.numpy() - expected).max()) <= TOLERANCE
+
+
+def test_layer_normalised_mix_matches_allennlp():
+    """`Elmo(do_layer_norm=True)`: AllenNLP normalises each layer with the <S>/</S> positions still in the
+    mask and strips them afterwards; expected outputs written by AllenNLP itself (see make_fixture.py)."""
+    import json
+
+    folder = ALLENNLP.parent / "allennlp_layer_norm_mix"
+    inputs = json.loads((folder / "inputs.json").read_text(encoding="utf-8"))
+    expected = np.load(folder / "expected.npz", allow_pickle=False)
+    model = load_model_from_bilm(ALLENNLP / "options.json", ALLENNLP / "lm_weights.hdf5", scalar_mix_layer_norm=True)
+    with torch.no_grad():
+        model.scalar_mixes[0].scalar_parameters.copy_(torch.tensor(inputs["mix_weights"]))
+    encoded = ElmoTokenizer(segmenter="whitespace")(
+        inputs["sentences"], is_split_into_words=True, padding=True, return_tensors="pt"
+    )
+    for keep, name in ((False, "words_only"), (True, "with_boundaries")):
+        with torch.no_grad():
+            output = model(**encoded, keep_sentence_boundaries=keep)
+        assert output.mask.long().tolist() == expected[f"{name}_mask"].tolist()
+        mix = output.elmo_representations[0].numpy()
+        assert mix.shape == expected[f"{name}_mix"].shape
+        assert float(np.abs(mix - expected[f"{name}_mix"]).max()) <= TOLERANCE, name
