@@ -5,9 +5,10 @@
     python conversion/convert_allennlp.py --options ... --weights ... --output DIR --push-to-hub org/name
     python conversion/convert_allennlp.py --reverse --model DIR --output BILM_DIR   # back to bilm-tf
 
-The folder holds config.json, model.safetensors, the tokenizer files, the modelling code (for
-``trust_remote_code=True``) and a README.md model card, and loads with ``AutoModel.from_pretrained(DIR)``
-after ``import hf_elmo``. ``--push-to-hub`` uploads the finished folder in one commit (``HF_TOKEN`` /
+The folder holds config.json, model.safetensors, the tokenizer files and the modelling code (for
+``trust_remote_code=True``), plus a README.md model card with ``--push-to-hub``, and loads with
+``AutoModel.from_pretrained(DIR)`` after ``import hf_elmo``. ``allennlp elmo`` split lines on whitespace:
+``--segmenter whitespace`` saves a tokenizer that does the same with raw text. ``--push-to-hub`` uploads the finished folder in one commit (``HF_TOKEN`` /
 ``hf auth login`` for credentials, ``HF_ENDPOINT`` for another Hub).
 """
 
@@ -30,6 +31,10 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--overwrite", action="store_true", help="replace an existing output folder")
     parser.add_argument("--reverse", action="store_true", help="export --model to options.json + weights.hdf5")
     parser.add_argument("--model", help="hf-elmo model folder to export with --reverse")
+    parser.add_argument(
+        "--segmenter", choices=["auto", "jieba", "chars", "whitespace"], default="auto",
+        help="how the saved tokenizer splits raw text (default auto: jieba for Chinese runs; whitespace = allennlp elmo)",
+    )
     parser.add_argument("--push-to-hub", metavar="REPO_ID", help="upload the converted folder to this Hub repo")
     parser.add_argument("--private", action="store_true", help="create the Hub repo as private")
     parser.add_argument("--language", default="en", help="language code for the model card (default: en)")
@@ -78,7 +83,10 @@ def main(argv: list[str] | None = None) -> int:
                     raise
                 except Exception as error:  # network trouble: say which step failed
                     raise OSError(f"cannot reach the Hub to validate the model card: {error}") from None
-            convert_bilm_to_folder(args.options, args.weights, args.output, overwrite=args.overwrite, model_card=card)
+            convert_bilm_to_folder(
+                args.options, args.weights, args.output, overwrite=args.overwrite, model_card=card,
+                tokenizer_kwargs={"segmenter": args.segmenter},
+            )
     except (ValueError, FileExistsError, OSError) as error:
         print(f"error: {error}", file=sys.stderr)
         return 2

@@ -446,8 +446,8 @@ def _similar_types(embedder, word_lists, args, query, progress) -> list[dict]:
 
 # The options each direction of `convert` reads; any other one given is a mistake worth naming.
 _CONVERT_OPTIONS = {
-    "allennlp": ("options", "weights"),
-    "elmoformanylangs": ("model_dir", "config_path"),
+    "allennlp": ("options", "weights", "segmenter"),
+    "elmoformanylangs": ("model_dir", "config_path", "segmenter"),
     "to allennlp": ("model",),
 }
 
@@ -456,7 +456,7 @@ def command_convert(args) -> int:
     direction = "to allennlp" if args.to == "allennlp" else args.source
     unused = [
         "--" + name.replace("_", "-")
-        for name in ("options", "weights", "model_dir", "config_path", "model")
+        for name in ("options", "weights", "model_dir", "config_path", "model", "segmenter")
         if getattr(args, name) and name not in _CONVERT_OPTIONS[direction]
     ]
     if unused:
@@ -473,7 +473,9 @@ def command_convert(args) -> int:
             raise CliError("--from allennlp needs --options options.json and --weights weights.hdf5")
         from .bilm_format import convert_bilm_to_folder
 
-        convert_bilm_to_folder(args.options, args.weights, args.output, overwrite=args.overwrite)
+        tokenizer_kwargs = {"segmenter": args.segmenter} if args.segmenter else None
+        convert_bilm_to_folder(args.options, args.weights, args.output, overwrite=args.overwrite,
+                               tokenizer_kwargs=tokenizer_kwargs)
     else:
         if not args.model_dir:
             raise CliError("--from elmoformanylangs needs --model-dir (the folder with config.json, char.dic, *.pkl)")
@@ -487,6 +489,8 @@ def command_convert(args) -> int:
         if convert is None:
             raise CliError("hf_elmo.elmoformanylangs_format has no convert_elmoformanylangs_to_folder()")
         kwargs = {"config_path": args.config_path} if args.config_path else {}
+        if args.segmenter:
+            kwargs["tokenizer_kwargs"] = {"segmenter": args.segmenter}
         convert(args.model_dir, args.output, overwrite=args.overwrite, **kwargs)
     print(f"wrote {args.output}", file=sys.stderr)
     return 0
@@ -581,7 +585,11 @@ def build_parser() -> argparse.ArgumentParser:
     )
     embed.add_argument("input", metavar="INPUT", help="UTF-8 text, one sentence per line (`-` = stdin)")
     embed.add_argument("output", metavar="OUTPUT", help="hdf5 file, or .npy for sentence vectors")
-    embed.add_argument("--layers", help="all | top | average | mix | a layer index (default: all for hdf5, average for .npy)")
+    embed.add_argument(
+        "--layers",
+        help="all | top | average | mix | a layer index: 0 = characters, 1..L = biLSTM layers, negative counts "
+        "from the top (-1 = top; not ELMoForManyLangs' -1 = average) (default: all for hdf5, average for .npy)",
+    )
     embed.add_argument("--format", choices=["hdf5", "npy"], help="output format (default: from OUTPUT's extension)")
     embed.add_argument("--blank-lines", choices=["error", "keep", "skip"], default="error",
                        help="what to do with blank lines (default: error, naming them)")
@@ -639,6 +647,10 @@ def build_parser() -> argparse.ArgumentParser:
     convert.add_argument("--model-dir", help="elmoformanylangs: the model folder")
     convert.add_argument("--config-path", help="elmoformanylangs: the model's CNN/LSTM config json, if not found")
     convert.add_argument("--model", help="--to allennlp: the hf-elmo folder to export")
+    convert.add_argument(
+        "--segmenter", choices=["auto", "jieba", "chars", "whitespace"],
+        help="--from: how the saved tokenizer splits raw text (default auto; whitespace = as `allennlp elmo` did)",
+    )
     convert.add_argument("--overwrite", action="store_true", help="replace OUTPUT_DIR if it exists")
     convert.set_defaults(handler=command_convert)
 

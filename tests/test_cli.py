@@ -356,6 +356,18 @@ def test_options_that_would_have_no_effect_are_refused(corpus, model_dir, tmp_pa
     assert [path.name for path in tmp_path.iterdir()] == ["sentences.txt"]  # the corpus only: nothing written
 
 
+def test_convert_saves_the_segmenter_asked_for(tmp_path, capsys):
+    from transformers import AutoTokenizer
+
+    fixtures = Path(__file__).parent / "fixtures" / "allennlp_elmo"
+    assert run("convert", "--from", "allennlp", "--options", fixtures / "options.json", "--weights",
+               fixtures / "lm_weights.hdf5", "--segmenter", "whitespace", tmp_path / "en") == 0
+    tokenizer = AutoTokenizer.from_pretrained(tmp_path / "en")
+    assert tokenizer.tokenize("The U.S. grew.") == ["The", "U.S.", "grew."]  # as `allennlp elmo` split lines
+    assert run("convert", "--to", "allennlp", "--model", tmp_path / "en", "--segmenter", "chars", tmp_path / "x") == 2
+    assert "--segmenter: not used with --to allennlp" in capsys.readouterr().err
+
+
 def test_embedded_file_gets_the_usual_permissions(corpus, model_dir, tmp_path):
     old_mask = os.umask(0o022)
     try:
