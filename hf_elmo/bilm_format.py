@@ -136,6 +136,12 @@ def state_dict_from_bilm_hdf5(config: ElmoConfig, weights_path: str | os.PathLik
 
 def bilm_hdf5_datasets_from_state_dict(config: ElmoConfig, state: dict[str, torch.Tensor]) -> dict[str, np.ndarray]:
     """The inverse of `state_dict_from_bilm_hdf5`: dataset name -> float32 array."""
+    if config.char_scheme != "bytes" or config.word_vocab_size:
+        raise ValueError(
+            "the bilm-tf format holds byte-scheme models without a word embedding; this model reads characters "
+            f"from a dictionary (char_scheme {config.char_scheme!r}) and/or has a {config.word_vocab_size}-word "
+            "embedding (an ELMoForManyLangs model), which AllenNLP cannot load"
+        )
     if config.lstm_forget_bias != 1.0:
         raise ValueError(
             f"bilm-tf adds a forget bias of 1.0 at run time; this model uses {config.lstm_forget_bias}"

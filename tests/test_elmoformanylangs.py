@@ -344,3 +344,11 @@ def test_convert_function_writes_a_loadable_folder(tmp_path):
     tokenizer = AutoTokenizer.from_pretrained(output)
     assert tokenizer.segmenter == "chars"
     assert tokenizer.tokenize("今天天气") == ["今", "天", "天", "气"]
+
+
+def test_export_to_bilm_tf_names_what_the_format_cannot_hold(converted, tmp_path):
+    from hf_elmo.bilm_format import export_folder_to_bilm
+
+    with pytest.raises(ValueError, match="byte-scheme models without a word embedding.*ELMoForManyLangs"):
+        export_folder_to_bilm(converted, tmp_path / "bilm")
+    assert not (tmp_path / "bilm").exists()
