@@ -1404,20 +1404,14 @@ class ElmoModel(ElmoPreTrainedModel):
         lstm_layers, final_state = self.bilstm(tokens, lengths, initial_state, skip_final_step=skip_final_step)
         layers = [torch.cat([tokens, tokens], dim=-1)] + lstm_layers
 
-        boundaries_mask = torch.arange(tokens.shape[1], device=tokens.device) < lengths.unsqueeze(1)
-        if keep_sentence_boundaries:
-            output_mask = boundaries_mask
-            mixes = tuple(mix(layers, output_mask) for mix in self.scalar_mixes)
-        else:
+        # Mixed before the boundaries are dropped, as AllenNLP does (it matters only to a layer-normalised mix).
+        output_mask = torch.arange(tokens.shape[1], device=tokens.device) < lengths.unsqueeze(1)
+        mixes = tuple(mix(layers, output_mask) for mix in self.scalar_mixes)
+        if not keep_sentence_boundaries:
             output_mask = mask
             keep = mask.unsqueeze(-1).to(tokens.dtype)
-            mixes = tuple(
-                mix(layers, boundaries_mask)[:, 1:-1] * keep if mix.layer_norm else None for mix in self.scalar_mixes
-            )
             layers = [layer[:, 1:-1] * keep for layer in layers]
-            mixes = tuple(
-                mixed if mixed is not None else mix(layers, output_mask) for mix, mixed in zip(self.scalar_mixes, mixes)
-            )
+            mixes = tuple(mixed[:, 1:-1] * keep for mixed in mixes)
         outputs = ElmoModelOutput(
             last_hidden_state=layers[-1],
             elmo_representations=mixes,
