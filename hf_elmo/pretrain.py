@@ -170,8 +170,9 @@ def check_output_dir(output_dir: Path) -> None:
             return
 
 
-def check_weights_file(path: Path) -> None:
-    """Raise ValueError naming `path` unless it is a readable, complete safetensors file (reads only its index)."""
+def weight_names(path: Path) -> list[str]:
+    """The tensor names of a readable, complete safetensors file (reads only its index); ValueError naming `path`
+    otherwise."""
     from safetensors import safe_open
 
     try:
@@ -183,6 +184,7 @@ def check_weights_file(path: Path) -> None:
         raise ValueError(f"{path} cannot be read ({type(error).__name__}: {error}); the file is damaged or truncated") from None
     if not keys:
         raise ValueError(f"{path} holds no weights")
+    return keys
 
 
 def _config_from_args(args, vocabulary: list[str]) -> ElmoConfig:
@@ -251,7 +253,7 @@ def check_checkpoint_readable(checkpoint: str) -> None:
     advice = f"delete {checkpoint} to resume from an earlier checkpoint, or pass --no-resume to start over"
     folder = Path(checkpoint)
     try:
-        check_weights_file(folder / "model.safetensors")
+        weight_names(folder / "model.safetensors")
         try:
             state = json.loads((folder / "trainer_state.json").read_text(encoding="utf-8"))
         except (OSError, UnicodeDecodeError, json.JSONDecodeError) as error:
@@ -284,13 +286,9 @@ def initialize_from(model: ElmoForPreTraining, folder: str) -> str:
     if not weights.is_file():
         raise ValueError(f"--init-from {folder} has no model.safetensors")
     try:
-        check_weights_file(weights)
+        has_softmax = "softmax.weight" in weight_names(weights)
     except ValueError as error:
         raise ValueError(f"--init-from {folder}: {error}") from None
-    from safetensors import safe_open
-
-    with safe_open(str(weights), framework="pt") as handle:
-        has_softmax = "softmax.weight" in handle.keys()
     if has_softmax and saved.get("lm_vocab") == model.config.lm_vocab:
         model.load_state_dict(ElmoForPreTraining.from_pretrained(folder).state_dict())
         return "encoder and softmax"
