@@ -60,9 +60,9 @@ def atomic_file(path: str | os.PathLike, overwrite: bool = True) -> Iterator[str
             os.unlink(temporary)
 
 
-def atomic_write_text(path: str | os.PathLike, text: str) -> None:
-    """Write `text` (UTF-8) to `path` atomically."""
-    with atomic_file(path) as temporary:
+def atomic_write_text(path: str | os.PathLike, text: str, overwrite: bool = True) -> None:
+    """Write `text` (UTF-8) to `path` atomically (`overwrite`: see `atomic_file`)."""
+    with atomic_file(path, overwrite=overwrite) as temporary:
         with open(temporary, "w", encoding="utf-8") as handle:
             handle.write(text)
 

@@ -9,7 +9,6 @@ from __future__ import annotations
 import os
 from collections import Counter
 from collections.abc import Iterable, Iterator
-from pathlib import Path
 
 import numpy as np
 import torch
@@ -99,13 +98,9 @@ def check_vocabulary_limits(min_count: int, max_size: int | None, names: tuple[s
         )
 
 
-def save_vocabulary(words: list[str], path: str | os.PathLike) -> None:
+def save_vocabulary(words: list[str], path: str | os.PathLike, overwrite: bool = True) -> None:
     """Write one word a line, atomically (no file named after `path` other than `path` itself is touched)."""
-    atomic_write_text(path, _vocabulary_text(words))
-
-
-def _vocabulary_text(words: list[str]) -> str:
-    return "".join(f"{word}\n" for word in words)
+    atomic_write_text(path, "".join(f"{word}\n" for word in words), overwrite=overwrite)
 
 
 def load_vocabulary(path: str | os.PathLike) -> list[str]:
@@ -252,8 +247,7 @@ def main(argv: list[str] | None = None) -> int:
             for path in args.corpus:
                 check_corpus_file(path)
             words = build_vocabulary(args.corpus, min_count=args.min_count, max_size=args.max_size)
-            with atomic_file(args.output, overwrite=args.overwrite) as temporary:
-                Path(temporary).write_text(_vocabulary_text(words), encoding="utf-8")
+            save_vocabulary(words, args.output, overwrite=args.overwrite)
             print(f"wrote {len(words)} words to {args.output}")
     except (ValueError, FileNotFoundError) as error:
         print(f"error: {error}", file=sys.stderr)
