@@ -34,11 +34,8 @@ class DataError(ValueError):
 _NEWLINE = re.compile(rb"\r\n|\r|\n")  # the line ends Python's text mode knows
 
 
-def not_utf8_error(path: str, data: bytes | None = None) -> DataError:
-    """A `DataError` naming the file, line and byte where `path` (or its bytes `data`) stops being UTF-8."""
-    if data is None:
-        with open(path, "rb") as handle:
-            data = handle.read()
+def not_utf8_error(path: str, data: bytes) -> DataError:
+    """A `DataError` naming the file, line and byte where `data`, the bytes of `path`, stop being UTF-8."""
     try:
         data.decode("utf-8")
     except UnicodeDecodeError as error:
