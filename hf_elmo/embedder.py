@@ -39,9 +39,21 @@ class ModelNotFoundError(OSError):
 logger = logging.getLogger(__name__)
 
 
-def looks_like_local_path(name: str) -> bool:
+def _looks_like_local_path(name: str) -> bool:
     # Hub ids are "name" or "org/name"; anything else can only be meant as a folder.
     return os.path.isabs(name) or name.startswith((".", "~")) or name.count("/") > 1 or os.sep in name.replace("/", "")
+
+
+def check_model_location(name: str) -> None:
+    """`ModelNotFoundError` (one line) when `name` is meant as a local model folder that is missing, a file, or
+    a folder without config.json; a name that can only be a Hub id passes (the Hub answers for it)."""
+    if os.path.isdir(name):
+        if not os.path.isfile(os.path.join(name, "config.json")):
+            raise ModelNotFoundError(f"{name} has no config.json: it is not a saved hf-elmo model folder")
+    elif os.path.exists(name):
+        raise ModelNotFoundError(f"{name} is a file, not a model folder")
+    elif _looks_like_local_path(name):
+        raise ModelNotFoundError(f"model folder not found: {name}")
 
 
 def load_model_and_tokenizer(model: str | os.PathLike | None = None) -> tuple[ElmoModel, ElmoTokenizer, str]:
@@ -52,16 +64,11 @@ def load_model_and_tokenizer(model: str | os.PathLike | None = None) -> tuple[El
     from . import DEFAULT_MODEL
 
     name = os.fspath(DEFAULT_MODEL if model is None else model)
-    is_default = os.path.abspath(name) == os.path.abspath(DEFAULT_MODEL)
-    if os.path.isdir(name):
-        if not os.path.isfile(os.path.join(name, "config.json")):
-            raise ModelNotFoundError(f"{name} has no config.json: it is not a saved hf-elmo model folder")
-    elif is_default:
+    if os.path.abspath(name) == os.path.abspath(DEFAULT_MODEL) and not os.path.isdir(name):
         raise ModelNotFoundError(
             f"the default model is not in this installation ({name} is missing); pass a model folder or Hub id"
         )
-    elif os.path.exists(name) or looks_like_local_path(name):
-        raise ModelNotFoundError(f"model folder not found: {name}")
+    check_model_location(name)
     try:
         elmo = ElmoModel.from_pretrained(name)
     except (OSError, ValueError) as error:

@@ -66,7 +66,7 @@ from .conll import (  # noqa: F401  (re-exported: the data half of the fine-tuni
 )
 from .configuration_elmo import ElmoConfig
 from .data_collator import ElmoDataCollator
-from .embedder import ModelNotFoundError, looks_like_local_path
+from .embedder import ModelNotFoundError, check_model_location
 from .modeling_elmo import ElmoForSequenceClassification, ElmoForTokenClassification
 from .tagging import tag as tag_text
 from .tokenization_elmo import ElmoTokenizer
@@ -318,13 +318,7 @@ def model_config_dict(name: str | os.PathLike) -> dict:
     unreachable, or no such model).
     """
     name = os.fspath(name)
-    if os.path.isdir(name):
-        if not os.path.isfile(os.path.join(name, "config.json")):
-            raise ModelNotFoundError(f"{name} has no config.json: it is not a saved hf-elmo model folder")
-    elif os.path.exists(name):
-        raise ModelNotFoundError(f"{name} is a file, not a model folder")
-    elif looks_like_local_path(name):
-        raise ModelNotFoundError(f"model folder not found: {name}")
+    check_model_location(name)
     try:
         config_dict, _ = ElmoConfig.get_config_dict(name)
     except (OSError, ValueError) as error:
