@@ -446,22 +446,21 @@ def _similar_types(embedder, word_lists, args, query, progress) -> list[dict]:
 
 # The options each direction of `convert` reads; any other one given is a mistake worth naming.
 _CONVERT_OPTIONS = {
-    "allennlp": ("options", "weights", "segmenter"),
-    "elmoformanylangs": ("model_dir", "config_path", "segmenter"),
-    "to allennlp": ("model",),
+    "--from allennlp": ("options", "weights", "segmenter"),
+    "--from elmoformanylangs": ("model_dir", "config_path", "segmenter"),
+    "--to allennlp": ("model",),
 }
 
 
 def command_convert(args) -> int:
-    direction = "to allennlp" if args.to == "allennlp" else args.source
+    direction = "--to allennlp" if args.to == "allennlp" else f"--from {args.source}"
     unused = [
         "--" + name.replace("_", "-")
         for name in ("options", "weights", "model_dir", "config_path", "model", "segmenter")
         if getattr(args, name) and name not in _CONVERT_OPTIONS[direction]
     ]
     if unused:
-        label = "--to allennlp" if args.to == "allennlp" else f"--from {args.source}"
-        raise CliError(f"{', '.join(unused)}: not used with {label}")
+        raise CliError(f"{', '.join(unused)}: not used with {direction}")
     if args.to == "allennlp":
         if not args.model:
             raise CliError("--to allennlp needs --model (the hf-elmo folder to export)")
