@@ -67,7 +67,7 @@ from .conll import (  # noqa: F401  (re-exported: the data half of the fine-tuni
 from .configuration_elmo import ElmoConfig
 from .data_collator import ElmoDataCollator
 from .embedder import ModelNotFoundError, check_model_location
-from .modeling_elmo import ElmoForSequenceClassification, ElmoForTokenClassification
+from .modeling_elmo import ElmoForSequenceClassification, ElmoForTokenClassification, ElmoWeightShapeError
 from .tagging import tag as tag_text
 from .tokenization_elmo import ElmoTokenizer
 
@@ -302,14 +302,6 @@ def _first_line(error: BaseException) -> str:
     return text.splitlines()[0] if text else type(error).__name__
 
 
-def _is_shape_mismatch(error: BaseException) -> bool:
-    # transformers' RuntimeError, or the ValueError hf_elmo's `from_pretrained` turns it into.
-    text = str(error)
-    return isinstance(error, (ValueError, RuntimeError)) and (
-        "ignore_mismatched_sizes" in text or "size mismatch" in text or "do not have the shapes" in text
-    )
-
-
 def model_config_dict(name: str | os.PathLike) -> dict:
     """The config.json of a model folder or Hub id, read without loading weights.
 
@@ -364,10 +356,8 @@ def build_model(model_class, options: FinetuneOptions, **config_values):
         return model_class(config)
     try:
         return model_class.from_pretrained(options.model, **config_values)
-    except (OSError, ValueError, RuntimeError) as error:
-        if isinstance(error, RuntimeError) and not _is_shape_mismatch(error):
-            raise
-        if _is_shape_mismatch(error):
+    except (OSError, ValueError) as error:
+        if isinstance(error, ElmoWeightShapeError):
             kind = next((_HEADS[a] for a in architectures if a in _HEADS), None)
             if kind is not None:
                 raise OptionError(
@@ -394,9 +384,7 @@ def load_tagger(name: str | os.PathLike):
         )
     try:
         model, loading_info = ElmoForTokenClassification.from_pretrained(name, output_loading_info=True)
-    except (OSError, ValueError, RuntimeError) as error:
-        if isinstance(error, RuntimeError) and not _is_shape_mismatch(error):
-            raise
+    except (OSError, ValueError) as error:
         raise ModelNotFoundError(f"cannot load a tagger from {name}: {_first_line(error)}") from None
     missing = list(loading_info.get("missing_keys") or [])
     if missing:

@@ -1106,6 +1106,10 @@ def _masked_layer_norm(layer: torch.Tensor, mask: torch.Tensor, eps: float = 1e-
 # 4. The model -------------------------------------------------------------------------------
 
 
+class ElmoWeightShapeError(ValueError):
+    """Saved weights whose shapes differ from the model their config.json (with the caller's overrides) describes."""
+
+
 class ElmoPreTrainedModel(PreTrainedModel):
     config: ElmoConfig
     config_class = ElmoConfig
@@ -1122,7 +1126,7 @@ class ElmoPreTrainedModel(PreTrainedModel):
         except RuntimeError as error:
             if "ignore_mismatched_sizes" not in str(error) and "size mismatch" not in str(error):
                 raise
-            raise ValueError(
+            raise ElmoWeightShapeError(
                 f"the weights in {pretrained_model_name_or_path} do not have the shapes its config.json (with your "
                 "arguments) describes; transformers' load report lists the tensors that differ"
             ) from error
@@ -2005,6 +2009,7 @@ __all__ = [
     "ElmoBiLstmLayer",
     "ElmoBiLstm",
     "ElmoScalarMix",
+    "ElmoWeightShapeError",
     "ElmoPreTrainedModel",
     "ElmoModel",
     "ElmoForPreTrainingOutput",
