@@ -152,10 +152,7 @@ class ElmoDataCollator:
     def _labels(self, examples, full_lengths: list[int], num_words: int) -> torch.Tensor:
         raw = [example["labels"] for example in examples]
         # One class id per example: a Python or numpy integer (datasets yields numpy scalars) or a 0-d tensor.
-        scalar = [
-            isinstance(label, numbers.Integral) or (hasattr(label, "ndim") and label.ndim == 0 and not isinstance(label, str))
-            for label in raw
-        ]
+        scalar = [isinstance(label, numbers.Integral) or getattr(label, "ndim", None) == 0 for label in raw]
         if all(scalar):
             return torch.tensor([int(label) for label in raw], dtype=torch.long)
         if any(scalar):
