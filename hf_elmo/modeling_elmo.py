@@ -596,18 +596,18 @@ def _lstm_forward(
     return outputs, final_cell, (chunk, cells_all, tanh_all, inside_cell_clip, hidden_all)
 
 
-# The oneDNN path's input products go into one buffer of at most this many gate values, reused by every chunk
-# of steps. Standard size, batch 32, 2 threads (Xeon, AVX-512): a fresh 16 MB result for each chunk of 128 rows
-# ran at 254 GFLOP/s, the same product into a kept buffer at 268, and 256 rows into a kept buffer at 307; a
-# 32 x 20 batch took 600 ms with the 16 MB buffer and 553-607 with this one, against 617-664 before.
-_ONEDNN_GATE_BUFFER_ELEMENTS = 1 << 23
+# The oneDNN path runs one direction after the other, and each direction's input products go into one buffer
+# of at most this many gate values, reused by every chunk of steps and both directions. Standard size, 2
+# threads (Xeon, AVX-512), input products into a kept buffer: 246 GFLOP/s for 256 rows, 278 for 384, 277 for
+# 512; 384 rows of 4 x 4096 gates are 24 MB.
+_ONEDNN_GATE_BUFFER_ELEMENTS = 384 * 4 * 4096
 
 
 def _onednn_chunk_rows(batch_sizes: list[int], cell_dim: int) -> int:
-    """Rows (per direction) of the largest chunk of input products `_lstm_forward_onednn` computes at once."""
+    """Rows of the largest chunk of one direction's input products that `_lstm_forward_onednn` computes at once."""
     batch = max(batch_sizes, default=0)
     run_steps = sum(1 for active in batch_sizes if active)
-    chunk_steps = max(1, min(run_steps, _ONEDNN_GATE_BUFFER_ELEMENTS // (2 * 4 * cell_dim * max(batch, 1))))
+    chunk_steps = max(1, min(run_steps, _ONEDNN_GATE_BUFFER_ELEMENTS // (4 * cell_dim * max(batch, 1))))
     return min(chunk_steps * batch, sum(batch_sizes))
 
 
@@ -630,8 +630,12 @@ def _lstm_forward_onednn(
     and c (2, B, C). Returns outputs (2, T, B, P), exactly zero past each row's length, and the final
     (h, c) of every row after its own last step. Same numbers as `_lstm_recurrence_reference` up to
     float32 rounding (the products sum in another order). `gate_buffer`, if given, is a 1-D tensor of at least
-    2 * 4C * `_onednn_chunk_rows(batch_sizes, C)` elements that the input products are written into
-    (otherwise one is allocated for the call).
+    4C * `_onednn_chunk_rows(batch_sizes, C)` elements that the input products are written into (otherwise
+    one is allocated for the call).
+
+    The directions run one after the other: one direction's per-step weights (40 MB at the standard size)
+    stay in the last-level cache from step to step, where both directions' (80 MB) did not (Xeon, 2 threads:
+    32 x 20 batches 573-595 ms against 641-697 with the directions interleaved step by step).
     """
     num_steps, batch, input_dim = layer_input.shape[1], layer_input.shape[2], layer_input.shape[3]
     cell_dim = layer.cell_dim
@@ -664,50 +668,49 @@ def _lstm_forward_onednn(
         first_rows.append(first_rows[-1] + active)
     chunk_rows = _onednn_chunk_rows(batch_sizes, cell_dim)  # as many rows as the chunk's steps would unpacked
     if gate_buffer is None:
-        gate_buffer = layer_input.new_empty(2 * chunk_rows * 4 * cell_dim)
-    gates = layer_input.new_empty(2, batch, 4 * cell_dim)
-    chunk_end = 0  # first step past the current chunk
-    for t, active in enumerate(batch_sizes):
-        if active == 0:
-            break
-        if t == chunk_end:
-            chunk_end = t + 1
-            while chunk_end < run_steps and first_rows[chunk_end + 1] - first_rows[t] <= chunk_rows:
-                chunk_end += 1
-            step_rows = packed_rows[:, first_rows[t] : first_rows[chunk_end]]
-            chunk = gate_buffer[: 2 * step_rows.shape[1] * 4 * cell_dim].view(2, step_rows.shape[1], 4 * cell_dim)
-            torch.baddbmm(bias.unsqueeze(1), step_rows, layer.input_weight.transpose(1, 2), out=chunk)
-            chunk_start = first_rows[t]
-        first_row = first_rows[t] - chunk_start
-        step_gates = gates[:, :active]  # (2, active, 4C), each direction contiguous
-        for direction in range(2):
-            input_part = chunk[direction, first_row : first_row + active]
+        gate_buffer = layer_input.new_empty(chunk_rows * 4 * cell_dim)
+    gates = layer_input.new_empty(batch, 4 * cell_dim)
+    for direction in range(2):
+        h_d, c_d, outputs_d = h[direction], c[direction], outputs[direction]
+        input_weight_t = layer.input_weight[direction].t()
+        chunk_end = 0  # first step past the current chunk
+        for t, active in enumerate(batch_sizes):
+            if active == 0:
+                break
+            if t == chunk_end:
+                chunk_end = t + 1
+                while chunk_end < run_steps and first_rows[chunk_end + 1] - first_rows[t] <= chunk_rows:
+                    chunk_end += 1
+                step_rows = packed_rows[direction, first_rows[t] : first_rows[chunk_end]]
+                chunk = gate_buffer[: step_rows.shape[0] * 4 * cell_dim].view(step_rows.shape[0], 4 * cell_dim)
+                torch.addmm(bias[direction], step_rows, input_weight_t, out=chunk)
+                chunk_start = first_rows[t]
+            first_row = first_rows[t] - chunk_start
+            step_gates = gates[:active]
+            input_part = chunk[first_row : first_row + active]
             if t == 0 and starts_from_zero:  # the recurrent product of a zero state is exactly zero
-                step_gates[direction] = input_part
+                step_gates.copy_(input_part)
             elif single_column is not None:
-                torch.addmv(input_part[0], single_column[0][direction], h[direction, 0], out=step_gates[direction, 0])
+                torch.addmv(input_part[0], single_column[0][direction], h_d[0], out=step_gates[0])
             else:
-                recurrent_part = _onednn_linear(h[direction, :active], recurrent[direction])
-                torch.add(input_part, recurrent_part, out=step_gates[direction])
-        torch.sigmoid_(step_gates[..., : 2 * cell_dim])
-        torch.tanh_(step_gates[..., 2 * cell_dim : 3 * cell_dim])
-        torch.sigmoid_(step_gates[..., 3 * cell_dim :])
-        input_gate, forget_gate, cell_input, output_gate = step_gates.chunk(4, dim=-1)
-        running_cell = c[:, :active]
-        running_cell.mul_(forget_gate).addcmul_(input_gate, cell_input)
-        if cell_clip:
-            running_cell.clamp_(-cell_clip, cell_clip)
-        projected = output_gate * torch.tanh(running_cell)
-        hidden = outputs[:, t, :active]
-        if single_column is not None:
-            for direction in range(2):
-                torch.mv(single_column[1][direction], projected[direction, 0], out=hidden[direction, 0])
-        else:
-            for direction in range(2):
-                hidden[direction] = _onednn_linear(projected[direction], projection[direction])
-        if proj_clip:
-            hidden.clamp_(-proj_clip, proj_clip)
-        h[:, :active] = hidden
+                torch.add(input_part, _onednn_linear(h_d[:active], recurrent[direction]), out=step_gates)
+            torch.sigmoid_(step_gates[:, : 2 * cell_dim])
+            torch.tanh_(step_gates[:, 2 * cell_dim : 3 * cell_dim])
+            torch.sigmoid_(step_gates[:, 3 * cell_dim :])
+            input_gate, forget_gate, cell_input, output_gate = step_gates.chunk(4, dim=-1)
+            running_cell = c_d[:active]
+            running_cell.mul_(forget_gate).addcmul_(input_gate, cell_input)
+            if cell_clip:
+                running_cell.clamp_(-cell_clip, cell_clip)
+            projected = output_gate * torch.tanh(running_cell)
+            hidden = outputs_d[t, :active]
+            if single_column is not None:
+                torch.mv(single_column[1][direction], projected[0], out=hidden[0])
+            else:
+                hidden.copy_(_onednn_linear(projected, projection[direction]))
+            if proj_clip:
+                hidden.clamp_(-proj_clip, proj_clip)
+            h_d[:active] = hidden
     return outputs, (h, c)
 
 
@@ -835,7 +838,7 @@ class ElmoBiLstm(nn.Module):
         # where this torch build has them; False keeps the fast path's MKL products.
         self.use_onednn = True
         # Keep the packed weights and the input-product buffer between calls (fastest; they take as much
-        # memory as the recurrent and projection weights, plus at most 32 MB) or make them for the call only
+        # memory as the recurrent and projection weights, plus at most 24 MB) or make them for the call only
         # (less memory, slower).
         self.keep_packed_weights = True
         self._kept_gate_buffer = None  # see `_take_gate_buffer`; a cache, so not copied or pickled (`__getstate__`)
@@ -953,7 +956,7 @@ class ElmoBiLstm(nn.Module):
     def _onednn_layers(self, inputs, batch_sizes, reverse_index, state, dropout):
         """Inference layers with oneDNN's packed products; same contract as `_reference_layers`."""
         config = self.config
-        size = 2 * 4 * config.lstm_cell_dim * _onednn_chunk_rows(batch_sizes, config.lstm_cell_dim)
+        size = 4 * config.lstm_cell_dim * _onednn_chunk_rows(batch_sizes, config.lstm_cell_dim)
         gate_buffer = self._take_gate_buffer(size, inputs)
 
         def run_layer(layer, layer_input, bias, layer_state):
@@ -970,7 +973,7 @@ class ElmoBiLstm(nn.Module):
 
     def _take_gate_buffer(self, size: int, like: torch.Tensor) -> torch.Tensor:
         """The buffer the oneDNN path's input products go into: shared by the layers of a call and, with
-        `keep_packed_weights`, kept for the next call (at most 32 MB). A fresh buffer that size comes from the
+        `keep_packed_weights`, kept for the next call (at most 24 MB). A fresh buffer that size comes from the
         OS and is zeroed page by page when first written: at 32 x 20 (standard size) ~10 ms per chunk, ~40 ms
         of a ~600 ms batch; reused, the chunk's bias copy takes 2 ms. The kept buffer is taken out of the module
         while a call uses it (one atomic dict operation), so a call running at the same time on another thread
