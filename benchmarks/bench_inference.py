@@ -13,8 +13,11 @@ What it does:
    hdf5 file, in the AllenNLP virtualenv) on identical sentences; each process times its model load,
    dumps all layers of the first batch from the fresh model (zero state), warms up, then times
    `--repeats` runs and reports the median and its peak RSS;
-3. measures this machine's matrix-multiply rate in the same run and prints the fraction of the
-   resulting words/s ceiling that our model reaches;
+3. measures this machine's matrix-multiply rate and the rate at which a matrix-vector product reads
+   one direction-layer's per-step weights in the same run, and prints the fraction of the resulting
+   words/s ceiling that our model reaches: the lower of the compute ceiling (all FLOPs at the
+   matrix-multiply rate) and the memory ceiling (every step reads every direction-layer's recurrent and
+   projection weights once, whatever the batch size: it binds at batch 1);
 4. optionally times extra modes of ours at 32 x 20 words (the straightforward reference recurrence,
    the fast path without oneDNN (MKL products), oneDNN with the weights packed per call,
    the token-embedding cache, bf16, int8 dynamic quantisation) with their drift against fp32.
@@ -154,13 +157,14 @@ def run_worker(python: str, spec: dict, work_dir: Path, tag: str, threads: int) 
     return result
 
 
-def measure_ceiling(threads: int) -> float:
-    """Best sgemm GFLOP/s over the model's large product shapes, in a fresh process."""
+def measure_ceiling(threads: int) -> tuple[float, float]:
+    """(matrix-multiply GFLOP/s, matrix-vector weight-reading GB/s), measured in a fresh process."""
     completed = subprocess.run([sys.executable, __file__, "--ceiling-only", "--threads", str(threads)],
                                env=dict(os.environ, OMP_NUM_THREADS=str(threads)), capture_output=True, text=True)
     if completed.returncode != 0:
         raise RuntimeError(f"ceiling measurement failed:\n{completed.stderr[-2000:]}")
-    return float(completed.stdout.strip().splitlines()[-1])
+    gflops, gbps = completed.stdout.strip().splitlines()[-1].split()
+    return float(gflops), float(gbps)
 
 
 def ceiling_gflops(threads: int) -> float:
@@ -179,6 +183,39 @@ def ceiling_gflops(threads: int) -> float:
             torch.mm(a, b)
             times.append(time.perf_counter() - start)
         best = max(best, 2 * m * k * n / min(times) / 1e9)
+    return best
+
+
+def step_weight_bytes(options: dict) -> int:
+    """Bytes of the per-step (recurrent and projection) fp32 weights of all direction-layers: what every
+    time step must read, shared by the rows of a batch."""
+    lstm = options["lstm"]
+    cell, projection = lstm["dim"], lstm["projection_dim"]
+    return 2 * lstm["n_layers"] * 4 * (projection * 4 * cell + cell * projection)
+
+
+def weight_streaming_gbps(threads: int, options: dict) -> float:
+    """Best GB/s at which matrix-vector products read one direction-layer's per-step weights, the
+    recurrent (4C, P) and projection (P, C) in (in, out) memory order, one after the other as in a step.
+    Repeating the same weights lets them stay in whatever cache holds them: the most favourable case."""
+    import torch
+
+    torch.set_num_threads(threads)
+    lstm = options["lstm"]
+    cell, projection = lstm["dim"], lstm["projection_dim"]
+    generator = torch.Generator().manual_seed(0)
+    recurrent = torch.randn(projection, 4 * cell, generator=generator).t()
+    project = torch.randn(cell, projection, generator=generator).t()
+    state, gates, hidden = torch.randn(projection), torch.empty(4 * cell), torch.empty(projection)
+    cell_state = torch.randn(cell)
+    bytes_per_step = 4 * (recurrent.numel() + project.numel())
+    best = 0.0
+    for _ in range(5):
+        start = time.perf_counter()
+        for _ in range(10):
+            torch.mv(recurrent, state, out=gates)
+            torch.mv(project, cell_state, out=hidden)
+        best = max(best, 10 * bytes_per_step / (time.perf_counter() - start) / 1e9)
     return best
 
 
@@ -222,7 +259,7 @@ def machine_info(threads: int) -> str:
 def main(argv=None) -> int:
     args = parse_args(argv)
     if args.ceiling_only:
-        print(ceiling_gflops(args.threads))
+        print(ceiling_gflops(args.threads), weight_streaming_gbps(args.threads, standard_options()))
         return 0
     sys.path.insert(0, str(REPO))
     for report_path in (args.markdown, args.json):  # fail now, not after minutes of timing
@@ -250,8 +287,9 @@ def main(argv=None) -> int:
     options, weights, folder, convert_seconds = build_model_files(work_dir, args.seed)
     per_word_token_flops = flops_per_token(standard_options())
     print(f"converted hdf5 -> {folder} in {convert_seconds:.1f} s", flush=True)
-    gflops = measure_ceiling(args.threads)
-    print(f"matrix-multiply rate: {gflops:.0f} GFLOP/s", flush=True)
+    gflops, gbps = measure_ceiling(args.threads)
+    bytes_per_step = step_weight_bytes(standard_options())
+    print(f"matrix-multiply rate: {gflops:.0f} GFLOP/s; per-step weights read at {gbps:.0f} GB/s", flush=True)
 
     rng = random.Random(args.seed)
     vocabulary = make_vocabulary(rng)
@@ -275,8 +313,12 @@ def main(argv=None) -> int:
         ours = run_worker(sys.executable, dict(spec, side="ours", mode="fp32"), work_dir, f"ours-{tag}", args.threads)
         loads["ours"].append(ours["load_s"])
         row = {"shape": name, "words": words, "ours": ours}
-        # Ceiling for this shape: all of its FLOPs at the measured matrix-multiply rate.
-        row["ceiling_wps"] = words / (tokens * per_word_token_flops / (gflops * 1e9))
+        # Ceiling for this shape: all of its FLOPs at the measured matrix-multiply rate, or every time step
+        # reading all per-step weights at the measured rate, whichever takes longer.
+        compute_seconds = tokens * per_word_token_flops / (gflops * 1e9)
+        memory_seconds = (max(len(s) for s in sentences) + 2) * bytes_per_step / (gbps * 1e9)
+        row["ceiling_wps"] = words / max(compute_seconds, memory_seconds)
+        row["bound"] = "memory" if memory_seconds > compute_seconds else "compute"
         if not args.ours_only:
             reference = run_worker(args.allennlp_python, dict(spec, side="allennlp", mode="fp32"), work_dir,
                                    f"allennlp-{tag}", args.threads)
@@ -296,7 +338,7 @@ def main(argv=None) -> int:
                 extra_rows.append(extra)
                 print(f"  mode {mode}: {words / result['median_s']:.0f} words/s, drift {extra['drift']}", flush=True)
 
-    report = render(args, info, rows, extra_rows, loads, convert_seconds, gflops, per_word_token_flops)
+    report = render(args, info, rows, extra_rows, loads, convert_seconds, gflops, per_word_token_flops, gbps, bytes_per_step)
     print()
     print(report)
     if args.markdown:
@@ -310,7 +352,8 @@ def main(argv=None) -> int:
             return value
 
         Path(args.json).write_text(json.dumps(clean({"rows": rows, "extra": extra_rows, "loads": loads,
-                                                     "convert_s": convert_seconds, "gflops": gflops}), indent=1))
+                                                     "convert_s": convert_seconds, "gflops": gflops,
+                                                     "weight_gbps": gbps}), indent=1))
     return 0
 
 
@@ -325,17 +368,20 @@ def format_row(row: dict) -> str:
     return text
 
 
-def render(args, info, rows, extra_rows, loads, convert_seconds, gflops, per_token_flops) -> str:
+def render(args, info, rows, extra_rows, loads, convert_seconds, gflops, per_token_flops, gbps, bytes_per_step) -> str:
     command = "python benchmarks/bench_inference.py " + " ".join(sys.argv[1:])
     lines = [f"Command: `{command}`", "", f"Machine: {info}.", "",
              f"Matrix-multiply rate measured in this run: {gflops:.0f} GFLOP/s; the model needs "
-             f"{per_token_flops / 1e6:.0f} MFLOP per token (boundary tokens included in each shape's ceiling).", ""]
+             f"{per_token_flops / 1e6:.0f} MFLOP per token (boundary tokens included in each shape's ceiling). "
+             f"Matrix-vector products read one direction-layer's per-step weights at {gbps:.0f} GB/s; every time "
+             f"step reads {bytes_per_step / 2**20:.0f} MB of them (all direction-layers), shared by the batch's rows. "
+             "The ceiling is the lower of the two limits; 'bound' says which.", ""]
     with_reference = any("allennlp" in row for row in rows)
     header = ["batch (sentences x words)", "ours words/s", "ours ms/batch", "ours peak RSS MB"]
     if with_reference:
         header += ["AllenNLP words/s", "AllenNLP ms/batch", "AllenNLP peak RSS MB", "ratio ours/AllenNLP",
                    "ratio of best runs", "max abs diff (all layers)", "relative diff"]
-    header += ["ceiling words/s", "fraction of ceiling"]
+    header += ["ceiling words/s", "bound", "fraction of ceiling"]
     lines += ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     for row in rows:
         ours = row["ours"]
@@ -347,7 +393,7 @@ def render(args, info, rows, extra_rows, loads, convert_seconds, gflops, per_tok
                       f"{reference['peak_rss_mb']:.0f}", f"{reference['median_s'] / ours['median_s']:.2f}x",
                       f"{min(reference['times_s']) / min(ours['times_s']):.2f}x",
                       f"{row['max_abs']:.1e}", f"{row['relative']:.1e}"]
-        cells += [f"{row['ceiling_wps']:.0f}", f"{row['words'] / ours['median_s'] / row['ceiling_wps']:.0%}"]
+        cells += [f"{row['ceiling_wps']:.0f}", row["bound"], f"{row['words'] / ours['median_s'] / row['ceiling_wps']:.0%}"]
         lines.append("| " + " | ".join(cells) + " |")
     lines.append("")
     if extra_rows:
