@@ -6,12 +6,8 @@ ELMo tags whole words, so it gets a small pipeline of its own under a separate t
 
 from __future__ import annotations
 
-import collections.abc
-
-import torch
 from transformers import AutoModelForTokenClassification, Pipeline
 from transformers.pipelines import PIPELINE_REGISTRY
-from transformers.pipelines.pt_utils import PipelineDataset, PipelineIterator
 
 from .tagging import entities_from_tags
 
@@ -45,20 +41,6 @@ class ElmoTokenClassificationPipeline(Pipeline):
             "text": text,
         }
 
-    def get_iterator(self, inputs, num_workers, batch_size, preprocess_params, forward_params, postprocess_params):
-        # The stock batching pads `input_ids` with the tokenizer's pad token, which a character tokenizer does
-        # not have: a padded ELMo word is a row of zero character ids, which `_collate` adds itself.
-        if isinstance(inputs, collections.abc.Sized):
-            dataset = PipelineDataset(inputs, self.preprocess, preprocess_params)
-        else:
-            dataset = PipelineIterator(inputs, self.preprocess, preprocess_params)
-            num_workers = min(num_workers, 1)
-        # As in transformers, batch_size 1 passes each input on as it is and its outputs are not split again.
-        collate = _single if batch_size == 1 else _collate
-        loader = torch.utils.data.DataLoader(dataset, num_workers=num_workers, batch_size=batch_size, collate_fn=collate)
-        model_iterator = PipelineIterator(loader, self.forward, forward_params, loader_batch_size=batch_size)
-        return PipelineIterator(model_iterator, self.postprocess, postprocess_params)
-
     def _forward(self, model_inputs):
         words, text = model_inputs.pop("words"), model_inputs.pop("text")
         logits = self.model(**model_inputs).logits
@@ -82,27 +64,6 @@ class ElmoTokenClassificationPipeline(Pipeline):
         if return_tags:
             return {"words": list(words), "tags": tags, "entities": entities}
         return entities
-
-
-def _single(items: list[dict]) -> dict:
-    return items[0]
-
-
-def _collate(items: list[dict]) -> dict:
-    """Preprocessed inputs (each a batch of one) -> one batch: words padded with all-zero character rows."""
-    longest = max(item["input_ids"].shape[1] for item in items)
-    input_ids = items[0]["input_ids"].new_zeros(len(items), longest, items[0]["input_ids"].shape[2])
-    attention_mask = items[0]["attention_mask"].new_zeros(len(items), longest)
-    for row, item in enumerate(items):
-        length = item["input_ids"].shape[1]
-        input_ids[row, :length] = item["input_ids"][0]
-        attention_mask[row, :length] = item["attention_mask"][0]
-    return {
-        "input_ids": input_ids,
-        "attention_mask": attention_mask,
-        "words": [item["words"] for item in items],
-        "text": [item["text"] for item in items],
-    }
 
 
 def register_pipeline() -> None:

@@ -450,6 +450,13 @@ class ElmoTokenizer(PreTrainedTokenizerBase):
     def __len__(self) -> int:
         return self.vocab_size
 
+    @property
+    def pad_token_id(self) -> int:
+        """0, the id of every character of a padded word position (`attention_mask` marks those positions).
+        Code that pads `input_ids` with the tokenizer's pad id, like the stock pipelines' batching, then
+        writes exactly the rows this tokenizer pads with."""
+        return 0
+
     def get_vocab(self) -> dict[str, int]:
         return dict(self.char_vocab) if self.char_vocab is not None else {}
 

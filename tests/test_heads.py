@@ -181,3 +181,21 @@ def test_batches_of_empty_sentences(use_crf):
     output = model(**inputs, labels=torch.zeros(2, 0, dtype=torch.long))
     assert output.logits.shape == (2, 0, len(LABELS)) and output.predictions.shape == (2, 0)
     assert output.loss.item() == 0.0
+
+
+def test_stock_text_classification_pipeline_batches_like_one_by_one(tmp_path):
+    # The stock pipelines pad `input_ids` with the tokenizer's pad id; ELMo's padded word is all zeros.
+    from transformers import pipeline
+
+    torch.manual_seed(0)
+    ElmoForSequenceClassification(tiny_config(num_labels=3)).save_pretrained(tmp_path)
+    ElmoTokenizer(segmenter="chars").save_pretrained(tmp_path)
+    classifier = pipeline("text-classification", model=str(tmp_path), top_k=None)
+    texts = ["我喜欢吃小米", "小米手机挺好用的吧", "好", ""]
+    one_by_one = [classifier([text])[0] for text in texts]
+    for batch_size in (2, 3):
+        batched = classifier(texts, batch_size=batch_size)
+        assert len(batched) == len(texts)
+        for got, want in zip(batched, one_by_one):
+            assert [r["label"] for r in got] == [r["label"] for r in want]
+            assert [r["score"] for r in got] == pytest.approx([r["score"] for r in want], rel=1e-5)
