@@ -32,7 +32,10 @@ class ElmoDataCollator:
 
     Returns `input_ids` (batch, max_words, max_characters_per_token) and/or `elmo_hidden_states`
     (batch, layers, max_words, 2P), zero-padded, `attention_mask` (batch, max_words) and `labels`
-    ((batch, max_words) padded with `label_pad_token_id`, or (batch,)).
+    ((batch, max_words) padded with `label_pad_token_id`, or (batch,)). For models with a word embedding
+    (ELMoForManyLangs), also `word_ids` (batch, max_words): looked up by a tokenizer with a word vocabulary
+    for `"words"` / `"text"` examples, or taken from the examples' own `"word_ids"` (one per word) along
+    with their `"input_ids"`.
 
     With `Trainer`, set `TrainingArguments(remove_unused_columns=False)` for `"words"` / `"text"` examples:
     otherwise `Trainer` drops those columns before they reach the collator (they are not `forward` arguments).
@@ -54,14 +57,23 @@ class ElmoDataCollator:
             ids = self._cache[word] = self.tokenizer.word_to_char_ids(word)
         return ids
 
-    def _example_ids(self, index: int, example: Mapping[str, Any]) -> torch.Tensor:
+    def _example_ids(self, index: int, example: Mapping[str, Any]) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """(character ids (words, width), word ids (words,) or None) of one example."""
         if "input_ids" in example:
             ids = torch.as_tensor(example["input_ids"], dtype=torch.long)
             if ids.dim() != 2:
                 raise ValueError(
                     f"example {index}: input_ids must be (words, characters), got shape {tuple(ids.shape)}"
                 )
-            return ids
+            if example.get("word_ids") is None:
+                return ids, None
+            word_ids = torch.as_tensor(example["word_ids"], dtype=torch.long)
+            if tuple(word_ids.shape) != (ids.shape[0],):
+                raise ValueError(
+                    f"example {index}: word_ids must hold one id per word ({ids.shape[0]}), "
+                    f"got shape {tuple(word_ids.shape)}"
+                )
+            return ids, word_ids
         if "words" not in example and "text" not in example:
             raise ValueError(f"example {index} has none of 'input_ids', 'words', 'text' (keys: {sorted(example)})")
         if self.tokenizer is None:
@@ -73,9 +85,12 @@ class ElmoDataCollator:
         else:
             words = self.tokenizer.tokenize(example["text"])
         width = self.tokenizer.max_characters_per_token
+        word_ids = None
+        if self.tokenizer.word_vocab is not None:
+            word_ids = torch.tensor([self.tokenizer.word_to_id(word) for word in words], dtype=torch.long)
         if not words:
-            return torch.zeros(0, width, dtype=torch.long)
-        return torch.tensor([self._char_ids(word) for word in words], dtype=torch.long)
+            return torch.zeros(0, width, dtype=torch.long), word_ids
+        return torch.tensor([self._char_ids(word) for word in words], dtype=torch.long), word_ids
 
     def __call__(self, examples: Sequence[Mapping[str, Any]]) -> dict[str, torch.Tensor]:
         if len(examples) == 0:
@@ -86,14 +101,12 @@ class ElmoDataCollator:
                 raise ValueError("some examples have elmo_hidden_states and some do not")
             return self._collate_precomputed(examples)
         encoded = [self._example_ids(i, example) for i, example in enumerate(examples)]
-        full_lengths = [ids.shape[0] for ids in encoded]
+        full_lengths = [ids.shape[0] for ids, _ in encoded]
         num_words = max(full_lengths) if self.max_words is None else min(max(full_lengths), self.max_words)
-        input_ids = self._pad_ids(encoded, num_words)
         attention_mask = torch.zeros(len(examples), num_words, dtype=torch.long)
         for row, length in enumerate(full_lengths):
             attention_mask[row, : min(length, num_words)] = 1
-        batch = {"input_ids": input_ids, "attention_mask": attention_mask}
-
+        batch = {"attention_mask": attention_mask, **self._pad_ids(encoded, num_words)}
         return self._with_labels(batch, examples, full_lengths, num_words)
 
     def _collate_precomputed(self, examples: Sequence[Mapping[str, Any]]) -> dict[str, torch.Tensor]:
@@ -119,27 +132,39 @@ class ElmoDataCollator:
         if any(word_keys):
             if not all(word_keys):
                 raise ValueError("some precomputed examples carry their words (or input_ids) and some do not")
-            batch["input_ids"] = self._padded_ids_matching(examples, full_lengths, num_words)
+            batch.update(self._padded_ids_matching(examples, full_lengths, num_words))
         return self._with_labels(batch, examples, full_lengths, num_words)
 
-    def _padded_ids_matching(self, examples, full_lengths: list[int], num_words: int) -> torch.Tensor:
+    def _padded_ids_matching(self, examples, full_lengths: list[int], num_words: int) -> dict[str, torch.Tensor]:
         encoded = [self._example_ids(i, example) for i, example in enumerate(examples)]
-        for row, (ids, length) in enumerate(zip(encoded, full_lengths)):
+        for row, ((ids, _), length) in enumerate(zip(encoded, full_lengths)):
             if ids.shape[0] != length:
                 raise ValueError(f"example {row}: {ids.shape[0]} words but {length} precomputed biLM positions")
         return self._pad_ids(encoded, num_words)
 
-    @staticmethod
-    def _pad_ids(encoded: list[torch.Tensor], num_words: int) -> torch.Tensor:
-        """(words, width) character ids per example -> (batch, num_words, width), cut and zero-padded."""
-        widths = {ids.shape[1] for ids in encoded}
+    def _pad_ids(self, encoded: list[tuple[torch.Tensor, torch.Tensor | None]], num_words: int) -> dict[str, torch.Tensor]:
+        """(character ids (words, width), word ids or None) per example -> `input_ids` (batch, num_words, width),
+        cut and zero-padded, and `word_ids` (batch, num_words) when the examples have them."""
+        widths = {ids.shape[1] for ids, _ in encoded}
         if len(widths) != 1:
             raise ValueError(f"examples have different characters-per-word widths {sorted(widths)}")
         input_ids = torch.zeros(len(encoded), num_words, widths.pop(), dtype=torch.long)
-        for row, ids in enumerate(encoded):
+        for row, (ids, _) in enumerate(encoded):
             kept = ids[:num_words]
             input_ids[row, : kept.shape[0]] = kept
-        return input_ids
+        batch = {"input_ids": input_ids}
+        with_word_ids = [word_ids is not None for _, word_ids in encoded]
+        if any(with_word_ids):
+            if not all(with_word_ids):
+                raise ValueError("some examples have word_ids and some do not")
+            # Padded positions are masked out; the tokenizer pads with its `<pad>` word, so does this.
+            pad = self.tokenizer.word_to_id("<pad>") if self.tokenizer is not None and self.tokenizer.word_vocab else 0
+            word_ids = torch.full((len(encoded), num_words), pad, dtype=torch.long)
+            for row, (_, ids) in enumerate(encoded):
+                kept = ids[:num_words]
+                word_ids[row, : kept.shape[0]] = kept
+            batch["word_ids"] = word_ids
+        return batch
 
     def _with_labels(self, batch: dict, examples, full_lengths: list[int], num_words: int) -> dict[str, torch.Tensor]:
         has_labels = ["labels" in example and example["labels"] is not None for example in examples]

@@ -413,8 +413,8 @@ def precompute_elmo_layers(
     collator cuts them with `max_words`; labels are cut alike) and its `"labels"`. Heads take these
     through `elmo_hidden_states` and then give the same outputs as from the words, without the biLM.
     Memory: (L + 1) * 2P floats per word, e.g. 3 KB per word for `elmo-zh-small`.
-    With `keep_input_ids` the words' character ids stay too (`"input_ids"`, for heads with their own word
-    vectors, `config.task_token_features`).
+    With `keep_input_ids` the words' character ids stay too (`"input_ids"`, and `"word_ids"` for models with
+    a word embedding; for heads with their own word vectors, `config.task_token_features`).
     """
     was_training = elmo.training
     elmo.eval()
@@ -426,13 +426,20 @@ def precompute_elmo_layers(
         for begin in range(0, len(order), batch_size):
             chunk = order[begin : begin + batch_size]
             batch = collator([{key: value for key, value in examples[i].items() if key != "labels"} for i in chunk])
-            outputs = elmo(batch["input_ids"].to(device), attention_mask=batch["attention_mask"].to(device))
+            word_ids = batch.get("word_ids")
+            outputs = elmo(
+                batch["input_ids"].to(device),
+                attention_mask=batch["attention_mask"].to(device),
+                word_ids=None if word_ids is None else word_ids.to(device),
+            )
             layers = torch.stack(outputs.hidden_states, dim=1).cpu()  # (B, L + 1, W, 2P)
             for row, index in enumerate(chunk):
                 count = int(batch["attention_mask"][row].sum())
                 item = {"elmo_hidden_states": layers[row, :, :count].clone()}
                 if keep_input_ids:
                     item["input_ids"] = batch["input_ids"][row, :count].clone()
+                    if word_ids is not None:
+                        item["word_ids"] = word_ids[row, :count].clone()
                 labels = examples[index].get("labels")
                 if labels is not None:
                     item["labels"] = labels if isinstance(labels, int) else list(labels)[:count]

@@ -34,12 +34,7 @@ class ElmoTokenClassificationPipeline(Pipeline):
             raise TypeError(f"{TASK} takes strings, got {type(text).__name__}")
         encoding = self.tokenizer(text, return_tensors="pt", return_words=True)
         words = encoding.pop("words")
-        return {
-            "input_ids": encoding["input_ids"],
-            "attention_mask": encoding["attention_mask"],
-            "words": words,
-            "text": text,
-        }
+        return {**encoding, "words": words, "text": text}  # `word_ids` too, for models with a word embedding
 
     def _forward(self, model_inputs):
         words, text = model_inputs.pop("words"), model_inputs.pop("text")

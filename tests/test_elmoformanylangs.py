@@ -15,7 +15,7 @@ import h5py
 import numpy as np
 import pytest
 import torch
-from transformers import AutoModel, AutoTokenizer
+from transformers import AutoModel, AutoTokenizer, pipeline
 
 import hf_elmo  # noqa: F401  (registers the Auto classes)
 from hf_elmo import ElmoConfig, ElmoModel, ElmoTokenizer
@@ -352,3 +352,46 @@ def test_export_to_bilm_tf_names_what_the_format_cannot_hold(converted, tmp_path
     with pytest.raises(ValueError, match="byte-scheme models without a word embedding.*ELMoForManyLangs"):
         export_folder_to_bilm(converted, tmp_path / "bilm")
     assert not (tmp_path / "bilm").exists()
+
+
+# Fine-tuning a model with a word embedding ---------------------------------------------------------------
+
+
+def test_collator_gives_word_ids_like_the_tokenizer(model_and_tokenizer, sentences):
+    from hf_elmo import ElmoDataCollator
+
+    _, tokenizer = model_and_tokenizer
+    collate = ElmoDataCollator(tokenizer)
+    pair = [list(sentences[0]), list(sentences[1])]
+    batch = collate([{"words": words} for words in pair])
+    encoding = tokenizer(pair, is_split_into_words=True, padding=True, return_tensors="pt")
+    assert torch.equal(batch["word_ids"], encoding["word_ids"])
+    assert torch.equal(batch["input_ids"], encoding["input_ids"])
+    # Examples given as ids carry their word ids along.
+    rows = [{"input_ids": encoding["input_ids"][i, :n], "word_ids": encoding["word_ids"][i, :n]}
+            for i, n in enumerate(len(words) for words in pair)]
+    assert torch.equal(collate(rows)["word_ids"], encoding["word_ids"])
+    with pytest.raises(ValueError, match="some examples have word_ids and some do not"):
+        collate([rows[0], {"input_ids": rows[1]["input_ids"]}])
+    with pytest.raises(ValueError, match="example 0: word_ids must hold one id per word"):
+        collate([{"input_ids": rows[0]["input_ids"], "word_ids": rows[0]["word_ids"][:-1]}])
+
+
+@pytest.mark.parametrize("extra", [[], ["--token-features"], ["--no-freeze"]])
+def test_finetune_tags_with_a_word_embedding_model(converted, tmp_path, extra, capsys):
+    from hf_elmo.finetune import main as finetune_main
+
+    sentences = [[("张三", "B-PER"), ("在", "O"), ("北京", "B-LOC")], [("李四", "B-PER"), ("去", "O"), ("上海", "B-LOC")]]
+    data = tmp_path / "train.txt"
+    data.write_text("\n\n".join("\n".join(f"{w}\t{t}" for w, t in s) for s in sentences * 4) + "\n", encoding="utf-8")
+    output = tmp_path / "tagger"
+    arguments = ["train", "--model", str(converted), "--train", str(data), "--dev", str(data), "--epochs", "1",
+                 "--output-dir", str(output)] + extra
+    assert finetune_main(arguments) == 0
+    assert finetune_main(["predict", "--model", str(output), "张三在北京", "李四"]) == 0
+    results = [json.loads(line) for line in capsys.readouterr().out.strip().splitlines()[-2:]]
+    assert ["".join(result["words"]) for result in results] == ["张三在北京", "李四"]
+    assert all(len(result["tags"]) == len(result["words"]) for result in results)
+    tagger = pipeline("elmo-token-classification", model=str(output))
+    batched = tagger(["张三在北京", "李四"], batch_size=2, return_tags=True)
+    assert [result["tags"] for result in batched] == [result["tags"] for result in results]
