@@ -220,6 +220,19 @@ def last_complete_checkpoint(output_dir: Path) -> str | None:
     return str(max(candidates)[1]) if candidates else None
 
 
+def checkpoint_step(checkpoint: str | os.PathLike) -> int:
+    """The global step a complete checkpoint was saved at (its folder is named after it)."""
+    return int(Path(checkpoint).name.split("-", 1)[1])
+
+
+def previous_train_loss(output_dir: Path) -> float | None:
+    """`train_loss` of the summary an earlier run of this folder wrote, if readable."""
+    try:
+        return json.loads((output_dir / "pretraining_summary.json").read_text(encoding="utf-8")).get("train_loss")
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError, AttributeError):
+        return None
+
+
 def check_checkpoint_compatible(
     checkpoint: str | os.PathLike,
     config: ElmoConfig,
@@ -521,11 +534,21 @@ def _run(args) -> int:
         save_vocabulary(vocabulary, output_dir / "vocab.txt")
 
     start = time.time()
-    result = trainer.train(resume_from_checkpoint=resume)
+    resumed_step = checkpoint_step(resume) if resume else None
+    if resumed_step is not None and args.max_steps is not None and resumed_step >= args.max_steps:
+        # Resumed at its last step, Trainer would take one more before it checks max_steps.
+        model.load_state_dict(ElmoForPreTraining.from_pretrained(resume).state_dict())
+        global_step, train_loss = resumed_step, None
+    else:
+        result = trainer.train(resume_from_checkpoint=resume)
+        global_step, train_loss = result.global_step, result.training_loss
     elapsed = time.time() - start
+    if global_step == resumed_step:  # nothing left to train: keep the loss the finished run reported
+        print(f"{output_dir}: the run already finished at step {global_step}; nothing more to train", file=sys.stderr)
+        train_loss, elapsed = previous_train_loss(output_dir), 0.0
     summary = {
-        "train_loss": result.training_loss,
-        "global_step": result.global_step,
+        "train_loss": train_loss,
+        "global_step": global_step,
         "train_seconds_this_run": round(elapsed, 1),
         "resumed_from": resume,
         "initialized_from": args.init_from,

@@ -214,6 +214,25 @@ def test_resuming_from_a_checkpoint_of_another_architecture_is_refused(tmp_path,
     assert "another architecture (differs in lstm_cell_dim)" in capsys.readouterr().err
 
 
+def test_running_a_finished_run_again_trains_nothing_more(tmp_path, capsys):
+    for steps in (["--max-steps", "3"], ["--epochs", "1"]):  # 3 steps: not a whole number of epochs at batch 4
+        output = tmp_path / steps[0].strip("-")
+        command = ["--train-file", str(TRAIN / "data.txt"), "--vocab", str(TRAIN / "vocab.txt"), "--output-dir",
+                   str(output), "--batch-size", "4", "--save-steps", "2", *steps, *TINY_ARGS]
+        assert pretrain_main(command) == 0
+        first = json.loads((output / "pretraining_summary.json").read_text())
+        weights = ElmoForPreTraining.from_pretrained(output).state_dict()
+        checkpoints = sorted(p.name for p in output.glob("checkpoint-*"))
+        assert pretrain_main(command) == 0
+        again = json.loads((output / "pretraining_summary.json").read_text())
+        assert again["global_step"] == first["global_step"], steps
+        assert again["train_loss"] == first["train_loss"] and again["train_seconds_this_run"] == 0, steps
+        assert sorted(p.name for p in output.glob("checkpoint-*")) == checkpoints, steps
+        for name, value in ElmoForPreTraining.from_pretrained(output).state_dict().items():
+            torch.testing.assert_close(value, weights[name], rtol=0, atol=0, msg=name)
+        assert "already finished" in capsys.readouterr().err
+
+
 def test_init_from_continues_from_a_finished_run_and_refuses_another_architecture(tmp_path, capsys):
     common = ["--train-file", str(TRAIN / "data.txt"), "--vocab", str(TRAIN / "vocab.txt"), "--batch-size", "2"]
     assert pretrain_main(common + ["--output-dir", str(tmp_path / "a"), "--max-steps", "3", *TINY_ARGS]) == 0
