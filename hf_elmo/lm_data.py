@@ -6,6 +6,7 @@ Vocabulary format: one word per line, ``<S>``, ``</S>``, ``<UNK>`` first, then b
 
 from __future__ import annotations
 
+import codecs
 import os
 from collections import Counter
 from collections.abc import Iterable, Iterator
@@ -28,12 +29,13 @@ def check_corpus_file(path: str | os.PathLike) -> None:
 
 
 def read_corpus_lines(path: str | os.PathLike) -> Iterator[tuple[int, list[str]]]:
-    """Yield (line number, words) for every non-blank line; a non-UTF-8 line raises naming file and line."""
+    """Yield (line number, words) for every non-blank line; a non-UTF-8 line raises naming file and line.
+    A UTF-8 byte-order mark at the start of the file is not text."""
     check_corpus_file(path)
     with open(path, "rb") as handle:
         for number, raw in enumerate(handle, start=1):
             try:
-                line = raw.decode("utf-8")
+                line = raw.decode("utf-8-sig" if number == 1 else "utf-8")
             except UnicodeDecodeError as error:
                 raise ValueError(f"{path}:{number}: not valid UTF-8 ({error.reason} at byte {error.start})") from None
             words = line.split()
@@ -107,7 +109,7 @@ def load_vocabulary(path: str | os.PathLike) -> list[str]:
     """Read a vocabulary file, checking its format (one word a line, the three specials first, no repeats)."""
     data = read_input_bytes(path, "vocabulary")
     try:
-        text = data.decode("utf-8")
+        text = data.decode("utf-8-sig")
     except UnicodeDecodeError as error:
         raise ValueError(f"{path}: vocabulary is not valid UTF-8 ({error.reason})") from None
     words = text.splitlines()
@@ -126,7 +128,8 @@ class LineDataset(torch.utils.data.Dataset):
     """Sentences of a corpus file, read on demand: only the byte offsets of the lines stay in memory,
     so corpora larger than memory work and any sampler (shuffling, DDP sharding, resuming) applies.
 
-    Long sentences are cut into pieces of at most `max_words` words.
+    Long sentences are cut into pieces of at most `max_words` words. A UTF-8 byte-order mark at the start
+    of the file is skipped.
     """
 
     def __init__(self, path: str | os.PathLike, max_words: int = 50):
@@ -139,6 +142,8 @@ class LineDataset(torch.utils.data.Dataset):
         with open(self.path, "rb") as handle:
             position = 0
             for number, raw in enumerate(handle, start=1):
+                if number == 1 and raw.startswith(codecs.BOM_UTF8):
+                    raw, position = raw[len(codecs.BOM_UTF8) :], len(codecs.BOM_UTF8)
                 try:
                     count = len(raw.decode("utf-8").split())
                 except UnicodeDecodeError as error:

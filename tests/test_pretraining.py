@@ -382,6 +382,23 @@ def test_corpus_command_segments_chinese_and_builds_the_vocabulary(tmp_path, cap
     assert not (tmp_path / "d.txt").exists() and not (tmp_path / "d.txt.tmp").exists()
 
 
+def test_a_byte_order_mark_is_not_part_of_the_first_word(tmp_path, capsys):
+    from hf_elmo.cli import main as cli_main
+    from hf_elmo.lm_data import LineDataset, build_vocabulary
+
+    raw = tmp_path / "raw.txt"
+    raw.write_bytes("\ufeff小米 发布 了\r\n这家 小米\r\n".encode("utf-8"))
+    assert LineDataset(raw)[0] == ["小米", "发布", "了"]
+    words = build_vocabulary([raw])
+    assert words[3] == "小米" and sorted(words[4:]) == sorted(["发布", "了", "这家"])
+    assert cli_main(["corpus", "segment", "--input", str(raw), "--output", str(tmp_path / "s.txt"),
+                     "--segmenter", "whitespace"]) == 0
+    assert (tmp_path / "s.txt").read_text(encoding="utf-8").splitlines()[0] == "小米 发布 了"
+    vocabulary = tmp_path / "v.txt"
+    vocabulary.write_bytes("\ufeff<S>\n</S>\n<UNK>\n小米\n".encode("utf-8"))
+    assert load_vocabulary(vocabulary) == ["<S>", "</S>", "<UNK>", "小米"]
+
+
 def test_training_batches_group_sentences_of_similar_length(tmp_path):
     """`--group-by-length` (the default): each batch holds sentences of similar length, every sentence once
     per epoch, in an order fixed by seed and epoch (what resuming relies on) that changes between epochs."""
