@@ -335,7 +335,7 @@ class ElmoConfig(PretrainedConfig):
         else:
             source = os.fspath(path_or_dict)
             try:
-                with open(source, encoding="utf-8") as handle:
+                with open(source, encoding="utf-8-sig") as handle:
                     options = json.load(handle)
             except FileNotFoundError:
                 raise ValueError(f"options file not found: {source}") from None

@@ -131,7 +131,7 @@ def _read_json(path: Path, what: str) -> dict[str, Any]:
     if not path.is_file():
         raise ValueError(f"missing file: {path} ({what})")
     try:
-        with open(path, encoding="utf-8") as handle:
+        with open(path, encoding="utf-8-sig") as handle:
             value = json.load(handle)
     except (json.JSONDecodeError, UnicodeDecodeError) as error:
         raise ValueError(f"{path} ({what}) is not valid JSON: {error}") from None

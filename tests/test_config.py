@@ -49,6 +49,12 @@ def test_from_allennlp_options(as_path):
     assert config.to_allennlp_options() == ALLENNLP_OPTIONS
 
 
+def test_options_file_with_a_byte_order_mark(tmp_path):
+    path = tmp_path / "options.json"
+    path.write_bytes(b"\xef\xbb\xbf" + (ALLENNLP / "options.json").read_bytes())
+    assert ElmoConfig.from_allennlp_options(path).to_allennlp_options() == ALLENNLP_OPTIONS
+
+
 def test_bilm_tf_options_without_skip_connections():
     config = ElmoConfig.from_allennlp_options(BILM_TF / "options.json")
     assert config.use_skip_connections is False
