@@ -19,6 +19,7 @@ import numpy as np
 import torch
 
 from .configuration_elmo import ElmoConfig
+from .file_io import check_output_folder
 
 # TF gate blocks (i, j, f, o) -> ours (i, f, j, o); the permutation is its own inverse.
 _GATE_ORDER = [0, 2, 1, 3]
@@ -209,6 +210,7 @@ class AtomicDirectory:
             raise FileExistsError(f"{self.target} already exists (pass --overwrite to replace it)")
         if self.target.exists() and not self.target.is_dir():
             raise FileExistsError(f"{self.target} is a file; --overwrite replaces an output folder, not a file")
+        check_output_folder(self.target.parent)
         self.target.parent.mkdir(parents=True, exist_ok=True)
         # A plain mkdir (not mkdtemp, which makes 0700 folders) so the result gets the usual permissions.
         self.path = self.target.parent / f".{self.target.name}.tmp-{uuid.uuid4().hex}"

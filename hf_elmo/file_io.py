@@ -24,6 +24,30 @@ def check_output_path(path: str | os.PathLike, overwrite: bool, flag: str = "--o
     parent = os.path.dirname(os.path.abspath(path))
     if not os.path.isdir(parent):
         raise ValueError(f"output folder does not exist: {parent}")
+    check_writable(parent)
+
+
+def check_writable(folder: str | os.PathLike) -> None:
+    """Raise ValueError naming `folder` if no file can be created in it (permissions, a read-only file system):
+    found by creating one, since permission bits do not tell root or a read-only mount apart."""
+    try:
+        with tempfile.TemporaryFile(dir=folder):
+            pass
+    except OSError as error:
+        raise ValueError(f"cannot write to {os.fspath(folder)}: {error.strerror or error}") from None
+
+
+def check_output_folder(path: str | os.PathLike, flag: str = "output folder") -> None:
+    """Raise ValueError, before any work is done, if the folder `path` (made with its missing parents) could
+    not be written: it or an ancestor is a file, or its nearest existing ancestor is not writable."""
+    path = os.path.abspath(os.fspath(path))
+    folder = path
+    while not os.path.exists(folder):
+        folder = os.path.dirname(folder)
+    if not os.path.isdir(folder):
+        what = "is a file" if folder == path else f"lies inside {folder}, which is a file"
+        raise ValueError(f"{flag} {path} {what}, not a folder")
+    check_writable(folder)
 
 
 def _current_umask() -> int:

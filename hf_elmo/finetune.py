@@ -67,6 +67,7 @@ from .conll import (  # noqa: F401  (re-exported: the data half of the fine-tuni
 from .configuration_elmo import ElmoConfig
 from .data_collator import ElmoDataCollator
 from .embedder import ModelNotFoundError, check_model_location
+from .file_io import check_output_folder
 from .modeling_elmo import ElmoForSequenceClassification, ElmoForTokenClassification, ElmoWeightShapeError
 from .tagging import tag as tag_text
 from .tokenization_elmo import ElmoTokenizer
@@ -268,6 +269,11 @@ class FinetuneOptions:
             refuse("task_encoder", "'linear' or 'bilstm'")
         if self.unseen_label not in ("error", "O"):
             refuse("unseen_label", "'error' or 'O'")
+        if self.output_dir:  # the folder is built beside its final place, so its parent must take new files
+            try:
+                check_output_folder(Path(self.output_dir).absolute().parent, "--output-dir's parent")
+            except ValueError as error:
+                raise OptionError(f"--output-dir {self.output_dir}: {error}") from None
 
 
 def load_tokenizer(model_name: str, config: ElmoConfig) -> ElmoTokenizer:

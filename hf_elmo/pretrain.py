@@ -23,7 +23,7 @@ from pathlib import Path
 import torch
 
 from .configuration_elmo import ElmoConfig
-from .file_io import atomic_write_text
+from .file_io import atomic_write_text, check_output_folder
 from .lm_data import (
     SPECIAL_WORDS,
     LanguageModelCollator,
@@ -160,14 +160,8 @@ def check_arguments(args) -> None:
 
 
 def check_output_dir(output_dir: Path) -> None:
-    """Refuse an --output-dir that is a file, or lies below one, before anything is written."""
-    path = output_dir.absolute()
-    for folder in (path, *path.parents):
-        if folder.exists():
-            if not folder.is_dir():
-                what = "is a file" if folder == path else f"lies inside {folder}, which is a file"
-                raise ValueError(f"--output-dir {output_dir} {what}, not a folder")
-            return
+    """Refuse, before anything is written, an --output-dir that is a file, lies below one, or cannot be written."""
+    check_output_folder(output_dir, "--output-dir")
 
 
 def weight_names(path: Path) -> list[str]:

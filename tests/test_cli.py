@@ -453,3 +453,31 @@ def test_top_level_help_lists_every_command(capsys):
     text = capsys.readouterr().out
     for command in ("embed", "similar", "convert", "info", "pretrain", "finetune"):
         assert command in text
+
+
+# Sysfs takes no new files, not even from root (for whom permission bits do not stop a write).
+UNWRITABLE = Path("/sys")
+
+
+@pytest.mark.skipif(not UNWRITABLE.is_dir(), reason="needs Linux's /sys as a folder nobody can write into")
+def test_an_unwritable_output_folder_is_named_before_any_work(tmp_path, corpus, model_dir, capsys):
+    from hf_elmo.finetune import main as finetune_main
+    from hf_elmo.lm_data import main as corpus_main
+    from hf_elmo.pretrain import main as pretrain_main
+
+    conll = tmp_path / "train.txt"
+    conll.write_text("张三\tB-PER\n在\tO\n\n北京\tB-LOC\n", encoding="utf-8")
+    fixture = ["--options", FIXTURES / "options.json", "--weights", FIXTURES / "lm_weights.hdf5"]
+    tiny = ["--projection-dim", "8", "--cell-dim", "16", "--filters", "[[1,4]]", "--no-progress"]
+    attempts = [
+        lambda: run("embed", corpus, UNWRITABLE / "out.hdf5", model_dir=model_dir),
+        lambda: run("convert", UNWRITABLE / "bilm", "--to", "allennlp", "--model", model_dir),
+        lambda: run("convert", UNWRITABLE / "new" / "folder", "--from", "allennlp", *fixture),
+        lambda: corpus_main(["segment", "--input", str(corpus), "--output", str(UNWRITABLE / "seg.txt")]),
+        lambda: pretrain_main(["--train-file", str(corpus), "--output-dir", str(UNWRITABLE / "run"), *tiny]),
+        lambda: finetune_main(["train", "--model", str(model_dir), "--train", str(conll),
+                               "--output-dir", str(UNWRITABLE / "ner")]),
+    ]
+    for number, attempt in enumerate(attempts):
+        assert attempt() == 2, number
+        assert f"cannot write to {UNWRITABLE}" in capsys.readouterr().err, number
