@@ -540,6 +540,7 @@ def train_tagger(
         torch.set_num_threads(options.threads)
     if not train:
         raise DataError("no training sentences")
+    check_tagging_labels(train)
     set_seed(options.seed)
     labels = label_list(train)
     label2id = {label: i for i, label in enumerate(labels)}
@@ -720,6 +721,22 @@ def check_classification_labels(
             f"first example gives label {label!r} to text {text!r}): this does not look like a label<TAB>text "
             "file, and a classifier needs at least two examples per label on average. A word<TAB>tag (CoNLL) file "
             "is for tagging: `hf-elmo finetune train`"
+        )
+
+
+def check_tagging_labels(sentences: Sequence[TaggedSentence], source: str = "the training data") -> None:
+    """Refuse training sentences that cannot be meant as tagging data (`DataError`): from 20 words on, more
+    distinct tags than half the words or than distinct words. This is what a ``label<TAB>text`` file read as
+    ``word<TAB>tag`` looks like: every text becomes a tag of one of the few labels."""
+    words = [word for sentence in sentences for word in sentence.words]
+    tags = {tag for sentence in sentences for tag in sentence.tags}
+    if len(words) >= _MIN_EXAMPLES_FOR_LABEL_RULE and (len(tags) > len(words) / 2 or len(tags) > len(set(words))):
+        first = sentences[0]
+        raise DataError(
+            f"{source}: {len(tags)} distinct tags for {len(words)} words ({len(set(words))} distinct words; the "
+            f"first line gives tag {first.tags[0]!r} to word {first.words[0]!r}): this does not look like a "
+            "word<TAB>tag (CoNLL) file. A label<TAB>text file is for classification: "
+            "`hf-elmo finetune train-classifier`"
         )
 
 
@@ -906,6 +923,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 for split in ("dev", "test"):
                     if getattr(args, split):
                         splits[split] = read_conll(getattr(args, split))
+            check_tagging_labels(splits["train"], args.train or args.dataset)
             results = train_tagger(splits["train"], splits.get("dev"), splits.get("test"), options)["results"]
             for split in ("dev", "test"):
                 if split in results:

@@ -258,6 +258,19 @@ def test_train_classifier_refuses_a_word_tag_file(folders, tmp_path, capsys):
     nothing_written(tmp_path, [])
 
 
+def test_train_refuses_a_label_text_file(folders, tmp_path, capsys):
+    reviews = tmp_path / "reviews.tsv"
+    texts = ["东西坏了，客服不理", "东西很好，下次还来", "这个手机很好用", "太慢了", "包装不错"]
+    reviews.write_text("".join(f"{'pos' if i % 2 else 'neg'}\t{texts[i % 5]}{i}\n" for i in range(24)), encoding="utf-8")
+    line = fails(["train", "--model", folders["base"], "--train", str(reviews), "--output-dir", str(tmp_path / "out")],
+                 capsys)
+    assert "24 distinct tags for 24 words" in line and "train-classifier" in line and str(reviews) in line
+    nothing_written(tmp_path, ["reviews.tsv"])
+    from hf_elmo.finetune import check_tagging_labels
+
+    check_tagging_labels(read_conll(folders["conll"]))  # a real word<TAB>tag file passes
+
+
 def test_a_few_hand_written_examples_may_each_have_their_own_label():
     from hf_elmo.finetune import check_classification_labels
 
