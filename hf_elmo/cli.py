@@ -190,7 +190,7 @@ def make_embedder(args, distributed: Distributed | None = None):
 
 def add_model_arguments(parser: argparse.ArgumentParser, batch: bool = True) -> None:
     group = parser.add_argument_group("model")
-    group.add_argument("--model", help="model folder or Hub id (default: the Chinese model shipped with hf-elmo)")
+    group.add_argument("--model", help="model folder or Hub id; 'default' or no --model: the Chinese model shipped with hf-elmo")
     group.add_argument("--device", help="torch device, e.g. cpu or cuda:0 (default: cuda if available)")
     group.add_argument("--dtype", choices=["float32", "bfloat16", "float16"], help="compute dtype (default float32)")
     if batch:

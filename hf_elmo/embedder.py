@@ -56,14 +56,22 @@ def check_model_location(name: str) -> None:
         raise ModelNotFoundError(f"model folder not found: {name}")
 
 
+def resolve_model_name(model: str | os.PathLike | None) -> str:
+    """`hf_elmo.DEFAULT_MODEL` (the shipped Chinese model) for `None` or the word ``"default"``, else `model`."""
+    from . import DEFAULT_MODEL
+
+    return DEFAULT_MODEL if model is None or os.fspath(model) == "default" else os.fspath(model)
+
+
 def load_model_and_tokenizer(model: str | os.PathLike | None = None) -> tuple[ElmoModel, ElmoTokenizer, str]:
-    """Load an `ElmoModel` and its tokenizer from a folder or Hub id; `None` means `hf_elmo.DEFAULT_MODEL`.
+    """Load an `ElmoModel` and its tokenizer from a folder or Hub id; `None` or ``"default"`` means
+    `hf_elmo.DEFAULT_MODEL`.
 
     Raises `ModelNotFoundError` with a one-line explanation when nothing loadable is there.
     """
     from . import DEFAULT_MODEL
 
-    name = os.fspath(DEFAULT_MODEL if model is None else model)
+    name = resolve_model_name(model)
     if os.path.abspath(name) == os.path.abspath(DEFAULT_MODEL) and not os.path.isdir(name):
         raise ModelNotFoundError(
             f"the default model is not in this installation ({name} is missing); pass a model folder or Hub id"

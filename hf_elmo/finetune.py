@@ -3,15 +3,15 @@
 Command line (``python -m hf_elmo.finetune``; also ``hf-elmo finetune``)::
 
     # train: CoNLL-style files (word<TAB>tag or word<space>tag per line, blank line between sentences)
-    python -m hf_elmo.finetune train --model hf_elmo/pretrained/elmo-zh-small \\
+    python -m hf_elmo.finetune train --model default \\
         --train train.txt --dev dev.txt --test test.txt --output-dir runs/ner \\
         --task-encoder bilstm --use-crf --epochs 5
     # tag raw text (Chinese is segmented by the tokenizer) -> JSON lines with entity spans
-    python -m hf_elmo.finetune predict --model runs/ner "张三在北京工作。"
+    python -m hf_elmo.finetune predict --model runs/ner "王小明在北京工作。"
     # score a saved tagger on a labelled file
     python -m hf_elmo.finetune evaluate --model runs/ner --test test.txt
     # sentence classification: label<TAB>text per line
-    python -m hf_elmo.finetune train-classifier --model ... --train train.tsv --output-dir runs/cls
+    python -m hf_elmo.finetune train-classifier --model default --train train.tsv --output-dir runs/cls
 
 Input rules (bad input stops with an error naming file and line) are in `hf_elmo.conll`: CoNLL lines
 ``word<TAB>tag`` or ``word tag`` (first and last column), blank line between sentences, ``.jsonl`` with
@@ -66,7 +66,7 @@ from .conll import (  # noqa: F401  (re-exported: the data half of the fine-tuni
 )
 from .configuration_elmo import ElmoConfig
 from .data_collator import ElmoDataCollator
-from .embedder import ModelNotFoundError, check_model_location
+from .embedder import ModelNotFoundError, check_model_location, resolve_model_name
 from .file_io import check_output_folder
 from .modeling_elmo import ElmoForSequenceClassification, ElmoForTokenClassification, ElmoWeightShapeError
 from .tagging import tag as tag_text
@@ -773,7 +773,8 @@ def format_scores(title: str, scores: dict[str, float]) -> str:
 
 def _add_training_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
-        "--model", required=True, help="pretrained ELMo folder or Hub name (e.g. hf_elmo.DEFAULT_MODEL)"
+        "--model", default="default",
+        help="pretrained ELMo folder or Hub name; 'default' (the default) is the Chinese model shipped with hf-elmo",
     )
     parser.add_argument("--output-dir", required=True, help="folder to write the fine-tuned model into")
     parser.add_argument("--overwrite", action="store_true", help="replace an existing output folder")
@@ -818,7 +819,7 @@ def _add_training_options(parser: argparse.ArgumentParser) -> None:
 
 def _options(args: argparse.Namespace, **extra) -> FinetuneOptions:
     return FinetuneOptions(
-        model=args.model,
+        model=resolve_model_name(args.model),
         output_dir=args.output_dir,
         overwrite=args.overwrite,
         freeze=args.freeze,

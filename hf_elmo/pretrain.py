@@ -23,6 +23,7 @@ from pathlib import Path
 import torch
 
 from .configuration_elmo import ElmoConfig
+from .embedder import resolve_model_name
 from .file_io import atomic_write_text, check_output_folder
 from .lm_data import (
     SPECIAL_WORDS,
@@ -281,8 +282,7 @@ def initialize_from(model: ElmoForPreTraining, folder: str) -> str:
     A pretraining run with the same vocabulary gives encoder and softmax. An encoder-only folder (no
     `lm_vocab`: the shipped default, a converted AllenNLP model) or a run with another vocabulary gives
     the encoder; the softmax keeps its fresh initialisation, since its rows belong to other words."""
-    if folder == "default":
-        folder = str(Path(__file__).resolve().parent / "pretrained" / "elmo-zh-small")
+    folder = resolve_model_name(folder)
     encoder_fields = tuple(field for field in ARCHITECTURE_FIELDS if field != "lm_vocab")
     advice = (
         "give the model options that match it (--projection-dim, --cell-dim, --layers, --char-dim, --filters, "

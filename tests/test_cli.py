@@ -391,6 +391,17 @@ def test_info(model_dir, model, capsys):
     assert "parameters:" in capsys.readouterr().out
 
 
+def test_the_word_default_names_the_shipped_model_for_every_command(capsys):
+    import hf_elmo
+    from hf_elmo.finetune import _options, build_parser
+
+    assert run("info", "--json", "--model", "default") == 0
+    assert json.loads(capsys.readouterr().out)["model"] == hf_elmo.DEFAULT_MODEL
+    for command in ("train", "train-classifier"):  # finetune starts from it unless --model says otherwise
+        args = build_parser().parse_args([command, "--train", "x.txt", "--output-dir", "out"])
+        assert _options(args).model == hf_elmo.DEFAULT_MODEL
+
+
 def test_convert_allennlp_both_ways(tmp_path, capsys):
     folder = tmp_path / "hf"
     assert run("convert", folder, "--from", "allennlp", "--options", FIXTURES / "options.json",
