@@ -219,18 +219,21 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="hf-elmo corpus", description=main.__doc__)
     commands = parser.add_subparsers(dest="command", required=True)
     segment = commands.add_parser("segment", help="raw text (one sentence or paragraph a line) -> words split by spaces")
-    segment.add_argument("--input", required=True)
-    segment.add_argument("--output", required=True)
-    segment.add_argument("--segmenter", choices=["jieba", "chars", "whitespace"], default="jieba")
-    segment.add_argument("--overwrite", action="store_true")
+    segment.add_argument("--input", required=True, help="UTF-8 text file")
+    segment.add_argument("--output", required=True, help="corpus file to write: one line per input line, words split by spaces")
+    segment.add_argument(
+        "--segmenter", choices=["jieba", "chars", "whitespace"], default="jieba",
+        help="jieba (Chinese words), chars (one word per character) or whitespace (default: jieba)",
+    )
+    segment.add_argument("--overwrite", action="store_true", help="replace --output if it exists")
     vocab = commands.add_parser("vocab", help="build <S>, </S>, <UNK> + words by frequency")
-    vocab.add_argument("--corpus", nargs="+", required=True)
-    vocab.add_argument("--output", required=True)
+    vocab.add_argument("--corpus", nargs="+", required=True, help="corpus files: one sentence a line, words split by spaces")
+    vocab.add_argument("--output", required=True, help="vocabulary file to write, one word a line")
     vocab.add_argument("--min-count", type=int, default=1, help="keep words seen at least this often (>= 1)")
     vocab.add_argument(
         "--max-size", type=int, default=None, help="at most this many entries, the three specials included (>= 4)"
     )
-    vocab.add_argument("--overwrite", action="store_true")
+    vocab.add_argument("--overwrite", action="store_true", help="replace --output if it exists")
     args = parser.parse_args(argv)
     try:
         # Everything that can be checked is checked before any work, so a refused run writes nothing.
@@ -253,7 +256,7 @@ def main(argv: list[str] | None = None) -> int:
                 check_corpus_file(path)
             words = build_vocabulary(args.corpus, min_count=args.min_count, max_size=args.max_size)
             save_vocabulary(words, args.output, overwrite=args.overwrite)
-            print(f"wrote {len(words)} words to {args.output}")
+            print(f"wrote {len(words)} entries ({len(words) - len(SPECIAL_WORDS)} words + <S>, </S>, <UNK>) to {args.output}")
     except (ValueError, FileNotFoundError) as error:
         print(f"error: {error}", file=sys.stderr)
         return 2

@@ -166,8 +166,9 @@ python conversion/convert_allennlp.py \\
             summary=(
                 f"Word-level Chinese named-entity recognition (PER / LOC / ORG, BIO tags) over "
                 f"[`{zh_small}`](https://huggingface.co/{zh_small}): the biLM is frozen, as in the ELMo paper; a "
-                "learned mix of its layers feeds a BiLSTM and a CRF (Viterbi decoding). One label per word; raw "
-                "text is split into words with jieba."
+                "learned mix of its layers, next to the head's own word vectors x_k (a trainable character CNN "
+                "started from the biLM's layer 0: the paper's [x_k; ELMo_k]), feeds a BiLSTM and a CRF (Viterbi "
+                "decoding). One label per word; raw text is split into words with jieba."
             ),
             usage=_usage(f"{namespace}/elmo-zh-ner", auto_class="AutoModelForTokenClassification")
             + "\n\nThe best tag of every word is `outputs.predictions` (the CRF's Viterbi path, -100 at padding); "
