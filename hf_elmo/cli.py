@@ -344,7 +344,8 @@ def command_similar(args) -> int:
     if args.layer == "all":
         raise CliError("--layer all gives several vectors per word; choose top, average, mix or a layer index")
     if not args.types and not args.sentence:
-        raise CliError("give --sentence (find similar occurrences) or --types (nearest word types)")
+        given = "--sentence is empty: give" if args.sentence is not None else "give"
+        raise CliError(f"{given} --sentence (find similar occurrences) or --types (nearest word types)")
     if args.top < 1:
         raise CliError(f"--top must be >= 1, got {args.top}")
     if args.min_count < 1:

@@ -290,6 +290,8 @@ def initialize_from(model: ElmoForPreTraining, folder: str) -> str:
     `lm_vocab`: the shipped default, a converted AllenNLP model) or a run with another vocabulary gives
     the encoder; the softmax keeps its fresh initialisation, since its rows belong to other words."""
     folder = resolve_model_name(folder)
+    if not Path(folder).is_dir():
+        raise ValueError(f"--init-from {folder}: no such model folder ('default' names the shipped model)")
     encoder_fields = tuple(field for field in ARCHITECTURE_FIELDS if field != "lm_vocab")
     advice = (
         "give the model options that match it (--projection-dim, --cell-dim, --layers, --char-dim, --filters, "

@@ -322,6 +322,8 @@ def test_similar_bad_queries(corpus, model_dir, capsys):
     assert "does not occur in the corpus" in capsys.readouterr().err
     assert run("similar", "--corpus", corpus, "--word", "小米", model_dir=model_dir) == 2
     assert "--sentence" in capsys.readouterr().err
+    assert run("similar", "--corpus", corpus, "--word", "小米", "--sentence", "", model_dir=model_dir) == 2
+    assert "--sentence is empty" in capsys.readouterr().err
     for top in (0, -2):
         assert run("similar", "--corpus", corpus, "--word", "小米", "--types", "--top", top, model_dir=model_dir) == 2
         assert f"--top must be >= 1, got {top}" in capsys.readouterr().err

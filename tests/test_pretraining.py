@@ -303,6 +303,9 @@ def test_init_from_a_folder_without_weights_or_config_is_refused(tmp_path, capsy
     )
     assert pretrain_main(common + ["--init-from", str(tmp_path / "config-only"), *TINY_ARGS]) == 2
     assert "has no model.safetensors" in capsys.readouterr().err
+    assert pretrain_main(common + ["--init-from", str(tmp_path / "nope"), *TINY_ARGS]) == 2
+    assert "no such model folder" in capsys.readouterr().err
+    assert not (tmp_path / "o").exists()
 
 
 def test_long_sentences_are_cut_into_pieces(tmp_path):
