@@ -360,8 +360,14 @@ def build_model(model_class, options: FinetuneOptions, **config_values):
             setattr(config, key, value)
         config._validate()
         return model_class(config)
+    from transformers.utils import logging as transformers_logging
+
+    verbosity = transformers_logging.get_verbosity()
+    # transformers' load report lists the head's weights as MISSING in a warning table; here they are new by
+    # design, so one line of our own says which weights start fresh.
+    transformers_logging.set_verbosity_error()
     try:
-        return model_class.from_pretrained(options.model, **config_values)
+        model, loading = model_class.from_pretrained(options.model, output_loading_info=True, **config_values)
     except (OSError, ValueError) as error:
         if isinstance(error, ElmoWeightShapeError):
             kind = next((_HEADS[a] for a in architectures if a in _HEADS), None)
@@ -371,6 +377,12 @@ def build_model(model_class, options: FinetuneOptions, **config_values):
                     "labels or head options); start from the pretrained biLM it was trained from instead"
                 ) from None
         raise ModelNotFoundError(f"cannot load the model in {options.model}: {_first_line(error)}") from None
+    finally:
+        transformers_logging.set_verbosity(verbosity)
+    fresh = sorted({name.split(".")[0] for name in loading["missing_keys"]})
+    if fresh:
+        logger.info("new %s weights, not in %s: %s", model_class.__name__, options.model, ", ".join(fresh))
+    return model
 
 
 def load_tagger(name: str | os.PathLike):
@@ -499,6 +511,7 @@ def _training_arguments(options: FinetuneOptions, checkpoint_dir: str, has_dev: 
         report_to="none",
         remove_unused_columns=False,
         dataloader_num_workers=0,
+        dataloader_pin_memory=torch.cuda.is_available(),  # pinning is for copies to a GPU
         disable_tqdm=True,
     )
 

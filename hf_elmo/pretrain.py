@@ -518,6 +518,7 @@ def _run(args) -> int:
         report_to="none",
         remove_unused_columns=False,
         dataloader_num_workers=0,
+        dataloader_pin_memory=torch.cuda.is_available(),  # pinning is for copies to a GPU
         disable_tqdm=args.no_progress,
         use_cpu=use_cpu,
         ddp_backend="gloo" if use_cpu and int(os.environ.get("WORLD_SIZE", "1")) > 1 else None,

@@ -268,3 +268,23 @@ def test_cli_predict_reads_pre_split_words_from_a_file(trained, tmp_path, capsys
     # The blank line gets an empty result, so output line N belongs to input line N.
     assert [line["words"] for line in lines] == [["Alice", "went", "to", "New", "York"], [], ["Bob", "saw", "Rome"]]
     assert all(len(line["tags"]) == len(line["words"]) for line in lines)
+
+
+def test_a_training_run_says_which_weights_are_new_in_one_line(tmp_path):
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    base = save_tiny_base(tmp_path / "base")
+    data = write_conll(tmp_path / "train.txt", toy_sentences(8, 1))
+    repo = Path(__file__).resolve().parents[1]
+    env = {**os.environ, "PYTHONPATH": str(repo), "OMP_NUM_THREADS": "1", "HF_HUB_OFFLINE": "1"}
+    run = subprocess.run(
+        [sys.executable, "-m", "hf_elmo.finetune", "train", "--model", base, "--train", data, "--max-steps", "1",
+         "--output-dir", str(tmp_path / "tagger")],
+        env=env, capture_output=True, text=True, timeout=300,
+    )
+    assert run.returncode == 0, run.stderr
+    assert "new ElmoForTokenClassification weights" in run.stderr and "classifier" in run.stderr
+    assert "MISSING" not in run.stderr and "pin_memory" not in run.stderr
