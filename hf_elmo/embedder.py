@@ -202,10 +202,11 @@ class Embedder:
 
     # sentences -> words ----------------------------------------------------------------------
 
-    def tokenize(self, sentences: str | Sequence[str] | Sequence[Sequence[str]]) -> list[list[str]]:
-        """Word lists the vectors belong to: raw strings go through the tokenizer, word lists pass through."""
-        words, _ = self._as_word_lists(sentences)
-        return words
+    def tokenize(self, sentences: str | Sequence[str] | Sequence[Sequence[str]]) -> list[list[str]] | list[str]:
+        """The words the vectors of `embed(sentences)` belong to, in the same shape: one word list per sentence
+        (raw strings go through the tokenizer, word lists pass through), a single word list for a single string."""
+        words, single = self._as_word_lists(sentences)
+        return words[0] if single else words
 
     def _as_word_lists(self, sentences) -> tuple[list[list[str]], bool]:
         if isinstance(sentences, str):

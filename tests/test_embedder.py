@@ -88,7 +88,8 @@ def test_results_follow_input_order(embedder):
 
 def test_raw_strings_use_the_tokenizer(embedder):
     # The fixture's tokenizer segments Chinese into characters.
-    assert embedder.tokenize("小米粥") == [["小", "米", "粥"]]
+    assert embedder.tokenize("小米粥") == ["小", "米", "粥"]  # shaped like embed("小米粥"): one sentence
+    assert embedder.tokenize(["小米粥", ["小米", "粥"]]) == [["小", "米", "粥"], ["小米", "粥"]]
     raw = embedder.embed(["小米粥"], layers="top")[0]
     split = embedder.embed([["小", "米", "粥"]], layers="top")[0]
     np.testing.assert_array_equal(raw, split)
