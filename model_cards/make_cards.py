@@ -49,14 +49,16 @@ def main(argv: list[str] | None = None) -> int:
         if args.check:
             stale.append(str(path.relative_to(HERE.parent)))
             continue
+        from hf_elmo.file_io import atomic_write_text
+
         path.parent.mkdir(parents=True, exist_ok=True)
-        temporary = path.with_suffix(".md.tmp")
-        temporary.write_text(text, encoding="utf-8")
-        temporary.replace(path)  # atomic: a reader never sees half a card
+        atomic_write_text(path, text)  # a reader never sees half a card
         print(f"wrote {path.relative_to(HERE.parent)}")
     if stale:
         print("out of date (run model_cards/make_cards.py): " + ", ".join(stale), file=sys.stderr)
         return 1
+    if args.check:
+        print(f"all {len(cards)} cards are up to date")
     return 0
 
 
