@@ -360,12 +360,12 @@ def build_model(model_class, options: FinetuneOptions, **config_values):
             setattr(config, key, value)
         config._validate()
         return model_class(config)
-    from transformers.utils import logging as transformers_logging
-
-    verbosity = transformers_logging.get_verbosity()
     # transformers' load report lists the head's weights as MISSING in a warning table; here they are new by
-    # design, so one line of our own says which weights start fresh.
-    transformers_logging.set_verbosity_error()
+    # design, so that one record is dropped and the lines below say what matters (a filter on the logger that
+    # writes it, added for this call only: its other warnings and every logging level stay as they are).
+    report_logger = logging.getLogger("transformers.modeling_utils")
+    load_report = _DropLoadReport()
+    report_logger.addFilter(load_report)
     try:
         model, loading = model_class.from_pretrained(options.model, output_loading_info=True, **config_values)
     except (OSError, ValueError) as error:
@@ -378,11 +378,22 @@ def build_model(model_class, options: FinetuneOptions, **config_values):
                 ) from None
         raise ModelNotFoundError(f"cannot load the model in {options.model}: {_first_line(error)}") from None
     finally:
-        transformers_logging.set_verbosity(verbosity)
-    fresh = sorted({name.split(".")[0] for name in loading["missing_keys"]})
+        report_logger.removeFilter(load_report)
+    missing_bilm = [name for name in loading["missing_keys"] if name.startswith("elmo.")]
+    if missing_bilm:
+        logger.warning("%s lacks biLM weights, which start random: %s", options.model, ", ".join(missing_bilm))
+    unexpected = [name for name in loading["unexpected_keys"] if not name.startswith("softmax.")]
+    if unexpected:
+        logger.warning("weights in %s that this model does not use: %s", options.model, ", ".join(unexpected))
+    fresh = sorted({name.split(".")[0] for name in loading["missing_keys"] if not name.startswith("elmo.")})
     if fresh:
         logger.info("new %s weights, not in %s: %s", model_class.__name__, options.model, ", ".join(fresh))
     return model
+
+
+class _DropLoadReport(logging.Filter):
+    def filter(self, record: logging.LogRecord) -> bool:
+        return "LOAD REPORT" not in record.getMessage()
 
 
 def load_tagger(name: str | os.PathLike):

@@ -288,3 +288,18 @@ def test_a_training_run_says_which_weights_are_new_in_one_line(tmp_path):
     assert run.returncode == 0, run.stderr
     assert "new ElmoForTokenClassification weights" in run.stderr and "classifier" in run.stderr
     assert "MISSING" not in run.stderr and "pin_memory" not in run.stderr
+
+
+def test_a_base_folder_missing_biLM_weights_is_pointed_out(tmp_path, caplog):
+    from safetensors.torch import load_file, save_file
+
+    base = save_tiny_base(tmp_path / "base")
+    weights = load_file(f"{base}/model.safetensors")
+    dropped = next(name for name in weights if "bilstm" in name)
+    save_file({name: value for name, value in weights.items() if name != dropped}, f"{base}/model.safetensors",
+              metadata={"format": "pt"})
+    options = FinetuneOptions(model=base, max_steps=1, batch_size=4, logging_steps=1000, task_encoder="linear")
+    with caplog.at_level(logging.INFO, logger="hf_elmo"):
+        train_tagger(read_conll(write_conll(tmp_path / "train.txt", toy_sentences(8, 1))), options=options)
+    assert f"lacks biLM weights, which start random: elmo.{dropped}" in caplog.text
+    assert "new ElmoForTokenClassification weights" in caplog.text
