@@ -205,12 +205,16 @@ class AtomicDirectory:
         self.overwrite = overwrite
         self.path: Path | None = None
 
-    def __enter__(self) -> Path:
+    def check(self) -> None:
+        """Raise (FileExistsError, ValueError) if the folder could not be written; callers run it before any work."""
         if self.target.exists() and not self.overwrite:
             raise FileExistsError(f"{self.target} already exists (pass --overwrite to replace it)")
         if self.target.exists() and not self.target.is_dir():
             raise FileExistsError(f"{self.target} is a file; --overwrite replaces an output folder, not a file")
-        check_output_folder(self.target.parent)
+        check_output_folder(self.target.parent, f"{self.target} cannot be made:")
+
+    def __enter__(self) -> Path:
+        self.check()
         self.target.parent.mkdir(parents=True, exist_ok=True)
         # A plain mkdir (not mkdtemp, which makes 0700 folders) so the result gets the usual permissions.
         self.path = self.target.parent / f".{self.target.name}.tmp-{uuid.uuid4().hex}"
@@ -274,6 +278,7 @@ def convert_bilm_to_folder(
     with a README.md when a `huggingface_hub.ModelCard` is given."""
     from .tokenization_elmo import ElmoTokenizer
 
+    AtomicDirectory(output_dir, overwrite=overwrite).check()  # before the (possibly long) conversion
     model = load_model_from_bilm(options_path, weights_path)
     tokenizer = ElmoTokenizer(max_characters_per_token=model.config.max_characters_per_token, **(tokenizer_kwargs or {}))
     with AtomicDirectory(output_dir, overwrite=overwrite) as folder:
@@ -293,5 +298,6 @@ def export_folder_to_bilm(model_dir, output_dir, overwrite: bool = False) -> Pat
         raise ValueError(f"{os.fspath(model_dir)} is a file, not a saved hf-elmo model folder")
     if not os.path.isdir(model_dir):
         raise ValueError(f"model folder not found: {os.fspath(model_dir)}")
+    AtomicDirectory(output_dir, overwrite=overwrite).check()
     model = ElmoModel.from_pretrained(model_dir)
     return write_bilm_files(model, output_dir, overwrite=overwrite)

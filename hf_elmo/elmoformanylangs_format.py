@@ -397,6 +397,7 @@ def convert_elmoformanylangs_to_folder(
     model_dir, output_dir, config_path=None, overwrite: bool = False, tokenizer_kwargs: dict | None = None
 ) -> Path:
     """An ELMoForManyLangs folder -> a folder `from_pretrained` loads (config, safetensors, tokenizer), atomically."""
+    AtomicDirectory(output_dir, overwrite=overwrite).check()  # before the model is read
     model, tokenizer = load_model_from_elmoformanylangs(model_dir, config_path, **(tokenizer_kwargs or {}))
     with AtomicDirectory(output_dir, overwrite=overwrite) as folder:
         model.save_pretrained(folder)

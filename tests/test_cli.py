@@ -473,7 +473,8 @@ UNWRITABLE = Path("/sys")
 
 
 @pytest.mark.skipif(not UNWRITABLE.is_dir(), reason="needs Linux's /sys as a folder nobody can write into")
-def test_an_unwritable_output_folder_is_named_before_any_work(tmp_path, corpus, model_dir, capsys):
+def test_an_unwritable_output_folder_is_named_before_any_work(tmp_path, corpus, model_dir, capsys, monkeypatch):
+    from hf_elmo import bilm_format
     from hf_elmo.finetune import main as finetune_main
     from hf_elmo.lm_data import main as corpus_main
     from hf_elmo.pretrain import main as pretrain_main
@@ -491,6 +492,11 @@ def test_an_unwritable_output_folder_is_named_before_any_work(tmp_path, corpus, 
         lambda: finetune_main(["train", "--model", str(model_dir), "--train", str(conll),
                                "--output-dir", str(UNWRITABLE / "ner")]),
     ]
+
+    def no_work(*args, **kwargs):
+        raise AssertionError("the conversion started before the output folder was checked")
+
+    monkeypatch.setattr(bilm_format, "load_model_from_bilm", no_work)
     for number, attempt in enumerate(attempts):
         assert attempt() == 2, number
         assert f"cannot write to {UNWRITABLE}" in capsys.readouterr().err, number
