@@ -57,10 +57,14 @@ def check_model_location(name: str) -> None:
 
 
 def resolve_model_name(model: str | os.PathLike | None) -> str:
-    """`hf_elmo.DEFAULT_MODEL` (the shipped Chinese model) for `None` or the word ``"default"``, else `model`."""
+    """`hf_elmo.DEFAULT_MODEL` (the shipped Chinese model) for `None` or the word ``"default"`` (unless a local
+    folder has that name), else `model`."""
     from . import DEFAULT_MODEL
 
-    return DEFAULT_MODEL if model is None or os.fspath(model) == "default" else os.fspath(model)
+    if model is None:
+        return DEFAULT_MODEL
+    name = os.fspath(model)
+    return DEFAULT_MODEL if name == "default" and not os.path.isdir(name) else name
 
 
 def load_model_and_tokenizer(model: str | os.PathLike | None = None) -> tuple[ElmoModel, ElmoTokenizer, str]:

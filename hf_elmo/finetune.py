@@ -46,7 +46,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
 import torch
@@ -558,6 +558,7 @@ def train_tagger(
 
     options = options or FinetuneOptions()
     options.check()
+    options = replace(options, model=resolve_model_name(options.model))
     if options.output_dir and Path(options.output_dir).exists() and not options.overwrite:
         raise FileExistsError(f"{options.output_dir} already exists (pass --overwrite to replace it)")
     if options.threads:
@@ -641,6 +642,7 @@ def train_classifier(
 
     options = options or FinetuneOptions()
     options.check()
+    options = replace(options, model=resolve_model_name(options.model))
     if options.output_dir and Path(options.output_dir).exists() and not options.overwrite:
         raise FileExistsError(f"{options.output_dir} already exists (pass --overwrite to replace it)")
     if options.threads:
@@ -843,7 +845,7 @@ def _add_training_options(parser: argparse.ArgumentParser) -> None:
 
 def _options(args: argparse.Namespace, **extra) -> FinetuneOptions:
     return FinetuneOptions(
-        model=resolve_model_name(args.model),
+        model=args.model,
         output_dir=args.output_dir,
         overwrite=args.overwrite,
         freeze=args.freeze,

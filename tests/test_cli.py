@@ -393,15 +393,27 @@ def test_info(model_dir, model, capsys):
     assert "parameters:" in capsys.readouterr().out
 
 
-def test_the_word_default_names_the_shipped_model_for_every_command(capsys):
+def test_the_word_default_names_the_shipped_model_for_every_command(tmp_path, corpus, model_dir, capsys, monkeypatch):
+    import shutil
+
     import hf_elmo
+    from hf_elmo.embedder import resolve_model_name
     from hf_elmo.finetune import _options, build_parser
 
     assert run("info", "--json", "--model", "default") == 0
     assert json.loads(capsys.readouterr().out)["model"] == hf_elmo.DEFAULT_MODEL
+    assert run("embed", corpus, tmp_path / "shipped.hdf5", "--model", "default") == 0
+    assert read_hdf5(tmp_path / "shipped.hdf5")["0"].shape[-1] == 2 * hf_elmo.ElmoConfig.from_pretrained(
+        hf_elmo.DEFAULT_MODEL).projection_dim
     for command in ("train", "train-classifier"):  # finetune starts from it unless --model says otherwise
         args = build_parser().parse_args([command, "--train", "x.txt", "--output-dir", "out"])
-        assert _options(args).model == hf_elmo.DEFAULT_MODEL
+        assert resolve_model_name(_options(args).model) == hf_elmo.DEFAULT_MODEL
+    # A local folder of that name is what the user means.
+    monkeypatch.chdir(tmp_path)
+    shutil.copytree(model_dir, tmp_path / "default")
+    assert resolve_model_name("default") == "default"
+    assert run("info", "--json", "--model", "default") == 0
+    assert json.loads(capsys.readouterr().out)["model"] == "default"
 
 
 def test_convert_allennlp_both_ways(tmp_path, capsys):
