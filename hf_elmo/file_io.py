@@ -43,7 +43,10 @@ def check_output_folder(path: str | os.PathLike, flag: str = "output folder") ->
     path = os.path.abspath(os.fspath(path))
     folder = path
     while not os.path.exists(folder):
-        folder = os.path.dirname(folder)
+        parent = os.path.dirname(folder)
+        if parent == folder:  # a root that does not exist (a missing drive on Windows)
+            raise ValueError(f"{flag} {path} cannot be created: {folder} does not exist")
+        folder = parent
     if not os.path.isdir(folder):
         what = "is a file" if folder == path else f"lies inside {folder}, which is a file"
         raise ValueError(f"{flag} {path} {what}, not a folder")

@@ -270,8 +270,10 @@ class FinetuneOptions:
         if self.unseen_label not in ("error", "O"):
             refuse("unseen_label", "'error' or 'O'")
         if self.output_dir:  # the folder is built beside its final place, so its parent must take new files
+            if os.path.exists(self.output_dir) and not os.path.isdir(self.output_dir):
+                raise OptionError(f"--output-dir {self.output_dir} is a file, not a folder")
             try:
-                check_output_folder(Path(self.output_dir).absolute().parent, "--output-dir's parent")
+                check_output_folder(Path(self.output_dir).resolve().parent, "--output-dir's parent")
             except ValueError as error:
                 raise OptionError(f"--output-dir {self.output_dir}: {error}") from None
 
@@ -757,10 +759,10 @@ def check_tagging_labels(sentences: Sequence[TaggedSentence], source: str = "the
     words = [word for sentence in sentences for word in sentence.words]
     tags = {tag for sentence in sentences for tag in sentence.tags}
     if len(words) >= _MIN_EXAMPLES_FOR_LABEL_RULE and (len(tags) > len(words) / 2 or len(tags) > len(set(words))):
-        first = sentences[0]
+        first = next(sentence for sentence in sentences if sentence.words)
         raise DataError(
             f"{source}: {len(tags)} distinct tags for {len(words)} words ({len(set(words))} distinct words; the "
-            f"first line gives tag {first.tags[0]!r} to word {first.words[0]!r}): this does not look like a "
+            f"first word, {first.words[0]!r}, has the tag {first.tags[0]!r}): this does not look like a "
             "word<TAB>tag (CoNLL) file. A label<TAB>text file is for classification: "
             "`hf-elmo finetune train-classifier`"
         )

@@ -597,7 +597,7 @@ def _lstm_forward(
 
 
 # The oneDNN path runs one direction after the other, and each direction's input products go into one buffer
-# of at most this many gate values, reused by every chunk of steps and both directions. Standard size, 2
+# of this many gate values (or one step's, if more), reused by every chunk of steps and both directions. Standard size, 2
 # threads (Xeon, AVX-512), input products into a kept buffer: 246 GFLOP/s for 256 rows, 278 for 384, 277 for
 # 512; 384 rows of 4 x 4096 gates are 24 MB.
 _ONEDNN_GATE_BUFFER_ELEMENTS = 384 * 4 * 4096
@@ -653,7 +653,7 @@ def _lstm_forward_onednn(
     h = state[0].clone(memory_format=torch.contiguous_format)
     c = state[1].clone(memory_format=torch.contiguous_format)
     starts_from_zero = not bool(h.any())
-    # Input products of a chunk of steps in one product per direction, rows @ W^T: (2, rows, 4C), so each
+    # Input products of a chunk of one direction's steps in one product, rows @ W^T: (rows, 4C), so each
     # step's input part is a contiguous (active, 4C) block. MKL ran this orientation as fast as the weight-first
     # one (32-512 columns at the standard size), and adding a transposed view of a weight-first product to
     # every step's recurrent part cost 1.7x the whole product (4 steps at batch 32: 30.5 vs 18.5 ms). Only the
@@ -973,9 +973,10 @@ class ElmoBiLstm(nn.Module):
 
     def _take_gate_buffer(self, size: int, like: torch.Tensor) -> torch.Tensor:
         """The buffer the oneDNN path's input products go into: shared by the layers of a call and, with
-        `keep_packed_weights`, kept for the next call (at most 24 MB). A fresh buffer that size comes from the
-        OS and is zeroed page by page when first written: at 32 x 20 (standard size) ~10 ms per chunk, ~40 ms
-        of a ~600 ms batch; reused, the chunk's bias copy takes 2 ms. The kept buffer is taken out of the module
+        `keep_packed_weights`, kept for the next call (24 MB at the standard size, more only for batches over
+        384 rows). A fresh buffer that size comes from the OS and is zeroed page by page when first written
+        (measured before the directions ran separately: ~10 ms per chunk, ~40 ms of a ~600 ms 32 x 20 batch);
+        reused, the chunk's bias copy takes 2 ms. The kept buffer is taken out of the module
         while a call uses it (one atomic dict operation), so a call running at the same time on another thread
         makes its own instead of writing into the same memory."""
         kept = self.__dict__.pop("_kept_gate_buffer", None)

@@ -227,12 +227,15 @@ def checkpoint_step(checkpoint: str | os.PathLike) -> int:
     return int(Path(checkpoint).name.split("-", 1)[1])
 
 
-def previous_train_loss(output_dir: Path) -> float | None:
-    """`train_loss` of the summary an earlier run of this folder wrote, if readable."""
+def previous_train_loss(output_dir: Path, global_step: int) -> float | None:
+    """`train_loss` of the summary an earlier run of this folder wrote when it ended at `global_step`, else None."""
     try:
-        return json.loads((output_dir / "pretraining_summary.json").read_text(encoding="utf-8")).get("train_loss")
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError, AttributeError):
+        summary = json.loads((output_dir / "pretraining_summary.json").read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError):
         return None
+    if not isinstance(summary, dict) or summary.get("global_step") != global_step:
+        return None  # that summary belongs to another stopping point of the run
+    return summary.get("train_loss")
 
 
 def check_checkpoint_compatible(
@@ -548,8 +551,9 @@ def _run(args) -> int:
         global_step, train_loss = result.global_step, result.training_loss
     elapsed = time.time() - start
     if global_step == resumed_step:  # nothing left to train: keep the loss the finished run reported
-        print(f"{output_dir}: the run already finished at step {global_step}; nothing more to train", file=sys.stderr)
-        train_loss, elapsed = previous_train_loss(output_dir), 0.0
+        if trainer.is_world_process_zero():
+            print(f"{output_dir}: the run already finished at step {global_step}; nothing more to train", file=sys.stderr)
+        train_loss, elapsed = previous_train_loss(output_dir, global_step), 0.0
     summary = {
         "train_loss": train_loss,
         "global_step": global_step,

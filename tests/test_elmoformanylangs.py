@@ -290,6 +290,16 @@ def test_missing_model_config_and_path_override(model_copy, tmp_path, sentences,
         assert np.abs(mine[index] - expected[-2][index]).max() <= TOLERANCE
 
 
+def test_config_files_may_start_with_a_byte_order_mark(model_copy, sentences, expected):
+    for name in ("config.json", "cnn_tiny.json"):
+        path = model_copy / name
+        path.write_bytes(b"\xef\xbb\xbf" + path.read_bytes())
+    model, tokenizer = load_model_from_elmoformanylangs(model_copy)
+    mine = sents2elmo_like(model, tokenizer, sentences[:2], -2)
+    for index in range(2):
+        assert np.abs(mine[index] - expected[-2][index]).max() <= TOLERANCE
+
+
 def test_packaged_model_configs_are_the_fallback(model_copy):
     args = json.loads((model_copy / "config.json").read_text(encoding="utf-8"))
     args["config_path"] = "/users/somebody/configs/cnn_50_100_512_4096_sample.json"

@@ -269,6 +269,19 @@ def test_train_refuses_a_label_text_file(folders, tmp_path, capsys):
     from hf_elmo.finetune import check_tagging_labels
 
     check_tagging_labels(read_conll(folders["conll"]))  # a real word<TAB>tag file passes
+    from hf_elmo.conll import TaggedSentence
+
+    led_by_an_empty_sentence = [TaggedSentence([], [])] + [TaggedSentence(["pos"], [f"text {i}"]) for i in range(24)]
+    with pytest.raises(DataError, match="the first word, 'pos', has the tag 'text 0'"):
+        check_tagging_labels(led_by_an_empty_sentence)
+
+
+def test_an_output_dir_that_is_a_file_is_refused_before_training(folders, tmp_path, capsys):
+    plain = tmp_path / "plain.txt"
+    plain.write_text("keep me\n", encoding="utf-8")
+    line = fails(["train", "--model", folders["base"], "--train", folders["conll"], "--output-dir", str(plain),
+                  "--overwrite"], capsys)
+    assert "is a file, not a folder" in line and plain.read_text(encoding="utf-8") == "keep me\n"
 
 
 def test_a_few_hand_written_examples_may_each_have_their_own_label():

@@ -385,13 +385,22 @@ def test_corpus_command_segments_chinese_and_builds_the_vocabulary(tmp_path, cap
     assert not (tmp_path / "d.txt").exists() and not (tmp_path / "d.txt.tmp").exists()
 
 
+def test_a_finished_runs_loss_is_kept_only_for_the_step_it_ended_at(tmp_path):
+    from hf_elmo.pretrain import previous_train_loss
+
+    (tmp_path / "pretraining_summary.json").write_text(json.dumps({"global_step": 3, "train_loss": 2.5}))
+    assert previous_train_loss(tmp_path, 3) == 2.5
+    assert previous_train_loss(tmp_path, 4) is None  # a later checkpoint of an interrupted longer run
+    assert previous_train_loss(tmp_path / "nothing-here", 3) is None
+
+
 def test_a_byte_order_mark_is_not_part_of_the_first_word(tmp_path, capsys):
     from hf_elmo.cli import main as cli_main
     from hf_elmo.lm_data import LineDataset, build_vocabulary
 
     raw = tmp_path / "raw.txt"
     raw.write_bytes("\ufeff小米 发布 了\r\n这家 小米\r\n".encode("utf-8"))
-    assert LineDataset(raw)[0] == ["小米", "发布", "了"]
+    assert LineDataset(raw)[0] == ["小米", "发布", "了"] and LineDataset(raw)[1] == ["这家", "小米"]
     words = build_vocabulary([raw])
     assert words[3] == "小米" and sorted(words[4:]) == sorted(["发布", "了", "这家"])
     assert cli_main(["corpus", "segment", "--input", str(raw), "--output", str(tmp_path / "s.txt"),
