@@ -980,10 +980,15 @@ class ElmoBiLstm(nn.Module):
         while a call uses it (one atomic dict operation), so a call running at the same time on another thread
         makes its own instead of writing into the same memory."""
         kept = self.__dict__.pop("_kept_gate_buffer", None)
-        if kept is not None and kept.numel() >= size and kept.dtype == like.dtype and kept.device == like.device:
+        if (
+            kept is not None and kept.numel() >= size and kept.dtype == like.dtype and kept.device == like.device
+            # A buffer made under torch.inference_mode cannot be written outside it (e.g. under no_grad).
+            and (torch.is_inference_mode_enabled() or not kept.is_inference())
+        ):
             return kept
         del kept  # free a smaller one first
-        return like.new_empty(size)
+        with torch.inference_mode(False):  # a normal tensor, usable in and outside inference mode
+            return torch.empty(size, dtype=like.dtype, device=like.device)
 
     def _batch_major_layers(self, inputs, reverse_index, state, dropout, run_layer):
         """The layer stack on batch-major (2, T, B, P) tensors around `run_layer(layer, layer_input, bias, (h, c))`,

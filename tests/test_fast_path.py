@@ -416,6 +416,17 @@ def test_concurrent_calls_from_two_threads_give_each_its_own_numbers():
     assert not mismatches
 
 
+@pytest.mark.parametrize("batch_lengths", [[7, 3], [6]])
+def test_a_call_under_inference_mode_leaves_the_model_usable_outside_it(batch_lengths):
+    model = small_model()
+    inputs, lengths = bilstm_inputs(batch_lengths, steps=7)
+    with torch.inference_mode():  # first: the scratch memory kept between calls is made here
+        inside, _ = model.bilstm(inputs, lengths)
+    with torch.no_grad():  # and must be writable here
+        after, _ = model.bilstm(inputs, lengths)
+    assert max_diff(after, inside) == 0
+
+
 def test_a_used_model_can_be_copied_pickled_and_saved_whole(tmp_path):
     """Inference caches (oneDNN-packed weights: opaque tensors) must not make the model uncopyable."""
     import copy
