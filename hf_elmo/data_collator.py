@@ -167,22 +167,24 @@ class ElmoDataCollator:
         return batch
 
     def _with_labels(self, batch: dict, examples, full_lengths: list[int], num_words: int) -> dict[str, torch.Tensor]:
-        has_labels = ["labels" in example and example["labels"] is not None for example in examples]
+        raw = [_example_label(example) for example in examples]
+        has_labels = [label is not None for label in raw]
         if any(has_labels):
             if not all(has_labels):
                 raise ValueError("some examples have labels and some do not")
-            batch["labels"] = self._labels(examples, full_lengths, num_words)
+            batch["labels"] = self._labels(raw, full_lengths, num_words)
         return batch
 
-    def _labels(self, examples, full_lengths: list[int], num_words: int) -> torch.Tensor:
-        raw = [example["labels"] for example in examples]
-        # One class id per example: a Python or numpy integer (datasets yields numpy scalars) or a 0-d tensor.
-        scalar = [isinstance(label, numbers.Integral) or getattr(label, "ndim", None) == 0 for label in raw]
+    def _labels(self, raw: list, full_lengths: list[int], num_words: int) -> torch.Tensor:
+        # One label per example: a Python or numpy number (datasets yields numpy scalars) or a 0-d tensor; an
+        # integer is a class id, a floating-point number a regression target.
+        scalar = [isinstance(label, numbers.Number) or getattr(label, "ndim", None) == 0 for label in raw]
         if all(scalar):
-            return torch.tensor([int(label) for label in raw], dtype=torch.long)
+            values = torch.stack([torch.as_tensor(label) for label in raw])
+            return values.to(torch.float32 if values.is_floating_point() else torch.long)
         if any(scalar):
-            raise ValueError("mixed label kinds: some examples have one class id, others one label per word")
-        labels = torch.full((len(examples), num_words), self.label_pad_token_id, dtype=torch.long)
+            raise ValueError("mixed label kinds: some examples have one label, others one label per word")
+        labels = torch.full((len(raw), num_words), self.label_pad_token_id, dtype=torch.long)
         for row, (label, length) in enumerate(zip(raw, full_lengths)):
             label = [int(x) for x in label]
             if len(label) != length:
@@ -190,6 +192,15 @@ class ElmoDataCollator:
             kept = label[:num_words]
             labels[row, : len(kept)] = torch.tensor(kept, dtype=torch.long)
         return labels
+
+
+def _example_label(example: Mapping[str, Any]):
+    """An example's label(s) under the key transformers' collators read: `labels`, or `label` / `label_ids` (the
+    usual column names of `datasets`)."""
+    for key in ("labels", "label", "label_ids"):
+        if example.get(key) is not None:
+            return example[key]
+    return None
 
 
 __all__ = ["ElmoDataCollator"]

@@ -1980,9 +1980,14 @@ class ElmoForSequenceClassification(_ElmoHeadMixin, ElmoPreTrainedModel):
             attention_mask (`torch.Tensor` of shape `(batch_size, num_words)`, *optional*): 1 for real words.
             elmo_hidden_states (`torch.FloatTensor` of shape `(batch_size, num_lstm_layers + 1, num_words, 2P)`, *optional*):
                 Precomputed layers of the frozen biLM instead of `input_ids` (see [`ElmoForTokenClassification`]).
-            labels (`torch.LongTensor` of shape `(batch_size,)`, *optional*):
-                Class ids in `[0, num_labels)`, or -100 to leave a sentence out of the mean cross-entropy loss.
-            num_items_in_batch (`int`, *optional*): labelled sentences in the whole accumulated batch (`Trainer`).
+            labels (`torch.Tensor`, *optional*): as transformers' classification heads read them, by
+                `config.problem_type` (when unset: regression if `num_labels == 1`, else single-label for integer
+                labels and multi-label for floating-point ones):
+                * single-label classification: class ids `(batch_size,)` in `[0, num_labels)`, or -100 to leave a
+                  sentence out of the mean cross-entropy loss;
+                * regression: targets `(batch_size,)` or `(batch_size, num_labels)`, mean squared error;
+                * multi-label classification: 0/1 targets `(batch_size, num_labels)`, mean binary cross-entropy.
+            num_items_in_batch (`int`, *optional*): labelled items in the whole accumulated batch (`Trainer`).
         """
         return_dict = return_dict if return_dict is not None else self.config.return_dict
         mixed, mask, elmo_layers = self._mixed_representation(input_ids, attention_mask, word_ids, elmo_hidden_states)
@@ -1992,21 +1997,45 @@ class ElmoForSequenceClassification(_ElmoHeadMixin, ElmoPreTrainedModel):
             pooled = self.dropout(F.relu(self.pre_classifier(pooled)))
         logits = self.classifier(pooled)
 
-        loss = None
-        if labels is not None:
-            if tuple(labels.shape) != (logits.shape[0],):
-                raise ValueError(f"labels must have shape (batch,) = ({logits.shape[0]},), got {tuple(labels.shape)}")
-            labels = labels.to(device=logits.device, dtype=torch.long)
-            labelled = labels != -100
-            real = labels[labelled]
-            if real.numel() and (int(real.min()) < 0 or int(real.max()) >= self.num_labels):
-                raise ValueError(f"class ids must be in [0, {self.num_labels}) or -100, got {real.tolist()}")
-            total = F.cross_entropy(logits[labelled].float(), real, reduction="sum")
-            loss = _reduce_loss(total, labelled.sum(), num_items_in_batch)
+        loss = None if labels is None else self._loss(logits, labels, num_items_in_batch)
 
         hidden_states = elmo_layers if output_hidden_states else None
         output = SequenceClassifierOutput(loss=loss, logits=logits, hidden_states=hidden_states)
         return output if return_dict else output.to_tuple()
+
+    def _loss(self, logits: torch.Tensor, labels: torch.Tensor, num_items_in_batch=None) -> torch.Tensor:
+        batch = logits.shape[0]
+        problem = self.config.problem_type
+        if problem is None:
+            if self.num_labels == 1:
+                problem = "regression"
+            else:
+                problem = "multi_label_classification" if labels.is_floating_point() else "single_label_classification"
+        if problem == "regression":
+            shapes = [(batch, self.num_labels)] + ([(batch,)] if self.num_labels == 1 else [])
+            if tuple(labels.shape) not in shapes:
+                raise ValueError(f"regression labels must have shape {' or '.join(map(str, shapes))}, got {tuple(labels.shape)}")
+            targets = labels.to(device=logits.device, dtype=torch.float32).reshape(batch, self.num_labels)
+            total = F.mse_loss(logits.float(), targets, reduction="sum")
+            return _reduce_loss(total, torch.tensor(targets.numel()), num_items_in_batch)
+        if problem == "multi_label_classification":
+            if tuple(labels.shape) != (batch, self.num_labels):
+                raise ValueError(
+                    f"multi-label classification (floating-point labels) needs labels of shape ({batch}, {self.num_labels}), "
+                    f"got {tuple(labels.shape)}; for one class id per sentence pass integer labels"
+                )
+            targets = labels.to(device=logits.device, dtype=torch.float32)
+            total = F.binary_cross_entropy_with_logits(logits.float(), targets, reduction="sum")
+            return _reduce_loss(total, torch.tensor(targets.numel()), num_items_in_batch)
+        if tuple(labels.shape) != (batch,):
+            raise ValueError(f"labels must have shape (batch,) = ({batch},), got {tuple(labels.shape)}")
+        labels = labels.to(device=logits.device, dtype=torch.long)
+        labelled = labels != -100
+        real = labels[labelled]
+        if real.numel() and (int(real.min()) < 0 or int(real.max()) >= self.num_labels):
+            raise ValueError(f"class ids must be in [0, {self.num_labels}) or -100, got {real.tolist()}")
+        total = F.cross_entropy(logits[labelled].float(), real, reduction="sum")
+        return _reduce_loss(total, labelled.sum(), num_items_in_batch)
 
 
 __all__ = [

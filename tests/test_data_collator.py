@@ -83,3 +83,20 @@ def test_entities_carry_character_offsets():
     ]
     pre_split = entities_from_tags(["New", "York"], ["B-LOC", "I-LOC"])
     assert pre_split[0]["word"] == "New York" and pre_split[0]["start"] is None
+
+
+def test_label_columns_named_like_datasets_and_regression_targets(collate):
+    import numpy as np
+
+    from hf_elmo.finetune import precompute_elmo_layers
+    from hf_elmo import ElmoConfig, ElmoModel
+
+    for key in ("label", "label_ids"):  # the usual datasets column names
+        assert collate([{"words": ["a"], key: 1}, {"words": ["b"], key: 0}])["labels"].tolist() == [1, 0]
+    targets = collate([{"text": "好", "labels": 0.5}, {"text": "差", "labels": np.float32(-1.25)}])["labels"]
+    assert targets.dtype == torch.float32 and targets.tolist() == [0.5, -1.25]
+    torch.manual_seed(0)
+    elmo = ElmoModel(ElmoConfig(char_cnn_filters=[[1, 4]], char_embedding_dim=4, num_highway_layers=1,
+                                projection_dim=4, lstm_cell_dim=8, num_lstm_layers=1)).eval()
+    precomputed = precompute_elmo_layers(elmo, collate, [{"words": ["a", "b"], "label": np.int64(2)}])
+    assert int(precomputed[0]["labels"]) == 2 and collate(precomputed)["labels"].tolist() == [2]

@@ -166,6 +166,25 @@ def test_sequence_head_mean_pools_real_words_only(tmp_path):
     torch.testing.assert_close(loaded(**inputs).logits, logits)
 
 
+def test_sequence_head_regression_and_multi_label_losses_follow_transformers():
+    inputs, _ = batch()
+    torch.manual_seed(0)
+    regressor = ElmoForSequenceClassification(tiny_config(num_labels=1, classifier_dropout=0.0)).eval()
+    targets = torch.tensor([0.3, 0.9, -1.5])  # num_labels 1: regression, as in transformers
+    output = regressor(**inputs, labels=targets)
+    torch.testing.assert_close(output.loss, F.mse_loss(output.logits.squeeze(-1), targets))
+    assert output.loss > 0
+    tagger_like = ElmoForSequenceClassification(tiny_config(num_labels=3, classifier_dropout=0.0)).eval()
+    multi = torch.tensor([[1.0, 0.0, 1.0], [0.0, 0.0, 0.0], [0.0, 1.0, 0.0]])  # float labels: multi-label
+    output = tagger_like(**inputs, labels=multi)
+    torch.testing.assert_close(output.loss, F.binary_cross_entropy_with_logits(output.logits, multi))
+    with pytest.raises(ValueError, match="multi-label classification .* needs labels of shape \\(3, 3\\)"):
+        tagger_like(**inputs, labels=torch.tensor([0.3, 0.9, 1.0]))  # floats for a single-label classifier
+    tagger_like.config.problem_type = "regression"
+    output = tagger_like(**inputs, labels=multi)
+    torch.testing.assert_close(output.loss, F.mse_loss(output.logits, multi))
+
+
 def test_config_rejects_bad_head_options():
     with pytest.raises(ValueError, match="task_encoder"):
         tiny_config(task_encoder="transformer")
