@@ -1404,6 +1404,7 @@ class ElmoModel(ElmoPreTrainedModel):
             return_state (`bool`): also return the state after each sentence as `final_state`.
             keep_sentence_boundaries (`bool`): keep the `<S>` and `</S>` positions in the outputs.
         """
+        _refuse_unknown_arguments(type(self).__name__, kwargs)
         return_dict = return_dict if return_dict is not None else self.config.return_dict
         self._validate_input_ids(input_ids)
         input_ids = input_ids.long()  # any integer dtype (uint8 and int16 too) indexes the embedding as int64
@@ -1545,6 +1546,7 @@ class ElmoForPreTraining(ElmoPreTrainedModel):
             labels (`torch.LongTensor` of shape `(batch_size, num_words)`, *optional*):
                 word ids in `config.lm_vocab` of the input words, -100 at padded positions.
         """
+        _refuse_unknown_arguments(type(self).__name__, kwargs)
         return_dict = return_dict if return_dict is not None else self.config.return_dict
         elmo = self.elmo
         elmo._validate_input_ids(input_ids)
@@ -1686,6 +1688,19 @@ class ElmoTokenClassifierOutput(TokenClassifierOutput):
     """
 
     predictions: torch.LongTensor | None = None
+
+
+# Keyword arguments transformers' own code may pass to any model's forward; they do not apply to ELMo.
+_IGNORED_ARGUMENTS = frozenset(
+    {"output_attentions", "output_hidden_states", "token_type_ids", "position_ids", "use_cache", "num_items_in_batch"}
+)
+
+
+def _refuse_unknown_arguments(model_name: str, kwargs: dict) -> None:
+    """A misspelt argument (`initial_states=`, `return_states=`) would otherwise be ignored without a word."""
+    unknown = sorted(set(kwargs) - _IGNORED_ARGUMENTS)
+    if unknown:
+        raise TypeError(f"{model_name}.forward() got unexpected keyword arguments: {', '.join(unknown)}")
 
 
 def _reduce_loss(total: torch.Tensor, count: torch.Tensor, num_items_in_batch=None) -> torch.Tensor:
@@ -1887,6 +1902,7 @@ class ElmoForTokenClassification(_ElmoHeadMixin, ElmoPreTrainedModel):
                 Labelled words in the whole (gradient-accumulated) batch; `Trainer` passes it. Replaces the
                 local count as the divisor so that accumulated micro-batches add up to the large-batch loss.
         """
+        _refuse_unknown_arguments(type(self).__name__, kwargs)
         return_dict = return_dict if return_dict is not None else self.config.return_dict
         mixed, mask, elmo_layers = self._mixed_representation(input_ids, attention_mask, word_ids, elmo_hidden_states)
         logits = self.classifier(self._encode(mixed, mask))
@@ -1989,6 +2005,7 @@ class ElmoForSequenceClassification(_ElmoHeadMixin, ElmoPreTrainedModel):
                 * multi-label classification: 0/1 targets `(batch_size, num_labels)`, mean binary cross-entropy.
             num_items_in_batch (`int`, *optional*): labelled items in the whole accumulated batch (`Trainer`).
         """
+        _refuse_unknown_arguments(type(self).__name__, kwargs)
         return_dict = return_dict if return_dict is not None else self.config.return_dict
         mixed, mask, elmo_layers = self._mixed_representation(input_ids, attention_mask, word_ids, elmo_hidden_states)
         weights = mask.unsqueeze(-1).to(mixed.dtype)

@@ -319,3 +319,15 @@ def test_damaged_or_mismatched_model_folders_fail_with_a_clear_error(model, tmp_
         ElmoModel.from_pretrained(tmp_path / "bigger_cells")
     with pytest.raises(ValueError, match="holds a JSON list"):
         ElmoModel.from_pretrained(tmp_path / "list_config")
+
+
+def test_a_misspelt_forward_argument_is_an_error_not_ignored():
+    from hf_elmo import ElmoConfig, ElmoForSequenceClassification, ElmoModel, ElmoTokenizer
+
+    config = ElmoConfig(char_cnn_filters=[[1, 4]], char_embedding_dim=4, num_highway_layers=1, projection_dim=4,
+                        lstm_cell_dim=8, num_lstm_layers=1)
+    batch = ElmoTokenizer()(["a b"], return_tensors="pt")
+    for model in (ElmoModel(config).eval(), ElmoForSequenceClassification(config).eval()):
+        with pytest.raises(TypeError, match="unexpected keyword arguments: initial_states, return_states"):
+            model(**batch, return_states=True, initial_states=None)
+        model(**batch, output_attentions=False, token_type_ids=None)  # what transformers may pass: ignored
