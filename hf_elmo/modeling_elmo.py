@@ -226,6 +226,13 @@ class ElmoTokenCache(nn.Module):
         self._index = None
         self._signature = None
 
+    def __getstate__(self):
+        # A copy (copy.deepcopy, pickle, torch.save) has its weights at other addresses: it re-runs the first-use
+        # spot check instead of taking the new addresses for changed weights.
+        state = super().__getstate__().copy()
+        state["_signature"] = state["_index"] = None
+        return state
+
     def _hash(self, char_ids: torch.Tensor) -> torch.Tensor:
         generator = torch.Generator().manual_seed(1234)
         coefficients = torch.randint(1, self._PRIME, (char_ids.shape[1],), generator=generator).to(char_ids.device)

@@ -358,6 +358,20 @@ def test_token_cache_saved_and_loaded(tmp_path, monkeypatch):
     assert counter["tokens"] == 5  # the first-use spot check of the (5) cached entries; the words skip the CNN
 
 
+def test_a_copy_of_a_model_keeps_using_its_token_cache(monkeypatch, caplog):
+    import copy
+
+    model = cached_model(["the", "cat", "sat"])
+    with torch.no_grad():
+        model(**encode([["the", "cat"]]))  # the cache is in use
+    twin = copy.deepcopy(model)
+    counter = count_cnn_tokens(twin, monkeypatch)
+    with torch.no_grad(), caplog.at_level("WARNING"):
+        twin(**encode([["the", "cat", "sat"]]))
+    assert "weights changed" not in caplog.text
+    assert counter["tokens"] == 5  # the copy's first-use spot check; the words themselves skip the CNN
+
+
 def test_stale_token_cache_is_ignored(monkeypatch):
     model = cached_model(["the", "cat"])
     with torch.no_grad():
