@@ -6,8 +6,12 @@
 The input, recurrent and projection weights of every LSTM layer and direction are quantised per output
 channel to int8 (symmetric); activations are quantised per call (dynamic quantisation, fbgemm/x86
 kernels). The weights take a quarter of the memory traffic, which is what limits batch 1. Outputs drift
-from fp32 (see benchmarks/RESULTS.md for cosine and max abs figures). `dequantize_lstm(model)` goes back.
-For the bf16 mode no helper is needed: `model.to(torch.bfloat16)`.
+from fp32 (see benchmarks/RESULTS.md for cosine and max abs figures), and since each call quantises the
+activations of its whole batch, a sentence's vectors also depend slightly on the other sentences of its
+batch (up to ~3e-2 on the shipped model), unlike fp32. Weights changed after quantising are quantised again
+on the next call. The int8 weights are not saved: `save_pretrained` writes the fp32 ones, and a loaded model
+runs in fp32 until quantised again. `dequantize_lstm(model)` goes back. For the bf16 mode no helper is
+needed: `model.to(torch.bfloat16)`.
 """
 
 from __future__ import annotations
@@ -35,13 +39,31 @@ def _pack(weight: torch.Tensor):
 
 
 def quantize_lstm_int8(model) -> None:
-    """Run `model`'s biLSTM with int8 weights from now on (CPU; eval / no-grad use only)."""
+    """Run `model`'s biLSTM with int8 weights from now on (CPU, float32 model; eval / no-grad use only)."""
     bilstm = _encoder(model).bilstm
-    packed = [
-        [tuple(_pack(w[d]) for w in (layer.input_weight, layer.recurrent_weight, layer.projection_weight)) for d in range(2)]
-        for layer in bilstm.layers
-    ]
+    packed: dict = {}
+    _repack_if_changed(bilstm, packed)
     bilstm.layer_runner = partial(_int8_layers, bilstm, packed)
+
+
+def _weights_key(bilstm) -> tuple:
+    """Changes when any LSTM weight is replaced or updated in place."""
+    return tuple(
+        (w.data_ptr(), w._version)
+        for layer in bilstm.layers
+        for w in (layer.input_weight, layer.recurrent_weight, layer.projection_weight)
+    )
+
+
+def _repack_if_changed(bilstm, packed: dict) -> None:
+    key = _weights_key(bilstm)
+    if packed.get("key") != key:
+        packed["layers"] = [
+            [tuple(_pack(w[d]) for w in (layer.input_weight, layer.recurrent_weight, layer.projection_weight))
+             for d in range(2)]
+            for layer in bilstm.layers
+        ]
+        packed["key"] = key
 
 
 def dequantize_lstm(model) -> None:
@@ -56,6 +78,9 @@ def _int8_layers(bilstm, packed, inputs, batch_sizes, reverse_index, state, drop
     """`ElmoBiLstm._reference_layers` with int8 products; same contract (outputs (2, T, B, P) per layer)."""
     if torch.is_grad_enabled() and inputs.requires_grad:
         raise RuntimeError("the int8 biLSTM is for inference: run it under torch.no_grad()")
+    if inputs.dtype != torch.float32:
+        raise TypeError(f"the int8 biLSTM runs float32 models, this one computes in {inputs.dtype}: model.float() first")
+    _repack_if_changed(bilstm, packed)
     config = bilstm.config
     batch, steps, _ = inputs.shape
     h_all, c_all = (s.clone() for s in state)
@@ -67,7 +92,7 @@ def _int8_layers(bilstm, packed, inputs, batch_sizes, reverse_index, state, drop
         bias = layer.bias + bilstm._forget_bias_offset(layer.bias)
         output = layer_input.new_zeros(2, steps, batch, config.projection_dim)
         for direction in range(2):
-            input_packed, recurrent_packed, projection_packed = packed[index][direction]
+            input_packed, recurrent_packed, projection_packed = packed["layers"][index][direction]
             gates_in = _linear(layer_input[direction].reshape(steps * batch, -1), input_packed) + bias[direction]
             gates_in = gates_in.view(steps, batch, -1)
             h, c = h_all[index, direction], c_all[index, direction]

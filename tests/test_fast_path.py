@@ -403,6 +403,26 @@ def test_int8_mode_is_close_and_reversible():
     assert not quantized[-1][1, 2:].any()  # padding stays zero
 
 
+def test_int8_mode_follows_weight_changes_and_refuses_other_dtypes():
+    from hf_elmo.quantization import quantize_lstm_int8
+
+    model = small_model(clip=False)
+    encoded = encode([["the", "cat", "sat"]])
+    quantize_lstm_int8(model)
+    with torch.no_grad():
+        before = model(**encoded).hidden_states[-1]
+        model.bilstm.layers[1].recurrent_weight.mul_(0.0)  # e.g. loading other weights in place
+        after = model(**encoded).hidden_states[-1]
+        model.bilstm.layer_runner = None
+        reference = model(**encoded).hidden_states[-1]
+    assert not torch.allclose(before, after)  # the new weights are used...
+    assert float((after - reference).abs().max()) < 0.1 * float(reference.abs().max())  # ...quantised
+    quantize_lstm_int8(model)
+    model.to(torch.bfloat16)
+    with torch.no_grad(), pytest.raises(TypeError, match="runs float32 models"):
+        model(**encoded)
+
+
 def test_concurrent_calls_from_two_threads_give_each_its_own_numbers():
     """Inference keeps scratch memory between calls; two threads sharing one model must not share it."""
     import threading
