@@ -1061,6 +1061,10 @@ class ElmoBiLstm(nn.Module):
         if not (isinstance(state, (tuple, list)) and len(state) == 2):
             raise ValueError("initial_state must be a pair (h, c)")
         h, c = state
+        for name, part in (("h", h), ("c", c)):
+            if not isinstance(part, torch.Tensor) or not part.dtype.is_floating_point:
+                what = part.dtype if isinstance(part, torch.Tensor) else type(part).__name__
+                raise TypeError(f"initial_state {name} must be a floating-point torch.Tensor, got {what}")
         expected_h = (config.num_lstm_layers, 2, batch, config.projection_dim)
         expected_c = (config.num_lstm_layers, 2, batch, config.lstm_cell_dim)
         if tuple(h.shape) != expected_h or tuple(c.shape) != expected_c:
@@ -1068,6 +1072,8 @@ class ElmoBiLstm(nn.Module):
                 f"initial_state shapes must be h {expected_h} and c {expected_c}, "
                 f"got h {tuple(h.shape)} and c {tuple(c.shape)}"
             )
+        if not (bool(torch.isfinite(h).all()) and bool(torch.isfinite(c).all())):
+            raise ValueError("initial_state holds NaN or infinite values")
         return h.to(like), c.to(like)
 
 
@@ -1275,6 +1281,10 @@ class ElmoModel(ElmoPreTrainedModel):
         width = self.config.max_characters_per_token
         if not isinstance(char_ids, torch.Tensor) or char_ids.dim() != 2 or char_ids.shape[1] != width:
             raise ValueError(f"char_ids must be a (num_words, {width}) tensor of character ids")
+        if char_ids.shape[0]:
+            self._validate_input_ids(char_ids.unsqueeze(0))  # integer ids inside the character vocabulary
+            if bool((char_ids == 0).all(dim=1).any()):
+                raise ValueError("char_ids has an all-zero row: that is a padded position, not a word")
         device = encoder.projection.weight.device
         boundaries = self.sentence_boundary_char_ids().to(char_ids.device)
         ids = torch.unique(torch.cat([boundaries, char_ids.long()]).to(device), dim=0)

@@ -372,6 +372,15 @@ def test_a_copy_of_a_model_keeps_using_its_token_cache(monkeypatch, caplog):
     assert counter["tokens"] == 5  # the copy's first-use spot check; the words themselves skip the CNN
 
 
+def test_token_cache_refuses_ids_that_are_not_words():
+    model = small_model()
+    good = torch.tensor([ElmoTokenizer().word_to_char_ids("cat")])
+    for bad, message in ((good + 1000, "outside"), (good.float(), "integer"), (torch.zeros_like(good), "all-zero row")):
+        with pytest.raises((ValueError, TypeError), match=message):
+            model.build_token_cache(torch.cat([good, bad]) if bad.dtype == good.dtype else bad)
+    assert model.char_encoder.token_cache is None
+
+
 def test_stale_token_cache_is_ignored(monkeypatch):
     model = cached_model(["the", "cat"])
     with torch.no_grad():

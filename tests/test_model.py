@@ -287,6 +287,12 @@ def test_bad_inputs(model):
             "initial_state shapes",
             dict(input_ids=ids, initial_state=(torch.zeros(2, 2, 2, 8), torch.zeros(2, 2, 2, config.projection_dim))),
         ),
+        (TypeError, "h must be a floating-point torch.Tensor, got ndarray",
+         dict(input_ids=ids, initial_state=(torch.zeros(2, 2, 2, 8).numpy(), torch.zeros(2, 2, 2, 16)))),
+        (TypeError, "c must be a floating-point torch.Tensor, got torch.int64",
+         dict(input_ids=ids, initial_state=(torch.zeros(2, 2, 2, 8), torch.zeros(2, 2, 2, 16, dtype=torch.long)))),
+        (ValueError, "NaN or infinite",
+         dict(input_ids=ids, initial_state=(torch.full((2, 2, 2, 8), float("nan")), torch.zeros(2, 2, 2, 16)))),
     ]
     for error, message, kwargs in cases:
         with pytest.raises(error, match=message):
