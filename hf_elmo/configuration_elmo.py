@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 import numbers
 import os
 from typing import Any
@@ -286,8 +287,11 @@ class ElmoConfig(PretrainedConfig):
             problems.append(f"task_encoder must be 'linear' or 'bilstm', got {self.task_encoder!r}")
         if self.task_encoder_hidden_size <= 0 or self.task_encoder_num_layers <= 0:
             problems.append("task_encoder_hidden_size and task_encoder_num_layers must be positive")
-        if not 0.0 <= self.classifier_dropout < 1.0:
-            problems.append(f"classifier_dropout must be in [0, 1), got {self.classifier_dropout}")
+        for name in ("classifier_dropout", "lm_dropout"):
+            if not 0.0 <= getattr(self, name) < 1.0:  # `not` also catches nan
+                problems.append(f"{name} must be in [0, 1), got {getattr(self, name)}")
+        if not math.isfinite(self.lstm_forget_bias):
+            problems.append(f"lstm_forget_bias must be a finite number, got {self.lstm_forget_bias}")
         if self.classifier_hidden_size < 0:
             problems.append(f"classifier_hidden_size must be >= 0, got {self.classifier_hidden_size}")
         if problems:

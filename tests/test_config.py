@@ -123,6 +123,16 @@ def test_inconsistent_options_rejected(case):
         ElmoConfig.from_allennlp_options(mutated(change))
 
 
+@pytest.mark.parametrize(
+    "setting, message",
+    [(dict(lm_dropout=-1.0), "lm_dropout must be in \\[0, 1\\)"), (dict(lm_dropout=float("nan")), "lm_dropout"),
+     (dict(lstm_forget_bias=float("nan")), "lstm_forget_bias must be a finite number")],
+)
+def test_out_of_range_training_settings_are_rejected(setting, message):
+    with pytest.raises(ValueError, match=message):
+        ElmoConfig(**setting)
+
+
 def test_error_names_the_file(tmp_path):
     path = tmp_path / "options.json"
     path.write_text(json.dumps(mutated(lambda o: o["char_cnn"].__setitem__("activation", "gelu"))))
