@@ -155,8 +155,9 @@ class Embedder:
 
     Args:
         model (`str`, `os.PathLike`, [`ElmoModel`] or `None`):
-            Model folder or Hub id; `None` loads `hf_elmo.DEFAULT_MODEL` (the shipped Chinese model).
-            An `ElmoModel` instance is used as is.
+            Model folder or Hub id; `None` or `"default"` loads `hf_elmo.DEFAULT_MODEL` (the shipped Chinese
+            model). An `ElmoModel` instance is used itself, not a copy: the embedder puts it in eval mode and
+            moves / casts it to `device` / `dtype` when given.
         tokenizer ([`ElmoTokenizer`], *optional*): overrides the tokenizer saved with the model.
         device (`str` or `torch.device`, *optional*): defaults to CUDA when available, else CPU.
         dtype (`torch.dtype` or `str`, *optional*): e.g. `"bfloat16"`; outputs are always float32 numpy
