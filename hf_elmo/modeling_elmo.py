@@ -206,7 +206,20 @@ class ElmoCharacterEncoder(nn.Module):
         return torch.matmul(windows, weight).amax(dim=1) + conv.bias
 
 
-class ElmoTokenCache(nn.Module):
+class _ModuleWithCaches(nn.Module):
+    """A module holding caches that are rebuilt on demand: copies (copy.deepcopy, pickle, torch.save) start
+    without them. `_caches` names the attributes; each subclass says why its own are caches."""
+
+    _caches: tuple[str, ...] = ()
+
+    def __getstate__(self):
+        state = super().__getstate__().copy()
+        for name in self._caches:
+            state[name] = None
+        return state
+
+
+class ElmoTokenCache(_ModuleWithCaches):
     """Precomputed layer-0 vectors for a vocabulary of words, keyed by their character ids.
 
     Buffers (saved with the model): `char_ids` (V, max_characters_per_token) int32 and `vectors`
@@ -226,12 +239,9 @@ class ElmoTokenCache(nn.Module):
         self._index = None
         self._signature = None
 
-    def __getstate__(self):
-        # A copy (copy.deepcopy, pickle, torch.save) has its weights at other addresses: it re-runs the first-use
-        # spot check instead of taking the new addresses for changed weights.
-        state = super().__getstate__().copy()
-        state["_signature"] = state["_index"] = None
-        return state
+    # A copy (copy.deepcopy, pickle, torch.save) has its weights at other addresses: it re-runs the first-use
+    # spot check instead of taking the new addresses for changed weights.
+    _caches = ("_signature", "_index")
 
     def _hash(self, char_ids: torch.Tensor) -> torch.Tensor:
         generator = torch.Generator().manual_seed(1234)
@@ -308,7 +318,7 @@ class ElmoTokenCache(nn.Module):
 # 2. The biLSTM ------------------------------------------------------------------------------
 
 
-class ElmoBiLstmLayer(nn.Module):
+class ElmoBiLstmLayer(_ModuleWithCaches):
     """One layer of both LSTM directions, weights stacked on a leading axis of size 2 (forward, backward).
 
     Weights use `nn.Linear`'s (out, in) layout: `input_weight` (2, 4C, input_dim), `recurrent_weight`
@@ -326,12 +336,9 @@ class ElmoBiLstmLayer(nn.Module):
         self._streaming_copies = None  # (key, weights): see `single_column_weights`
         self._packed_copies = None  # (key, weights): see `packed_weights`
 
-    def __getstate__(self):
-        # The inference copies are caches, rebuilt on demand; oneDNN's packed ones cannot even be copied or
-        # pickled (opaque tensors), which would break copy.deepcopy, pickle and torch.save of a used model.
-        state = super().__getstate__().copy()
-        state["_streaming_copies"] = state["_packed_copies"] = None
-        return state
+    # The inference copies are caches, rebuilt on demand; oneDNN's packed ones cannot even be copied or
+    # pickled (opaque tensors), which would break copy.deepcopy, pickle and torch.save of a used model.
+    _caches = ("_streaming_copies", "_packed_copies")
 
     @property
     def cell_dim(self) -> int:
@@ -827,7 +834,7 @@ def _last_outputs(outputs: torch.Tensor, batch_sizes: list[int]) -> torch.Tensor
     return outputs.gather(1, index).squeeze(1)
 
 
-class ElmoBiLstm(nn.Module):
+class ElmoBiLstm(_ModuleWithCaches):
     """Forward and backward multi-layer LSTM language-model encoders (no weight sharing between directions).
 
     The backward direction reads each sentence reversed within its own length. Layers >= 1 add
@@ -848,7 +855,7 @@ class ElmoBiLstm(nn.Module):
         # memory as the recurrent and projection weights, plus at most 24 MB) or make them for the call only
         # (less memory, slower).
         self.keep_packed_weights = True
-        self._kept_gate_buffer = None  # see `_take_gate_buffer`; a cache, so not copied or pickled (`__getstate__`)
+        self._kept_gate_buffer = None  # see `_take_gate_buffer`; a cache, so not copied or pickled (`_caches`)
         # An alternative implementation of the layers with `_fast_layers`' contract (e.g. the int8 one
         # of the quantization module beside this package); None runs the built-in paths.
         self.layer_runner = None
@@ -859,10 +866,7 @@ class ElmoBiLstm(nn.Module):
             ]
         )
 
-    def __getstate__(self):
-        state = super().__getstate__().copy()
-        state["_kept_gate_buffer"] = None
-        return state
+    _caches = ("_kept_gate_buffer",)  # scratch memory, see `_take_gate_buffer`
 
     def _forget_bias_offset(self, like: torch.Tensor) -> torch.Tensor:
         cell_dim = self.config.lstm_cell_dim
