@@ -148,26 +148,18 @@ class ElmoDataCollator:
         widths = {ids.shape[1] for ids, _ in encoded}
         if len(widths) != 1:
             raise ValueError(f"examples have different characters-per-word widths {sorted(widths)}")
-        input_ids = torch.zeros(len(encoded), num_words, widths.pop(), dtype=torch.long)
-        for row, (ids, _) in enumerate(encoded):
-            kept = ids[:num_words]
-            input_ids[row, : kept.shape[0]] = kept
-        batch = {"input_ids": input_ids}
+        batch = {"input_ids": _padded([ids for ids, _ in encoded], num_words, 0, widths.pop())}
         with_word_ids = [word_ids is not None for _, word_ids in encoded]
         if any(with_word_ids):
             if not all(with_word_ids):
                 raise ValueError("some examples have word_ids and some do not")
             # Padded positions are masked out; the tokenizer pads with its `<pad>` word, so does this.
             pad = self.tokenizer.word_to_id("<pad>") if self.tokenizer is not None and self.tokenizer.word_vocab else 0
-            word_ids = torch.full((len(encoded), num_words), pad, dtype=torch.long)
-            for row, (_, ids) in enumerate(encoded):
-                kept = ids[:num_words]
-                word_ids[row, : kept.shape[0]] = kept
-            batch["word_ids"] = word_ids
+            batch["word_ids"] = _padded([word_ids for _, word_ids in encoded], num_words, pad)
         return batch
 
     def _with_labels(self, batch: dict, examples, full_lengths: list[int], num_words: int) -> dict[str, torch.Tensor]:
-        raw = [_example_label(example) for example in examples]
+        raw = [example_label(example) for example in examples]
         has_labels = [label is not None for label in raw]
         if any(has_labels):
             if not all(has_labels):
@@ -178,29 +170,46 @@ class ElmoDataCollator:
     def _labels(self, raw: list, full_lengths: list[int], num_words: int) -> torch.Tensor:
         # One label per example: a Python or numpy number (datasets yields numpy scalars) or a 0-d tensor; an
         # integer is a class id, a floating-point number a regression target.
-        scalar = [isinstance(label, numbers.Number) or getattr(label, "ndim", None) == 0 for label in raw]
+        scalar = [is_sentence_label(label) for label in raw]
         if all(scalar):
             values = torch.stack([torch.as_tensor(label) for label in raw])
             return values.to(torch.float32 if values.is_floating_point() else torch.long)
         if any(scalar):
             raise ValueError("mixed label kinds: some examples have one label, others one label per word")
-        labels = torch.full((len(raw), num_words), self.label_pad_token_id, dtype=torch.long)
+        rows = []
         for row, (label, length) in enumerate(zip(raw, full_lengths)):
-            label = [int(x) for x in label]
+            label = torch.tensor([int(x) for x in label], dtype=torch.long)
             if len(label) != length:
                 raise ValueError(f"example {row}: {length} words but {len(label)} labels (need one label per word)")
-            kept = label[:num_words]
-            labels[row, : len(kept)] = torch.tensor(kept, dtype=torch.long)
-        return labels
+            rows.append(label)
+        return _padded(rows, num_words, self.label_pad_token_id)
 
 
-def _example_label(example: Mapping[str, Any]):
-    """An example's label(s) under the key transformers' collators read: `labels`, or `label` / `label_ids` (the
-    usual column names of `datasets`)."""
-    for key in ("labels", "label", "label_ids"):
+def _padded(rows: list[torch.Tensor], num_words: int, fill: int, *trailing: int) -> torch.Tensor:
+    """Per-example rows (words, *trailing) -> (batch, num_words, *trailing): cut to `num_words`, padded with `fill`."""
+    padded = torch.full((len(rows), num_words, *trailing), fill, dtype=torch.long)
+    for row, values in enumerate(rows):
+        kept = values[:num_words]
+        padded[row, : kept.shape[0]] = kept
+    return padded
+
+
+# Where an example keeps its label(s): `labels`, or `label` / `label_ids` (the usual column names of `datasets`),
+# as transformers' collators read them.
+LABEL_KEYS = ("labels", "label", "label_ids")
+
+
+def example_label(example: Mapping[str, Any]):
+    """An example's label(s) under the first of `LABEL_KEYS` it has, or None."""
+    for key in LABEL_KEYS:
         if example.get(key) is not None:
             return example[key]
     return None
+
+
+def is_sentence_label(label) -> bool:
+    """One label for the whole example (a Python or numpy number, or a 0-d tensor), not one per word."""
+    return isinstance(label, numbers.Number) or getattr(label, "ndim", None) == 0
 
 
 __all__ = ["ElmoDataCollator"]

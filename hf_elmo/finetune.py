@@ -40,7 +40,6 @@ import argparse
 import json
 import logging
 import math
-import numbers
 import os
 import re
 import sys
@@ -66,7 +65,7 @@ from .conll import (  # noqa: F401  (re-exported: the data half of the fine-tuni
     sentences_from_pairs,
 )
 from .configuration_elmo import ElmoConfig
-from .data_collator import ElmoDataCollator
+from .data_collator import LABEL_KEYS, ElmoDataCollator, example_label, is_sentence_label
 from .embedder import ModelNotFoundError, check_model_location, resolve_model_name
 from .file_io import check_output_folder
 from .modeling_elmo import ElmoForSequenceClassification, ElmoForTokenClassification, ElmoWeightShapeError
@@ -435,9 +434,6 @@ def load_tagger(name: str | os.PathLike):
     return model, load_tokenizer(name, model.config)
 
 
-_LABEL_KEYS = ("labels", "label", "label_ids")  # as ElmoDataCollator reads them
-
-
 @torch.no_grad()
 def precompute_elmo_layers(
     elmo, collator: ElmoDataCollator, examples: Sequence[dict], batch_size: int = 64, keep_input_ids: bool = False
@@ -460,7 +456,7 @@ def precompute_elmo_layers(
     try:
         for begin in range(0, len(order), batch_size):
             chunk = order[begin : begin + batch_size]
-            batch = collator([{key: value for key, value in examples[i].items() if key not in _LABEL_KEYS} for i in chunk])
+            batch = collator([{key: value for key, value in examples[i].items() if key not in LABEL_KEYS} for i in chunk])
             word_ids = batch.get("word_ids")
             outputs = elmo(
                 batch["input_ids"].to(device),
@@ -475,10 +471,9 @@ def precompute_elmo_layers(
                     item["input_ids"] = batch["input_ids"][row, :count].clone()
                     if word_ids is not None:
                         item["word_ids"] = word_ids[row, :count].clone()
-                labels = next((examples[index][key] for key in _LABEL_KEYS if examples[index].get(key) is not None), None)
-                if labels is not None:  # one per sentence (a number, also numpy's or a 0-d tensor), or one per word
-                    one = isinstance(labels, numbers.Number) or getattr(labels, "ndim", None) == 0
-                    item["labels"] = labels if one else list(labels)[:count]
+                labels = example_label(examples[index])
+                if labels is not None:
+                    item["labels"] = labels if is_sentence_label(labels) else list(labels)[:count]
                 results[index] = item
     finally:
         elmo.train(was_training)
