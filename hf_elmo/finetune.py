@@ -545,6 +545,19 @@ def save_folder(model, tokenizer, output_dir: str, results: dict, overwrite: boo
     return Path(output_dir)
 
 
+def _start_training(options: FinetuneOptions | None) -> FinetuneOptions:
+    """What `train_tagger` and `train_classifier` do first: check the options and the output folder, name the
+    shipped model for `"default"`, set the thread count. Returns the options to train with."""
+    options = options or FinetuneOptions()
+    options.check()
+    options = replace(options, model=resolve_model_name(options.model))
+    if options.output_dir and Path(options.output_dir).exists() and not options.overwrite:
+        raise FileExistsError(f"{options.output_dir} already exists (pass --overwrite to replace it)")
+    if options.threads:
+        torch.set_num_threads(options.threads)
+    return options
+
+
 def train_tagger(
     train: Sequence[TaggedSentence],
     dev: Sequence[TaggedSentence] | None = None,
@@ -558,13 +571,7 @@ def train_tagger(
     """
     from transformers import Trainer, set_seed
 
-    options = options or FinetuneOptions()
-    options.check()
-    options = replace(options, model=resolve_model_name(options.model))
-    if options.output_dir and Path(options.output_dir).exists() and not options.overwrite:
-        raise FileExistsError(f"{options.output_dir} already exists (pass --overwrite to replace it)")
-    if options.threads:
-        torch.set_num_threads(options.threads)
+    options = _start_training(options)
     if not train:
         raise DataError("no training sentences")
     check_tagging_labels(train)
@@ -642,13 +649,7 @@ def train_classifier(
     """
     from transformers import Trainer, set_seed
 
-    options = options or FinetuneOptions()
-    options.check()
-    options = replace(options, model=resolve_model_name(options.model))
-    if options.output_dir and Path(options.output_dir).exists() and not options.overwrite:
-        raise FileExistsError(f"{options.output_dir} already exists (pass --overwrite to replace it)")
-    if options.threads:
-        torch.set_num_threads(options.threads)
+    options = _start_training(options)
     if not train:
         raise DataError("no training examples")
     check_classification_labels(train)
