@@ -457,7 +457,7 @@ def command_convert(args) -> int:
     direction = "--to allennlp" if args.to == "allennlp" else f"--from {args.source}"
     unused = [
         "--" + name.replace("_", "-")
-        for name in ("options", "weights", "model_dir", "config_path", "model", "segmenter")
+        for name in dict.fromkeys(name for names in _CONVERT_OPTIONS.values() for name in names)
         if getattr(args, name) and name not in _CONVERT_OPTIONS[direction]
     ]
     if unused:
