@@ -137,12 +137,11 @@ def write_pretraining_corpus(output_dir: str | Path, seed: int = DEFAULT_SPLIT_S
     """Write ``train.txt`` (People's Daily train split + reviews + MSRA official *train* half) and
     ``dev.txt`` (People's Daily dev split), one jieba-segmented sentence a line. People's Daily keeps its
     own gold segmentation; the MSRA test half and the People's Daily test split are never written."""
-    from .file_io import atomic_file
+    from .file_io import atomic_file, check_output_folder
     from .lm_data import segment_raw_text
 
     output_dir = Path(output_dir)
-    if output_dir.exists() and not output_dir.is_dir():
-        raise ValueError(f"{output_dir} is a file, not a folder")
+    check_output_folder(output_dir)
     output_dir.mkdir(parents=True, exist_ok=True)
     split = split_peoples_daily(seed)
     counts = {}
