@@ -41,6 +41,8 @@ def main(argv: list[str] | None = None) -> int:
     except ValueError as error:
         print(f"error: {error}", file=sys.stderr)
         return 2
+    from hf_elmo.file_io import atomic_write_text
+
     stale = []
     for path, text in cards.items():
         current = path.read_text(encoding="utf-8") if path.exists() else None
@@ -49,8 +51,6 @@ def main(argv: list[str] | None = None) -> int:
         if args.check:
             stale.append(str(path.relative_to(HERE.parent)))
             continue
-        from hf_elmo.file_io import atomic_write_text
-
         path.parent.mkdir(parents=True, exist_ok=True)
         atomic_write_text(path, text)  # a reader never sees half a card
         print(f"wrote {path.relative_to(HERE.parent)}")
