@@ -4,8 +4,9 @@
     quantize_lstm_int8(model)          # model: ElmoModel or any model holding one
 
 The input, recurrent and projection weights of every LSTM layer and direction are quantised per output
-channel to int8 (symmetric); activations are quantised per call (dynamic quantisation, fbgemm/x86
-kernels). The weights take a quarter of the memory traffic, which is what limits batch 1. Outputs drift
+channel to int8 (symmetric); activations are quantised per call to 7 bits (dynamic quantisation, fbgemm/x86
+kernels), so that the products are exact integer sums on every CPU: with 8-bit activations fbgemm's AVX2
+kernels (CPUs without AVX-512 VNNI) saturate 16-bit intermediate sums and drift several times further. The weights take a quarter of the memory traffic, which is what limits batch 1. Outputs drift
 from fp32 (see benchmarks/RESULTS.md for cosine and max abs figures), and since each call quantises the
 activations of its whole batch, a sentence's vectors also depend slightly on the other sentences of its
 batch (up to ~3e-2 on the shipped model), unlike fp32. Weights changed after quantising are quantised again
@@ -71,7 +72,10 @@ def dequantize_lstm(model) -> None:
 
 
 def _linear(x: torch.Tensor, packed) -> torch.Tensor:
-    return torch.ops.quantized.linear_dynamic(x.contiguous(), packed)
+    # Activations get 7 bits (reduce_range): fbgemm's AVX2 kernels (no VNNI) add pairs of u8 x s8 products
+    # in 16-bit lanes, which saturates with 8-bit activations and silently changes results on those CPUs.
+    # 2 * 127 * 127 fits, so every kernel then returns the exact integer sums.
+    return torch.ops.quantized.linear_dynamic(x.contiguous(), packed, reduce_range=True)
 
 
 def _int8_layers(bilstm, packed, inputs, batch_sizes, reverse_index, state, dropout):

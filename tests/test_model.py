@@ -10,6 +10,8 @@ from hf_elmo import ElmoConfig, ElmoModel, ElmoScalarMix, ElmoTokenizer
 from reference_fixtures import tiny_config_kwargs
 from transformers import AutoModel
 
+pytestmark = pytest.mark.numerics  # also run under forced AVX2 kernels by .ci/run
+
 SENTENCES = [
     "the quick brown fox jumps over the lazy dog".split(),
     "hello world".split(),
