@@ -84,11 +84,11 @@ def load_ours(spec):
     encoded = tokenizer(spec["sentences"], is_split_into_words=True, padding=True, return_tensors="pt")
     input_ids, attention_mask = encoded["input_ids"], encoded["attention_mask"]
     if mode == "reference":
-        model.bilstm.fast = False
+        model.config.lstm_implementation = "reference"
     elif mode == "mkl":  # the fast path without oneDNN's packed products
-        model.bilstm.use_onednn = False
+        model.config.lstm_implementation = "fast"
     elif mode == "repack":  # oneDNN with the packed weights made for each call only (less memory)
-        model.bilstm.keep_packed_weights = False
+        model.config.lstm_keep_inference_copies = False
     elif mode == "cache":
         start = time.perf_counter()
         words = torch.tensor([tokenizer.word_to_char_ids(w) for w in spec["vocabulary"]])

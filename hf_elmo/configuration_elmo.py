@@ -44,6 +44,9 @@ def _byte_boundary_char_ids(boundary_character: int, max_characters_per_token: i
     return [i + 1 for i in ids[:max_characters_per_token]]
 
 
+LSTM_IMPLEMENTATIONS = ("auto", "fast", "reference", "int8")
+
+
 class ElmoConfig(PretrainedConfig):
     r"""
     Configuration of an ELMo bidirectional language model (Peters et al., 2018).
@@ -106,6 +109,15 @@ class ElmoConfig(PretrainedConfig):
         classifier_dropout (`float`, defaults to 0.5): Dropout on the ELMo mix and inside the task heads.
         classifier_hidden_size (`int`, defaults to 256):
             Hidden layer of the sequence-classification MLP (0 = a single linear layer).
+        lstm_implementation (`str`, defaults to `"auto"`):
+            How the biLSTM recurrence is computed (see elmo_lstm.py): `"auto"` (the fast path; oneDNN's packed
+            products for CPU float32 inference where available), `"fast"` (never oneDNN), `"reference"` (the
+            straightforward per-step loop) or `"int8"` (int8 weights, inference only, not exact; set by
+            `quantize_lstm_int8`). All but int8 give the same numbers up to float32 rounding.
+        lstm_keep_inference_copies (`bool`, defaults to `True`):
+            Keep the inference copies of the LSTM weights (oneDNN-packed, int8) and the input-product buffer
+            between calls: fastest, at the memory of one more copy of the per-step weights; `False` makes them
+            for each call.
     """
 
     model_type = "elmo"
@@ -146,6 +158,8 @@ class ElmoConfig(PretrainedConfig):
         task_token_features: bool = False,
         classifier_dropout: float = 0.5,
         classifier_hidden_size: int = 256,
+        lstm_implementation: str = "auto",
+        lstm_keep_inference_copies: bool = True,
         **kwargs,
     ):
         if char_cnn_filters is None:
@@ -189,6 +203,8 @@ class ElmoConfig(PretrainedConfig):
         self.task_token_features = task_token_features
         self.classifier_dropout = classifier_dropout
         self.classifier_hidden_size = classifier_hidden_size
+        self.lstm_implementation = lstm_implementation
+        self.lstm_keep_inference_copies = lstm_keep_inference_copies
         super().__init__(**kwargs)
         self._validate()
 
@@ -283,6 +299,12 @@ class ElmoConfig(PretrainedConfig):
             problems.append(f"lm_num_sampled must be >= 1 for the sampled softmax, got {self.lm_num_sampled}")
         if self.lm_vocab and list(self.lm_vocab[:3]) != ["<S>", "</S>", "<UNK>"]:
             problems.append("lm_vocab must start with '<S>', '</S>', '<UNK>'")
+        if self.lstm_implementation not in LSTM_IMPLEMENTATIONS:
+            problems.append(
+                f"lstm_implementation must be one of {', '.join(LSTM_IMPLEMENTATIONS)}, got {self.lstm_implementation!r}"
+            )
+        if not isinstance(self.lstm_keep_inference_copies, bool):
+            problems.append(f"lstm_keep_inference_copies must be true or false, got {self.lstm_keep_inference_copies!r}")
         if self.task_encoder not in ("linear", "bilstm"):
             problems.append(f"task_encoder must be 'linear' or 'bilstm', got {self.task_encoder!r}")
         if self.task_encoder_hidden_size <= 0 or self.task_encoder_num_layers <= 0:

@@ -21,7 +21,10 @@ from hub_helpers import (
 )
 
 PACKAGE = Path(hf_elmo.__file__).resolve().parent
-CODE_FILES = ("configuration_elmo.py", "modeling_elmo.py", "tokenization_elmo.py")
+# Every modelling file a saved folder carries: the three transformers looks for and what they import.
+CODE_FILES = (
+    "configuration_elmo.py", "modeling_elmo.py", "tokenization_elmo.py", "elmo_lstm.py", "module_caches.py", "quantization.py",
+)
 
 
 def expected_auto_map() -> dict[str, str]:
@@ -59,6 +62,7 @@ def test_auto_model_classes_cover_every_head_and_are_registered():
 def test_saved_folder_carries_identical_code_and_complete_auto_map(tmp_path):
     tiny_model(seed=0).save_pretrained(tmp_path)
     tiny_tokenizer().save_pretrained(tmp_path)
+    assert sorted(path.name for path in tmp_path.glob("*.py")) == sorted(CODE_FILES)
     for name in CODE_FILES:
         assert (tmp_path / name).read_bytes() == (PACKAGE / name).read_bytes(), name
     config = json.loads((tmp_path / "config.json").read_text())

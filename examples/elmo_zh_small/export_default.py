@@ -40,8 +40,8 @@ def previous_stage(details: dict) -> dict:
 def strip_remote_code(folder: Path) -> None:
     """The embedded default is only loaded with hf_elmo installed, so it carries no copies of the package's
     modelling files (they would go stale); `push_to_hub` of the loaded model writes fresh ones."""
-    for name in ("configuration_elmo.py", "modeling_elmo.py", "tokenization_elmo.py"):
-        (folder / name).unlink(missing_ok=True)
+    for path in folder.glob("*.py"):
+        path.unlink()
     for name in ("config.json", "tokenizer_config.json"):
         data = json.loads((folder / name).read_text(encoding="utf-8"))
         data.pop("auto_map", None)
