@@ -301,9 +301,7 @@ def _lstm_forward(
         gates = previous.new_empty(2, 4 * cell_dim, batch)
         _product_into(gates, recurrent_weight, previous)
         gates += kept_gates
-        torch.sigmoid_(gates[:, : 2 * cell_dim])
-        torch.tanh_(gates[:, 2 * cell_dim : 3 * cell_dim])
-        torch.sigmoid_(gates[:, 3 * cell_dim :])
+        _activate_gates_(gates, dim=1)
         if save:
             kept_gates.copy_(gates)
         input_gate, forget_gate, cell_input, output_gate = gates.chunk(4, dim=1)
@@ -445,14 +443,19 @@ def _lstm_forward_onednn(
     return outputs, (h, c)
 
 
+def _activate_gates_(gates: torch.Tensor, dim: int) -> None:
+    """In place: the four gate blocks i, f, g, o along `dim` (4C values) -> sigmoid, sigmoid, tanh, sigmoid."""
+    input_and_forget, cell_input, output_gate = gates.split([gates.shape[dim] // 2] + [gates.shape[dim] // 4] * 2, dim)
+    torch.sigmoid_(input_and_forget)
+    torch.tanh_(cell_input)
+    torch.sigmoid_(output_gate)
+
+
 def _cell_step_(gates: torch.Tensor, cell: torch.Tensor, cell_clip: float | None) -> torch.Tensor:
     """One step's element-wise LSTM update, batch-major and in place: `gates` (rows, 4C) pre-activations i, f,
     g, o and `cell` (rows, C) become the activations and the new (clipped) cell; returns o * tanh(cell), the
     input of the projection."""
-    cell_dim = cell.shape[-1]
-    torch.sigmoid_(gates[:, : 2 * cell_dim])
-    torch.tanh_(gates[:, 2 * cell_dim : 3 * cell_dim])
-    torch.sigmoid_(gates[:, 3 * cell_dim :])
+    _activate_gates_(gates, dim=-1)
     input_gate, forget_gate, cell_input, output_gate = gates.chunk(4, dim=-1)
     cell.mul_(forget_gate).addcmul_(input_gate, cell_input)
     if cell_clip:
