@@ -63,8 +63,8 @@ class ElmoBiLstmLayer(ModuleWithCaches):
     def single_column_weights(self) -> tuple[torch.Tensor, torch.Tensor]:
         """`recurrent_weight` and `projection_weight` for per-step products with one column (batch 1),
         as (2, in, out) contiguous copies viewed (2, out, in). A matrix-vector product streams a weight
-        that does not fit in cache from memory; MKL's kernel for this memory order ran 1.6x faster (2
-        threads) than for the stored one. Only inference uses them; the copies are kept (not saved) until
+        that does not fit in cache from memory, and MKL's kernel streams this memory order faster than
+        the stored one (benchmarks/RESULTS.md, "Kernel choices"). Only inference uses them; the copies are kept (not saved) until
         the weights change or are replaced, and cost (4C + C) * P * 2 floats per layer while kept."""
         weights = (self.recurrent_weight, self.projection_weight)
         if torch.is_grad_enabled() and any(w.requires_grad for w in weights):
@@ -78,9 +78,8 @@ class ElmoBiLstmLayer(ModuleWithCaches):
 
     def packed_weights(self, keep: bool = True) -> tuple[list[torch.Tensor], list[torch.Tensor]]:
         """`recurrent_weight` and `projection_weight` of each direction reordered into oneDNN's blocked layout
-        for inference at batch > 1 (see `_lstm_forward_onednn`). A per-step product with a packed weight ran
-        2.9x faster than MKL's with the plain one (batch 32, 2 threads, AMD EPYC): the kernel reads the weight
-        in the order it computes instead of repacking panels at every call. With `keep` they are kept (not
+        for inference at batch > 1 (see `_lstm_forward_onednn`): the kernel reads the weight in the order it
+        computes instead of repacking panels at every call (benchmarks/RESULTS.md, "Kernel choices"). With `keep` they are kept (not
         saved) until the weights change, at the memory cost of the weights packed; otherwise they are made
         for this call only. Returns (recurrent, projection), one tensor per direction each."""
         key = self._weights_key()
@@ -190,11 +189,10 @@ def _lstm_recurrence_reference(
 
 # The fast path works on "feature-major" tensors: gates (2, 4C, N), cells (2, C, B), outputs (2, T, P, B),
 # so that every product is weight-first, W (out, in) @ x (in, N), with the weights in their stored
-# layout and a row-major destination. In micro-benchmarks this orientation ran the per-step products
-# 1.5-2x faster than (N, in) @ (in, out), and the input product of many steps at full matrix-multiply speed.
-# Input products of all steps are computed up front, in chunks of steps holding at most this many gate
-# values, so that long batches do not need one huge buffer. With the weights in (out, in) layout a chunk
-# of 4 steps at batch 32 (128 columns) already runs the product near full speed.
+# layout and a row-major destination (the faster orientation for these thin products: benchmarks/RESULTS.md,
+# "Kernel choices"). Input products of all steps are computed up front, in chunks of steps holding at most
+# this many gate values, so that long batches do not need one huge buffer; a chunk of a few steps already
+# runs at full matrix-multiply speed.
 _GATE_BUFFER_ELEMENTS = 1 << 22
 
 def _input_chunk_steps(num_steps: int, cell_dim: int, batch: int) -> int:
@@ -238,8 +236,8 @@ def _lstm_recurrence(
 
 def _product_into(destination: torch.Tensor, weight: torch.Tensor, columns: torch.Tensor) -> None:
     """``destination = weight @ columns`` per direction: (2, out, N) = (2, out, in) @ (2, in, N).
-    With one column a matrix-vector product per direction: for weights streamed from memory (batch 1)
-    it ran about 2x faster than the batched product, which treats N = 1 as a general matrix product."""
+    With one column a matrix-vector product per direction: the batched product treats N = 1 as a general
+    matrix product, which streams weights from memory (batch 1) more slowly."""
     if columns.shape[-1] == 1:
         for direction in range(2):
             torch.mv(weight[direction], columns[direction, :, 0], out=destination[direction, :, 0])
@@ -261,7 +259,7 @@ def _lstm_forward(
     cell clip passed the gradient (bool, 2, C, T * B) and, with a projection clip, pre-clip outputs (2, T, P, B).
 
     Every step computes all B columns, also those of rows that have already ended: MKL runs these thin
-    products slower with fewer columns (measured: 10 columns took twice as long as 32), and element-wise
+    products no faster with fewer columns (benchmarks/RESULTS.md, "Kernel choices"), and element-wise
     work on a whole contiguous (2, 4C, B) block is a few long passes instead of many short rows. The ended rows'
     columns are then ignored: their outputs are set to zero, each row's final cell is taken at its own
     last step, and the backward masks them out.
@@ -334,9 +332,9 @@ def _lstm_forward(
 
 
 # The oneDNN path runs one direction after the other, and each direction's input products go into one buffer
-# of this many gate values (or one step's, if more), reused by every chunk of steps and both directions. Standard size, 2
-# threads (Xeon, AVX-512), input products into a kept buffer: 246 GFLOP/s for 256 rows, 278 for 384, 277 for
-# 512; 384 rows of 4 x 4096 gates are 24 MB.
+# of this many gate values (or one step's, if more), reused by every chunk of steps and both directions: 384
+# rows of the standard model's 4 x 4096 gates (24 MB), where the input product reaches full speed
+# (benchmarks/RESULTS.md, "Kernel choices").
 _ONEDNN_GATE_BUFFER_ELEMENTS = 384 * 4 * 4096
 
 
@@ -371,15 +369,13 @@ def _lstm_forward_onednn(
     one is allocated for the call).
 
     The directions run one after the other: one direction's per-step weights (40 MB at the standard size)
-    stay in the last-level cache from step to step, where both directions' (80 MB) did not (Xeon, 2 threads:
-    32 x 20 batches 573-595 ms against 641-697 with the directions interleaved step by step).
+    stay in the last-level cache from step to step, where both directions' (80 MB) did not.
     """
     num_steps, batch, input_dim = layer_input.shape[1], layer_input.shape[2], layer_input.shape[3]
     cell_dim = layer.cell_dim
     # At batch 1 every per-step product is a matrix-vector product bound by reading the weight from memory:
-    # there the (in, out)-ordered copies of `single_column_weights` streamed fastest (recurrent product 1.08
-    # ms against 1.32 ms with the oneDNN-packed weight, standard size, 2 threads, weights not in cache), and
-    # `addmv` adds the input part in the same pass. Larger batches use the packed weights.
+    # there the (in, out)-ordered copies of `single_column_weights` stream faster than the oneDNN-packed
+    # weight, and `addmv` adds the input part in the same pass. Larger batches use the packed weights.
     if batch == 1:
         single_column, recurrent, projection = layer.single_column_weights(), None, None
     else:
@@ -391,9 +387,8 @@ def _lstm_forward_onednn(
     c = state[1].clone(memory_format=torch.contiguous_format)
     starts_from_zero = not bool(h.any())
     # Input products of a chunk of one direction's steps in one product, rows @ W^T: (rows, 4C), so each
-    # step's input part is a contiguous (active, 4C) block. MKL ran this orientation as fast as the weight-first
-    # one (32-512 columns at the standard size), and adding a transposed view of a weight-first product to
-    # every step's recurrent part cost 1.7x the whole product (4 steps at batch 32: 30.5 vs 18.5 ms). Only the
+    # step's input part is a contiguous (active, 4C) block (adding a transposed view of a weight-first product
+    # to every step's recurrent part cost more than the whole product). Only the
     # running rows of each step are multiplied (packed one step after another, as in a PackedSequence):
     # a batch of 5-60-word sentences has ~45% padding.
     if batch_sizes[:run_steps] == [batch] * run_steps:
@@ -754,10 +749,9 @@ class ElmoBiLstm(ModuleWithCaches):
 
     def _take_gate_buffer(self, size: int, like: torch.Tensor) -> torch.Tensor:
         """The buffer the oneDNN path's input products go into: shared by the layers of a call and, with
-        `config.lstm_keep_inference_copies`, kept for the next call (24 MB at the standard size, more only for batches over
-        384 rows). A fresh buffer that size comes from the OS and is zeroed page by page when first written
-        (measured before the directions ran separately: ~10 ms per chunk, ~40 ms of a ~600 ms 32 x 20 batch);
-        reused, the chunk's bias copy takes 2 ms. The kept buffer is taken out of the module
+        `config.lstm_keep_inference_copies`, kept for the next call (24 MB at the standard size, more only for
+        batches over 384 rows): a fresh buffer that size comes from the OS and is zeroed page by page when
+        first written, which cost more than the chunk's own product. The kept buffer is taken out of the module
         while a call uses it (one atomic dict operation), so a call running at the same time on another thread
         makes its own instead of writing into the same memory."""
         kept = self.__dict__.pop("_kept_gate_buffer", None)

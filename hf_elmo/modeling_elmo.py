@@ -112,11 +112,9 @@ class ElmoCharacterEncoder(nn.Module):
     """
 
     # Tokens go through the convolutions in chunks of `convolution_chunk_size` and through the highway and
-    # projection in chunks of `chunk_size`. The window products hold positions x filters values per token:
-    # at the standard size 256 tokens made an 18 MB result per filter width, which took 8-15 ms per product
-    # inside a 32 x 20 forward pass (fresh memory, 2 threads) against 1.5 ms in isolation; 128 tokens take
-    # 1-2 ms. Highway over all ~600 distinct tokens at once was no faster than chunks of 256 and raised
-    # peak RSS by 25-30 MB.
+    # projection in chunks of `chunk_size`: the window products hold positions x filters values per token, and
+    # results that outgrow the cache run several times slower; larger highway chunks only raised peak memory
+    # (benchmarks/RESULTS.md, "Kernel choices").
     convolution_chunk_size = 128
     chunk_size = 256
 
