@@ -27,8 +27,9 @@ from transformers.modeling_outputs import SequenceClassifierOutput, TokenClassif
 from transformers.utils import ModelOutput, logging
 
 from .configuration_elmo import ElmoConfig
-from .elmo_lstm import ElmoBiLstm, ElmoBiLstmLayer, onednn_available
-from .module_caches import ModuleWithCaches
+from .elmo_crf import ElmoCrf
+from .elmo_lstm import ElmoBiLstm, ElmoBiLstmLayer
+from .elmo_token_cache import ElmoTokenCache
 
 logger = logging.get_logger(__name__)
 
@@ -205,102 +206,6 @@ class ElmoCharacterEncoder(nn.Module):
         windows = chars.unfold(1, width, 1).reshape(num_tokens, positions - width + 1, channels * width)
         weight = conv.weight.permute(1, 2, 0).reshape(channels * width, conv.out_channels)  # [channel][offset]
         return torch.matmul(windows, weight).amax(dim=1) + conv.bias
-
-
-class ElmoTokenCache(ModuleWithCaches):
-    """Precomputed layer-0 vectors for a vocabulary of words, keyed by their character ids.
-
-    Buffers (saved with the model): `char_ids` (V, max_characters_per_token) int32 and `vectors`
-    (V, projection_dim). Lookups hash each row, find the candidate by binary search and then compare
-    the full rows, so a hit is always the same word; misses are computed by the CNN. The cache is only
-    used while the encoder's weights are the ones it was built or loaded with: after any in-place
-    change to them (an optimiser step) it is ignored with a warning. On first use after loading, and after
-    a cast to another dtype, a few entries are recomputed and compared.
-    """
-
-    _PRIME = 2147483629  # < 2**31, so id * coefficient sums stay far inside int64
-
-    def __init__(self, size: int, width: int, dim: int):
-        super().__init__()
-        self.register_buffer("char_ids", torch.zeros(size, width, dtype=torch.int32))
-        self.register_buffer("vectors", torch.zeros(size, dim))
-        self._index = None
-        self._signature = None
-
-    # A copy (copy.deepcopy, pickle, torch.save) has its weights at other addresses: it re-runs the first-use
-    # spot check instead of taking the new addresses for changed weights.
-    _caches = ("_signature", "_index")
-
-    def _hash(self, char_ids: torch.Tensor) -> torch.Tensor:
-        generator = torch.Generator().manual_seed(1234)
-        coefficients = torch.randint(1, self._PRIME, (char_ids.shape[1],), generator=generator).to(char_ids.device)
-        return (char_ids.long() * coefficients).sum(dim=1) % self._PRIME
-
-    @staticmethod
-    def _weights_signature(encoder: nn.Module) -> tuple:
-        return tuple((p.data_ptr(), p._version, p.dtype) for name, p in encoder.named_parameters())
-
-    def is_valid_for(self, encoder: "ElmoCharacterEncoder") -> bool:
-        signature = self._weights_signature(encoder)
-        if self._signature == signature:
-            return True
-        if self._signature == ("stale",):
-            return False
-        recast = self._signature is not None and {entry[2] for entry in signature} != {
-            entry[2] for entry in self._signature
-        }
-        if self._signature is not None and not recast:
-            # Same dtype, other weight tensors or an in-place update (an optimiser step): the cached vectors
-            # are stale, however close they may still be.
-            logger.warning(
-                "the character encoder's weights changed after the token cache was built; ignoring the cache "
-                "(rebuild it with build_token_cache, or drop it with drop_token_cache)"
-            )
-            self._signature = ("stale",)
-            return False
-        # First use after building or loading, or the model was cast to another dtype: spot-check a few
-        # entries against the CNN.
-        sample = torch.linspace(0, self.char_ids.shape[0] - 1, min(8, self.char_ids.shape[0])).long()
-        with torch.no_grad():
-            fresh = encoder.encode(self.char_ids[sample].long())
-        stored = self.vectors[sample].to(fresh.dtype)
-        scale = max(float(stored.abs().max()), 1.0)
-        # A float32 cache stays valid when the model is cast to bf16/fp16: its vectors are then rounded float32
-        # results, a few units of rounding away from the low-precision CNN's. Other weights' vectors differ by
-        # about their own size.
-        tolerance = 1e-4 if torch.finfo(fresh.dtype).eps < 1e-6 else 8 * torch.finfo(fresh.dtype).eps
-        if not float((fresh - stored).abs().max()) <= tolerance * scale:
-            logger.warning(
-                "the token cache was built with other character-encoder weights; ignoring it (rebuild it "
-                "with build_token_cache, or drop it with drop_token_cache)"
-            )
-            self._signature = ("stale",)
-            return False
-        self._signature = signature
-        return True
-
-    def fill(self, char_ids: torch.Tensor, vectors: torch.Tensor, encoder: "ElmoCharacterEncoder") -> None:
-        self.char_ids = char_ids.to(torch.int32)
-        self.vectors = vectors
-        self._index = None
-        self._signature = self._weights_signature(encoder)
-
-    @torch.no_grad()
-    def lookup(self, char_ids: torch.Tensor, encode) -> torch.Tensor:
-        if self._index is None or self._index[0].device != char_ids.device:
-            keys, order = torch.sort(self._hash(self.char_ids))
-            self._index = (keys, order)
-        keys, order = self._index
-        query = self._hash(char_ids)
-        slot = torch.searchsorted(keys, query).clamp_(max=keys.numel() - 1)
-        candidate = order[slot]
-        hit = (keys[slot] == query) & (self.char_ids[candidate] == char_ids).all(dim=1)
-        result = self.vectors.new_empty(char_ids.shape[0], self.vectors.shape[1])
-        result[hit] = self.vectors[candidate[hit]]
-        miss = ~hit
-        if bool(miss.any()):
-            result[miss] = encode(char_ids[miss]).to(result.dtype)
-        return result
 
 
 # 2. The biLSTM: `ElmoBiLstm` in elmo_lstm.py -------------------------------------------------
@@ -833,91 +738,6 @@ class ElmoForPreTraining(ElmoPreTrainedModel):
 
 
 # 6. Task heads ------------------------------------------------------------------------------
-
-# Score given to tags that a partial label rules out; finite so that gradients stay defined.
-_IMPOSSIBLE = -1e4
-
-
-class ElmoCrf(nn.Module):
-    """Linear-chain conditional random field over tag scores.
-
-    A path y_1..y_n through a sentence of n words scores
-    ``start[y_1] + sum_t emissions[t, y_t] + sum_t transitions[y_{t-1}, y_t] + end[y_n]``.
-    All methods take `emissions` (batch, words, num_tags) and a `mask` (batch, words) of real words
-    (ones then zeros per row); rows with no words contribute nothing.
-    """
-
-    def __init__(self, num_tags: int):
-        super().__init__()
-        self.start_transitions = nn.Parameter(torch.zeros(num_tags))
-        self.end_transitions = nn.Parameter(torch.zeros(num_tags))
-        self.transitions = nn.Parameter(torch.zeros(num_tags, num_tags))  # [from, to]
-
-    def log_partition(self, emissions: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
-        """log Z: logsumexp of the scores of every path, shape (batch,)."""
-        mask = mask.bool()
-        if emissions.shape[1] == 0:
-            return emissions.new_zeros(emissions.shape[0])
-        score = self.start_transitions + emissions[:, 0]  # (B, K)
-        for t in range(1, emissions.shape[1]):
-            step = torch.logsumexp(score.unsqueeze(2) + self.transitions + emissions[:, t].unsqueeze(1), dim=1)
-            score = torch.where(mask[:, t : t + 1], step, score)
-        log_z = torch.logsumexp(score + self.end_transitions, dim=1)
-        return torch.where(mask.any(dim=1), log_z, torch.zeros_like(log_z))
-
-    def log_likelihood(self, emissions: torch.Tensor, tags: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
-        """log p(tags | emissions) per sentence, shape (batch,).
-
-        A tag of -100 on a real word leaves that word unlabelled: the gold score sums over all tags there.
-        """
-        labelled = tags != -100
-        allowed = F.one_hot(tags.clamp(min=0), emissions.shape[-1]).bool() | ~labelled.unsqueeze(-1)
-        gold = self.log_partition(emissions.masked_fill(~allowed, _IMPOSSIBLE), mask)
-        return gold - self.log_partition(emissions, mask)
-
-    def marginals(self, emissions: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
-        """p(tag at word t | sentence) by the forward-backward algorithm, (batch, words, num_tags), 0 at padding."""
-        mask = mask.bool()
-        num_words = emissions.shape[1]
-        if num_words == 0:
-            return torch.zeros_like(emissions)
-        alphas = [self.start_transitions + emissions[:, 0]]
-        for t in range(1, num_words):
-            step = torch.logsumexp(alphas[-1].unsqueeze(2) + self.transitions + emissions[:, t].unsqueeze(1), dim=1)
-            alphas.append(torch.where(mask[:, t : t + 1], step, alphas[-1]))
-        end = self.end_transitions.expand_as(alphas[0])
-        betas = [end]
-        for t in range(num_words - 2, -1, -1):
-            step = torch.logsumexp(self.transitions + (emissions[:, t + 1] + betas[-1]).unsqueeze(1), dim=2)
-            # Word t is its sentence's last when word t+1 is padding: nothing follows but the end transition.
-            betas.append(torch.where(mask[:, t + 1 : t + 2], step, end))
-        log_z = torch.logsumexp(alphas[-1] + self.end_transitions, dim=1)
-        scores = torch.stack(alphas, dim=1) + torch.stack(betas[::-1], dim=1) - log_z[:, None, None]
-        return scores.exp() * mask.unsqueeze(-1).to(scores.dtype)
-
-    def viterbi_decode(self, emissions: torch.Tensor, mask: torch.Tensor, pad_id: int = -100) -> torch.Tensor:
-        """Highest-scoring tag sequence per sentence, (batch, words) with `pad_id` past each end."""
-        mask = mask.bool()
-        batch, num_words, num_tags = emissions.shape
-        if num_words == 0:
-            return torch.full((batch, 0), pad_id, dtype=torch.long, device=emissions.device)
-        score = self.start_transitions + emissions[:, 0]
-        keep = torch.arange(num_tags, device=emissions.device).expand(batch, num_tags)
-        backpointers = []
-        for t in range(1, num_words):
-            candidates = score.unsqueeze(2) + self.transitions  # (B, from, to)
-            best_score, best_previous = candidates.max(dim=1)
-            step_mask = mask[:, t : t + 1]
-            score = torch.where(step_mask, best_score + emissions[:, t], score)
-            # Past a row's end the path stays on its last tag, so backtracking starts from the true end.
-            backpointers.append(torch.where(step_mask, best_previous, keep))
-        best_last = (score + self.end_transitions).argmax(dim=1)
-        path = [best_last]
-        for pointers in reversed(backpointers):
-            path.append(pointers.gather(1, path[-1].unsqueeze(1)).squeeze(1))
-        tags = torch.stack(path[::-1], dim=1)
-        return tags.masked_fill(~mask, pad_id)
-
 
 @dataclass
 class ElmoTokenClassifierOutput(TokenClassifierOutput):
