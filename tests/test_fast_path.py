@@ -12,6 +12,7 @@ import pytest
 import torch
 
 import hf_elmo.elmo_lstm as elmo_lstm
+import hf_elmo.elmo_lstm_kernels as elmo_lstm_kernels
 from hf_elmo.bilm_format import load_model_from_bilm
 from hf_elmo.configuration_elmo import ElmoConfig
 from hf_elmo.modeling_elmo import ElmoModel
@@ -83,7 +84,7 @@ def test_fast_equals_reference(skip, clip, with_state, batch_lengths, onednn, mo
     if onednn and not elmo_lstm.onednn_available():
         pytest.skip("this torch build has no oneDNN packed inner product (the MKL cases cover this machine)")
     if onednn:  # input products in chunks of two steps
-        monkeypatch.setattr(elmo_lstm, "_ONEDNN_GATE_BUFFER_ELEMENTS", 4 * 16 * len(batch_lengths) * 2)
+        monkeypatch.setattr(elmo_lstm_kernels, "_ONEDNN_GATE_BUFFER_ELEMENTS", 4 * 16 * len(batch_lengths) * 2)
     with torch.no_grad():
         ref_layers, (ref_h, ref_c) = run_bilstm(model, inputs, lengths, state, fast=False)
         layers, (h, c) = run_bilstm(model, inputs, lengths, state, onednn=bool(onednn))
@@ -172,7 +173,7 @@ def test_grad_and_no_grad_give_the_same_outputs(chunked, monkeypatch):
     """Training keeps the input products of all steps in one buffer, inference computes them in chunks:
     the two agree to float32 rounding."""
     if chunked:  # input products in chunks of two steps
-        monkeypatch.setattr(elmo_lstm, "_GATE_BUFFER_ELEMENTS", 2 * 4 * 16 * 5 * 2)
+        monkeypatch.setattr(elmo_lstm_kernels, "_GATE_BUFFER_ELEMENTS", 2 * 4 * 16 * 5 * 2)
     model = small_model()
     model.train()
     inputs, lengths = bilstm_inputs([9, 3, 7, 1, 7], steps=9)
@@ -225,7 +226,7 @@ def test_long_batches_use_chunked_input_products(monkeypatch):
     inputs, lengths = bilstm_inputs([9, 3, 7, 1, 7], steps=9)
     with torch.no_grad():
         reference, _ = run_bilstm(model, inputs, lengths, fast=False)
-        monkeypatch.setattr(elmo_lstm, "_GATE_BUFFER_ELEMENTS", 2 * 4 * 16 * 5 * 2)  # two steps per chunk
+        monkeypatch.setattr(elmo_lstm_kernels, "_GATE_BUFFER_ELEMENTS", 2 * 4 * 16 * 5 * 2)  # two steps per chunk
         chunked, _ = run_bilstm(model, inputs, lengths)
     assert max_diff(chunked, reference) <= lstm_tolerance(model.config, *reference)
 

@@ -1,0 +1,474 @@
+"""The fast kernels of the ELMo biLSTM (elmo_lstm.py chooses among them; its reference loop defines the numbers).
+
+- `_lstm_recurrence` / `_lstm_forward` / `_LstmLayerFunction`: the fast path, feature-major, in place, with
+  a hand-written backpropagation through time (training and inference).
+- `_lstm_forward_onednn`: CPU float32 inference with oneDNN's packed per-step products.
+- `_lstm_forward_int8`: inference with int8 products (quantization.py).
+
+The element-wise cell update is written once for them (`_activate_gates_`, `_cell_step_`).
+"""
+
+from __future__ import annotations
+
+import torch
+
+from .quantization import int8_linear
+
+
+# oneDNN's inner product with a prepacked weight (the kernel torch.compile uses for CPU linear layers). The
+# batch size it is packed for is a hint for the blocked layout; any number of rows can use the result.
+_ONEDNN_PACKING_BATCH = 32
+
+
+_onednn_usable: bool | None = None
+
+
+def _onednn_pack(weight: torch.Tensor) -> torch.Tensor:
+    return torch.ops.mkldnn._reorder_linear_weight(weight.contiguous(), _ONEDNN_PACKING_BATCH)
+
+
+def _onednn_linear(rows: torch.Tensor, packed_weight: torch.Tensor) -> torch.Tensor:
+    """rows (N, in) @ weight (out, in)^T with a weight from `_onednn_pack`."""
+    return torch.ops.mkldnn._linear_pointwise(rows, packed_weight, None, "none", [], "")
+
+
+def onednn_available() -> bool:
+    """Whether this torch build runs oneDNN's packed inner product here (x86 CPU builds do)."""
+    global _onednn_usable
+    if _onednn_usable is None:
+        try:
+            weight = torch.arange(12.0).view(3, 4)
+            result = _onednn_linear(torch.ones(2, 4), _onednn_pack(weight))
+            _onednn_usable = bool(torch.equal(result, torch.ones(2, 4) @ weight.t()))
+        except (AttributeError, RuntimeError, NotImplementedError):
+            _onednn_usable = False
+    return _onednn_usable
+
+
+# The fast path works on "feature-major" tensors: gates (2, 4C, N), cells (2, C, B), outputs (2, T, P, B),
+# so that every product is weight-first, W (out, in) @ x (in, N), with the weights in their stored
+# layout and a row-major destination (the faster orientation for these thin products: benchmarks/RESULTS.md,
+# "Kernel choices"). Input products of all steps are computed up front, in chunks of steps holding at most
+# this many gate values, so that long batches do not need one huge buffer; a chunk of a few steps already
+# runs at full matrix-multiply speed.
+# Every step computes all B columns, also those of rows that have already ended: MKL runs these thin products
+# no faster with fewer columns, and element-wise work on a whole contiguous (2, 4C, B) block is a few long
+# passes instead of many short rows. The ended rows' columns are then ignored: their outputs are set to zero,
+# each row's final cell is taken at its own last step, and the backward masks them out. Training computes the
+# input products of all steps at once (the backward keeps them), inference in chunks; the two round differently
+# (by about 1e-7) and are both tested against the reference loop.
+_GATE_BUFFER_ELEMENTS = 1 << 22
+
+
+def _input_chunk_steps(num_steps: int, cell_dim: int, batch: int) -> int:
+    """Steps whose input products are computed together: at most `_GATE_BUFFER_ELEMENTS` gate values."""
+    return max(1, min(num_steps, _GATE_BUFFER_ELEMENTS // (2 * 4 * cell_dim * batch)))
+
+
+def _lstm_recurrence(
+    inputs: torch.Tensor,
+    batch_sizes: list[int],
+    input_weight: torch.Tensor,
+    bias: torch.Tensor,
+    recurrent_weight: torch.Tensor,
+    projection_weight: torch.Tensor,
+    state: tuple[torch.Tensor, torch.Tensor],
+    cell_clip: float | None,
+    proj_clip: float | None,
+) -> tuple[torch.Tensor, tuple[torch.Tensor, torch.Tensor]]:
+    """Run both directions of one LSTM layer over all steps (the fast path, same numbers as the reference).
+
+    Shapes (feature-major; B rows sorted by decreasing length, so the rows still running at step t
+    are the first `batch_sizes[t]`):
+        inputs: (2, I, T * B), column t * B + b is row b at step t.
+        input_weight (2, 4C, I), bias (2, 4C, 1), recurrent_weight (2, 4C, P), projection_weight (2, P, C).
+        state: h (2, P, B), c (2, C, B) before the first step; not modified.
+
+    Returns: outputs viewed as (2, T, P, B), exactly zero past each row's length, and the final
+    (h (2, P, B), c (2, C, B)) of every row after its own last step.
+
+    Every step works in place on preallocated buffers. With autograd the same forward runs inside
+    `_LstmLayerFunction`, which keeps what backpropagation through time needs and computes the weight
+    gradients as one product over all steps.
+    """
+    tensors = (inputs, input_weight, bias, recurrent_weight, projection_weight, *state)
+    if torch.is_grad_enabled() and any(t.requires_grad for t in tensors):
+        outputs, cell = _LstmLayerFunction.apply(*tensors, tuple(batch_sizes), cell_clip, proj_clip)
+    else:
+        outputs, cell, _ = _lstm_forward(*tensors, batch_sizes, cell_clip, proj_clip, save=False)
+    return outputs, (_last_outputs(outputs, batch_sizes), cell)
+
+
+def _product_into(destination: torch.Tensor, weight: torch.Tensor, columns: torch.Tensor) -> None:
+    """``destination = weight @ columns`` per direction: (2, out, N) = (2, out, in) @ (2, in, N).
+    With one column a matrix-vector product per direction: the batched product treats N = 1 as a general
+    matrix product, which streams weights from memory (batch 1) more slowly."""
+    if columns.shape[-1] == 1:
+        for direction in range(2):
+            torch.mv(weight[direction], columns[direction, :, 0], out=destination[direction, :, 0])
+    else:
+        torch.bmm(weight, columns, out=destination)
+
+
+def _rows_ending_at(batch_sizes: list[int], t: int) -> slice:
+    """The (sorted) rows whose last step is step t: running at t, not at t + 1 (possibly none)."""
+    following = batch_sizes[t + 1] if t + 1 < len(batch_sizes) else 0
+    return slice(following, batch_sizes[t])
+
+
+def _lstm_forward(
+    inputs, input_weight, bias, recurrent_weight, projection_weight, h0, c0, batch_sizes, cell_clip, proj_clip, save,
+):
+    """The in-place recurrence behind `_lstm_recurrence`; with `save`, also returns what the backward needs:
+    every step's gate activations (2, 4C, T * B), the (clipped) cells and their tanh (2, C, T * B), where the
+    cell clip passed the gradient (bool, 2, C, T * B) and, with a projection clip, pre-clip outputs (2, T, P, B).
+    With `save` the input products of all steps are one product into the kept gate buffer; without, they are
+    computed in chunks of steps (`_input_chunk_steps`) to bound inference memory (see the notes above).
+    """
+    num_steps, batch = len(batch_sizes), h0.shape[-1]
+    cell_dim, projection_dim = c0.shape[1], h0.shape[1]
+    run_steps = sum(1 for active in batch_sizes if active)  # all-padding steps come last
+    chunk_steps = num_steps if save else _input_chunk_steps(num_steps, cell_dim, batch)
+    outputs = inputs.new_empty(2, num_steps, projection_dim, batch)
+    outputs[:, run_steps:] = 0
+    cells_all, tanh_all, inside_cell_clip, hidden_all = (
+        _buffers_for_backward(outputs, cell_dim, run_steps, cell_clip, proj_clip) if save else (None,) * 4
+    )
+    cell = c0.clone(memory_format=torch.contiguous_format)
+    final_cell = torch.empty_like(cell)
+    previous = h0
+    for t in range(run_steps):
+        active = batch_sizes[t]
+        if t % chunk_steps == 0:
+            # Input products (plus bias) of the next chunk of steps in one large matrix product.
+            last = min(num_steps if save else run_steps, t + chunk_steps)
+            chunk = torch.baddbmm(bias, input_weight, inputs[:, :, t * batch : last * batch])
+            chunk_start = t
+        kept_gates = chunk[:, :, (t - chunk_start) * batch : (t - chunk_start + 1) * batch]
+        # The step's gates in a contiguous block: element-wise kernels run one long pass over each gate's
+        # (C, B) values instead of C short rows of the chunk buffer (B values each).
+        gates = previous.new_empty(2, 4 * cell_dim, batch)
+        _product_into(gates, recurrent_weight, previous)
+        gates += kept_gates
+        _activate_gates_(gates, dim=1)
+        if save:
+            kept_gates.copy_(gates)
+        input_gate, forget_gate, cell_input, output_gate = gates.chunk(4, dim=1)
+        step = slice(t * batch, (t + 1) * batch)
+        cell.mul_(forget_gate).addcmul_(input_gate, cell_input)
+        if cell_clip:
+            if save:
+                torch.le(cell.abs(), cell_clip, out=inside_cell_clip[:, :, step])
+            cell.clamp_(-cell_clip, cell_clip)
+        if save:
+            cells_all[:, :, step] = cell
+            projected = torch.mul(torch.tanh(cell, out=tanh_all[:, :, step]), output_gate)
+        else:
+            projected = torch.tanh(cell).mul_(output_gate)
+        ending = _rows_ending_at(batch_sizes, t)
+        final_cell[:, :, ending] = cell[:, :, ending]
+        hidden = outputs[:, t]
+        _product_into(hidden, projection_weight, projected)
+        if active < batch:
+            hidden[:, :, active:] = 0
+        if hidden_all is not None:
+            hidden_all[:, t] = hidden
+        if proj_clip:
+            hidden.clamp_(-proj_clip, proj_clip)
+        previous = hidden
+    if not save:
+        return outputs, final_cell, None
+    return outputs, final_cell, (chunk, cells_all, tanh_all, inside_cell_clip, hidden_all)
+
+
+def _buffers_for_backward(outputs: torch.Tensor, cell_dim: int, run_steps: int, cell_clip, proj_clip) -> tuple:
+    """What `_lstm_forward` keeps for the backward, written step by step: cells and their tanh (2, C, T * B),
+    the cell clip's pass mask and the pre-clip outputs; the all-padding steps at the end stay zero."""
+    num_steps, batch = outputs.shape[1], outputs.shape[-1]
+    cells_all = outputs.new_empty(2, cell_dim, num_steps * batch)
+    tanh_all = outputs.new_empty(2, cell_dim, num_steps * batch)
+    for kept in (cells_all, tanh_all):
+        kept[:, :, run_steps * batch :] = 0
+    inside_cell_clip = torch.ones_like(cells_all, dtype=torch.bool) if cell_clip else None
+    hidden_all = torch.zeros_like(outputs) if proj_clip else None
+    return cells_all, tanh_all, inside_cell_clip, hidden_all
+
+
+# The oneDNN path runs one direction after the other (one direction's per-step weights, 40 MB at the standard
+# size, stay in the last-level cache from step to step, where both directions' 80 MB did not). The input
+# products of a chunk of one direction's steps are one product, rows @ W^T: (rows, 4C), so each step's input
+# part is a contiguous (active, 4C) block (adding a transposed view of a weight-first product to every step's
+# recurrent part cost more than the whole product). They go into one buffer of this many gate values (or one
+# step's, if more), reused by every chunk of steps and both directions: 384 rows of the standard model's
+# 4 x 4096 gates (24 MB), where the input product reaches full speed (benchmarks/RESULTS.md, "Kernel choices").
+_ONEDNN_GATE_BUFFER_ELEMENTS = 384 * 4 * 4096
+
+
+def _onednn_chunk_rows(batch_sizes: list[int], cell_dim: int) -> int:
+    """Rows of the largest chunk of one direction's input products that `_lstm_forward_onednn` computes at once."""
+    batch = max(batch_sizes, default=0)
+    run_steps = sum(1 for active in batch_sizes if active)
+    chunk_steps = max(1, min(run_steps, _ONEDNN_GATE_BUFFER_ELEMENTS // (4 * cell_dim * max(batch, 1))))
+    return min(chunk_steps * batch, sum(batch_sizes))
+
+
+class _OnednnStepProducts:
+    """One direction's per-step products for `_lstm_forward_onednn`. At batch 1 every per-step product is a
+    matrix-vector product bound by reading the weight from memory: there the (in, out)-ordered copies of
+    `single_column_weights` stream faster than the oneDNN-packed weight, and `addmv` adds the input part in
+    the same pass. Larger batches use the packed weights."""
+
+    def __init__(self, layer, batch: int, keep_packed: bool):
+        self.single_column = layer.single_column_weights() if batch == 1 else None
+        self.packed = None if batch == 1 else layer.packed_weights(keep=keep_packed)
+
+    def gates_into(self, gates, input_part, h, direction: int) -> None:
+        """gates = input part + W_recurrent h."""
+        if self.single_column is not None:
+            torch.addmv(input_part[0], self.single_column[0][direction], h[0], out=gates[0])
+        else:
+            torch.add(input_part, _onednn_linear(h, self.packed[0][direction]), out=gates)
+
+    def project_into(self, hidden, projected, direction: int) -> None:
+        """hidden = W_projection projected."""
+        if self.single_column is not None:
+            torch.mv(self.single_column[1][direction], projected[0], out=hidden[0])
+        else:
+            hidden.copy_(_onednn_linear(projected, self.packed[1][direction]))
+
+
+def _packed_step_rows(layer_input: torch.Tensor, batch_sizes: list[int], run_steps: int):
+    """Only the running rows of each step, one step after another as in a PackedSequence (a batch of
+    5-60-word sentences is ~45% padding): (2, rows, I), and where each step's rows start (run_steps + 1)."""
+    batch, input_dim = layer_input.shape[2], layer_input.shape[3]
+    if batch_sizes[:run_steps] == [batch] * run_steps:
+        rows = layer_input.reshape(2, layer_input.shape[1] * batch, input_dim)
+    else:
+        rows = torch.cat([layer_input[:, t, :active] for t, active in enumerate(batch_sizes[:run_steps])], dim=1)
+    first_rows = [0]
+    for active in batch_sizes[:run_steps]:
+        first_rows.append(first_rows[-1] + active)
+    return rows, first_rows
+
+
+@torch.no_grad()
+def _lstm_forward_onednn(
+    layer_input: torch.Tensor,
+    batch_sizes: list[int],
+    layer,
+    bias: torch.Tensor,
+    state: tuple[torch.Tensor, torch.Tensor],
+    cell_clip: float | None,
+    proj_clip: float | None,
+    keep_packed: bool = True,
+    gate_buffer: torch.Tensor | None = None,
+) -> tuple[torch.Tensor, tuple[torch.Tensor, torch.Tensor]]:
+    """Inference recurrence of one layer (both directions) with oneDNN's packed per-step products.
+
+    Batch-major shapes: `layer_input` (2, T, B, I), rows sorted by decreasing length (the rows still running
+    at step t are the first `batch_sizes[t]`), `bias` (2, 4C) with the forget-gate offset, `state` h (2, B, P)
+    and c (2, B, C). Returns outputs (2, T, B, P), exactly zero past each row's length, and the final
+    (h, c) of every row after its own last step. `gate_buffer`, if given, is a 1-D tensor of at least
+    4C * `_onednn_chunk_rows(batch_sizes, C)` elements for the input products (see the notes above).
+    """
+    num_steps, batch = layer_input.shape[1], layer_input.shape[2]
+    cell_dim = layer.cell_dim
+    products = _OnednnStepProducts(layer, batch, keep_packed)
+    run_steps = sum(1 for active in batch_sizes if active)  # input products past them are never read
+    outputs = layer_input.new_zeros(2, num_steps, batch, layer.projection_weight.shape[1])
+    h = state[0].clone(memory_format=torch.contiguous_format)
+    c = state[1].clone(memory_format=torch.contiguous_format)
+    starts_from_zero = not bool(h.any())
+    packed_rows, first_rows = _packed_step_rows(layer_input, batch_sizes, run_steps)
+    chunk_rows = _onednn_chunk_rows(batch_sizes, cell_dim)  # as many rows as the chunk's steps would unpacked
+    if gate_buffer is None:
+        gate_buffer = layer_input.new_empty(chunk_rows * 4 * cell_dim)
+    gates = layer_input.new_empty(batch, 4 * cell_dim)
+    for direction in range(2):
+        h_d, c_d, outputs_d = h[direction], c[direction], outputs[direction]
+        input_weight_t = layer.input_weight[direction].t()
+        chunk_end = 0  # first step past the current chunk
+        for t, active in enumerate(batch_sizes[:run_steps]):
+            if t == chunk_end:
+                chunk_end = t + 1
+                while chunk_end < run_steps and first_rows[chunk_end + 1] - first_rows[t] <= chunk_rows:
+                    chunk_end += 1
+                step_rows = packed_rows[direction, first_rows[t] : first_rows[chunk_end]]
+                chunk = gate_buffer[: step_rows.shape[0] * 4 * cell_dim].view(step_rows.shape[0], 4 * cell_dim)
+                torch.addmm(bias[direction], step_rows, input_weight_t, out=chunk)
+                chunk_start = first_rows[t]
+            input_part = chunk[first_rows[t] - chunk_start :][:active]
+            if t == 0 and starts_from_zero:  # the recurrent product of a zero state is exactly zero
+                gates[:active].copy_(input_part)
+            else:
+                products.gates_into(gates[:active], input_part, h_d[:active], direction)
+            projected = _cell_step_(gates[:active], c_d[:active], cell_clip)
+            hidden = outputs_d[t, :active]
+            products.project_into(hidden, projected, direction)
+            if proj_clip:
+                hidden.clamp_(-proj_clip, proj_clip)
+            h_d[:active] = hidden
+    return outputs, (h, c)
+
+
+def _activate_gates_(gates: torch.Tensor, dim: int) -> None:
+    """In place: the four gate blocks i, f, g, o along `dim` (4C values) -> sigmoid, sigmoid, tanh, sigmoid."""
+    input_and_forget, cell_input, output_gate = gates.split([gates.shape[dim] // 2] + [gates.shape[dim] // 4] * 2, dim)
+    torch.sigmoid_(input_and_forget)
+    torch.tanh_(cell_input)
+    torch.sigmoid_(output_gate)
+
+
+def _cell_step_(gates: torch.Tensor, cell: torch.Tensor, cell_clip: float | None) -> torch.Tensor:
+    """One step's element-wise LSTM update, batch-major and in place: `gates` (rows, 4C) pre-activations i, f,
+    g, o and `cell` (rows, C) become the activations and the new (clipped) cell; returns o * tanh(cell), the
+    input of the projection."""
+    _activate_gates_(gates, dim=-1)
+    input_gate, forget_gate, cell_input, output_gate = gates.chunk(4, dim=-1)
+    cell.mul_(forget_gate).addcmul_(input_gate, cell_input)
+    if cell_clip:
+        cell.clamp_(-cell_clip, cell_clip)
+    return output_gate * torch.tanh(cell)
+
+
+@torch.no_grad()
+def _lstm_forward_int8(layer_input, batch_sizes, weights, bias, state, cell_clip, proj_clip):
+    """`_lstm_forward_onednn`'s contract with int8 products (`weights`: `ElmoBiLstmLayer.int8_weights()`)."""
+    num_steps, batch = layer_input.shape[1], layer_input.shape[2]
+    h = state[0].clone(memory_format=torch.contiguous_format)
+    c = state[1].clone(memory_format=torch.contiguous_format)
+    outputs = layer_input.new_zeros(2, num_steps, batch, h.shape[-1])
+    for direction in range(2):
+        input_weight, recurrent_weight, projection_weight = weights[direction]
+        rows = layer_input[direction].reshape(num_steps * batch, -1)
+        input_gates = (int8_linear(rows, input_weight) + bias[direction]).view(num_steps, batch, -1)
+        for t, active in enumerate(batch_sizes):
+            if active == 0:
+                break
+            gates = input_gates[t, :active] + int8_linear(h[direction, :active], recurrent_weight)
+            hidden = int8_linear(_cell_step_(gates, c[direction, :active], cell_clip), projection_weight)
+            if proj_clip:
+                hidden.clamp_(-proj_clip, proj_clip)
+            h[direction, :active] = hidden
+            outputs[direction, t, :active] = hidden
+    return outputs, (h, c)
+
+
+class _LstmLayerFunction(torch.autograd.Function):
+    """`_lstm_forward` with a hand-written backpropagation through time.
+
+    The loop runs only the per-step work (element-wise gate gradients and the recurrent and projection
+    products for the state gradients); the weight and input gradients are single large products over
+    all steps afterwards.
+    """
+
+    @staticmethod
+    def forward(ctx, inputs, input_weight, bias, recurrent_weight, projection_weight, h0, c0, batch_sizes,
+                cell_clip, proj_clip):
+        outputs, cell, (gates, cells, tanh_cells, inside_cell_clip, hidden) = _lstm_forward(
+            inputs, input_weight, bias, recurrent_weight, projection_weight, h0, c0, batch_sizes,
+            cell_clip, proj_clip, save=True,
+        )
+        ctx.save_for_backward(
+            inputs, input_weight, recurrent_weight, projection_weight, h0, c0, outputs, gates, cells, tanh_cells,
+            inside_cell_clip, hidden,
+        )
+        ctx.settings = (batch_sizes, cell_clip, proj_clip)
+        return outputs, cell
+
+    @staticmethod
+    @torch.autograd.function.once_differentiable
+    def backward(ctx, grad_outputs, grad_cell):
+        (inputs, input_weight, recurrent_weight, projection_weight, h0, c0, outputs, gates, cells, tanh_cells,
+         inside_cell_clip, hidden) = ctx.saved_tensors
+        batch_sizes, cell_clip, proj_clip = ctx.settings
+        num_steps, batch = len(batch_sizes), h0.shape[-1]
+        cell_dim, projection_dim = c0.shape[1], h0.shape[1]
+        run_steps = sum(1 for active in batch_sizes if active)
+        inside_proj_clip = hidden.abs() <= proj_clip if proj_clip else None
+        recurrent_t = recurrent_weight.transpose(1, 2).contiguous()
+        projection_t = projection_weight.transpose(1, 2).contiguous()
+        grad_gates = gates.new_zeros(2, 4 * cell_dim, num_steps * batch)
+        grad_hidden = gates.new_zeros(2, projection_dim, num_steps * batch)  # before the projection clip
+        grad_h = h0.new_zeros(2, projection_dim, batch)  # recurrent part of d loss / d h_t
+        # d loss / d c_t, carried backwards. A row's final-cell gradient joins at the row's last step; until
+        # then (rows that have ended) its columns stay exactly zero through the whole-block operations below,
+        # because their output gradients are zeroed.
+        grad_c = torch.zeros_like(grad_cell, memory_format=torch.contiguous_format)
+        d_projected = c0.new_empty(2, cell_dim, batch)
+        factor = c0.new_empty(2, cell_dim, batch)
+        for t in reversed(range(run_steps)):
+            active = batch_sizes[t]
+            ending = _rows_ending_at(batch_sizes, t)
+            grad_c[:, :, ending] += grad_cell[:, :, ending]
+            step = slice(t * batch, (t + 1) * batch)
+            d_hidden = grad_hidden[:, :, step]
+            torch.add(grad_outputs[:, t], grad_h, out=d_hidden)
+            if active < batch:
+                d_hidden[:, :, active:] = 0
+            if inside_proj_clip is not None:
+                d_hidden.mul_(inside_proj_clip[:, t])
+            _product_into(d_projected, projection_t, d_hidden)
+            step_gates = gates[:, :, step]
+            forget_gate, output_gate = step_gates[:, cell_dim : 2 * cell_dim], step_gates[:, 3 * cell_dim :]
+            tanh_cell = tanh_cells[:, :, step]
+            # d cell += d projected * o * (1 - tanh(cell)^2), then through the cell clip
+            torch.mul(tanh_cell, tanh_cell, out=factor).neg_().add_(1).mul_(output_gate)
+            grad_c.addcmul_(d_projected, factor)
+            if inside_cell_clip is not None:
+                grad_c.mul_(inside_cell_clip[:, :, step])
+            previous_cell = cells[:, :, step.start - batch : step.start] if t else c0
+            d_gates = grad_gates[:, :, step]
+            _gate_gradients(d_gates, step_gates, previous_cell, tanh_cell, grad_c, d_projected)
+            grad_c.mul_(forget_gate)
+            _product_into(grad_h, recurrent_t, d_gates)
+        needs = ctx.needs_input_grad
+        weight_gradients = _weight_gradients(needs, inputs, input_weight, h0, outputs, gates, tanh_cells, grad_gates, grad_hidden)
+        return (*weight_gradients, grad_h if needs[5] else None, grad_c if needs[6] else None, None, None, None)
+
+
+def _gate_gradients(d_gates, gates, previous_cell, tanh_cell, grad_cell, d_projected) -> None:
+    """d loss / d gate pre-activations of one step, written into `d_gates` (2, 4C, B): the derivative of each
+    activation (x (1 - x) for the sigmoids, 1 - x^2 for tanh) times d cell * g, d cell * previous cell,
+    d cell * i and d projected * tanh(cell); `gates` holds the step's activations i, f, g, o."""
+    cell_dim, batch = previous_cell.shape[1], previous_cell.shape[2]
+    input_gate, _, cell_input, _ = gates.chunk(4, dim=1)
+    torch.mul(gates, gates, out=d_gates)
+    torch.sub(gates, d_gates, out=d_gates)
+    d_input, d_forget, d_cell_input, d_output = d_gates.chunk(4, dim=1)
+    d_cell_input.sub_(cell_input).add_(1)
+    d_input.mul_(cell_input)
+    d_forget.mul_(previous_cell)
+    d_cell_input.mul_(input_gate)
+    d_gates[:, : 3 * cell_dim].view(2, 3, cell_dim, batch).mul_(grad_cell.unsqueeze(1))
+    d_output.mul_(tanh_cell).mul_(d_projected)
+
+
+def _weight_gradients(needs, inputs, input_weight, h0, outputs, gates, tanh_cells, grad_gates, grad_hidden) -> tuple:
+    """The input and weight gradients of `_LstmLayerFunction`, one product over all steps each (None where
+    `needs` says the input needs none)."""
+    num_steps, projection_dim, batch = outputs.shape[1], outputs.shape[2], outputs.shape[3]
+    cell_dim = tanh_cells.shape[1]
+    grad_inputs = torch.bmm(input_weight.transpose(1, 2), grad_gates) if needs[0] else None
+    grad_input_weight = torch.bmm(grad_gates, inputs.transpose(1, 2)) if needs[1] else None
+    grad_bias = grad_gates.sum(dim=-1, keepdim=True) if needs[2] else None
+    grad_recurrent_weight = None
+    if needs[3]:
+        previous_hidden = torch.cat(
+            [h0, outputs[:, :-1].permute(0, 2, 1, 3).reshape(2, projection_dim, (num_steps - 1) * batch)], dim=-1
+        )
+        grad_recurrent_weight = torch.bmm(grad_gates, previous_hidden.transpose(1, 2))
+    grad_projection_weight = None
+    if needs[4]:
+        projected = gates[:, 3 * cell_dim :] * tanh_cells
+        grad_projection_weight = torch.bmm(grad_hidden, projected.transpose(1, 2))
+    return grad_inputs, grad_input_weight, grad_bias, grad_recurrent_weight, grad_projection_weight
+
+
+def _last_outputs(outputs: torch.Tensor, batch_sizes: list[int]) -> torch.Tensor:
+    """(2, T, P, B) outputs -> (2, P, B): each row's output at its own last step."""
+    batch = outputs.shape[-1]
+    steps = torch.tensor(batch_sizes, device=outputs.device)
+    last = (steps.unsqueeze(1) > torch.arange(batch, device=outputs.device)).sum(dim=0) - 1  # (B,)
+    index = last.view(1, 1, 1, batch).expand(2, 1, outputs.shape[2], batch)
+    return outputs.gather(1, index).squeeze(1)
