@@ -139,8 +139,7 @@ def _lstm_forward(
     previous = h0
     for t in range(run_steps):
         active = batch_sizes[t]
-        if t % chunk_steps == 0:
-            # Input products (plus bias) of the next chunk of steps in one large matrix product.
+        if t % chunk_steps == 0:  # input products (plus bias) of the next chunk of steps in one product
             last = min(num_steps if save else run_steps, t + chunk_steps)
             chunk = torch.baddbmm(bias, input_weight, inputs[:, :, t * batch : last * batch])
             chunk_start = t
@@ -165,8 +164,7 @@ def _lstm_forward(
             projected = torch.mul(torch.tanh(cell, out=tanh_all[:, :, step]), output_gate)
         else:
             projected = torch.tanh(cell).mul_(output_gate)
-        ending = _rows_ending_at(batch_sizes, t)
-        final_cell[:, :, ending] = cell[:, :, ending]
+        final_cell[:, :, _rows_ending_at(batch_sizes, t)] = cell[:, :, _rows_ending_at(batch_sizes, t)]
         hidden = outputs[:, t]
         _product_into(hidden, projection_weight, projected)
         if active < batch:
@@ -176,9 +174,7 @@ def _lstm_forward(
         if proj_clip:
             hidden.clamp_(-proj_clip, proj_clip)
         previous = hidden
-    if not save:
-        return outputs, final_cell, None
-    return outputs, final_cell, (chunk, cells_all, tanh_all, inside_cell_clip, hidden_all)
+    return outputs, final_cell, (chunk, cells_all, tanh_all, inside_cell_clip, hidden_all) if save else None
 
 
 def _buffers_for_backward(outputs: torch.Tensor, cell_dim: int, run_steps: int, cell_clip, proj_clip) -> tuple:
