@@ -127,7 +127,7 @@ def _lstm_recurrence_reference(
     cell_clip: float | None,
     proj_clip: float | None,
 ) -> tuple[torch.Tensor, tuple[torch.Tensor, torch.Tensor]]:
-    """The straightforward recurrence (`ElmoBiLstm.fast = False`), kept as the reference for the fast path.
+    """The straightforward recurrence (`lstm_implementation="reference"`), the definition the kernels are tested against.
 
     Args:
         input_gates: (2, T, B, 4C) input products plus bias for every step, time-major, rows sorted by
