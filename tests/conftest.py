@@ -12,8 +12,10 @@ os.environ.setdefault("OMP_NUM_THREADS", "1")
 # reproducibility makes MKL's results independent of alignment; subprocesses inherit it.
 os.environ.setdefault("MKL_CBWR", "AUTO,STRICT")
 
-# Let `pytest tests` work from a source checkout without installing the package.
+# Let `pytest tests` work from a source checkout without installing the package, and let tests in every
+# folder import the shared helpers of tests/utils by name.
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+sys.path.insert(0, str(Path(__file__).resolve().parent / "utils"))
 
 import torch  # noqa: E402
 

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import h5py
 import numpy as np
+from paths import FIXTURES
 
-FIXTURES = Path(__file__).resolve().parent / "fixtures"
 ALLENNLP = FIXTURES / "allennlp_elmo"
 BILM_TF = FIXTURES / "bilm_tf" / "model"
 

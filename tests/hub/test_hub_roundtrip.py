@@ -29,8 +29,9 @@ from hub_helpers import (
     tiny_model,
     tiny_tokenizer,
 )
+import paths
 
-FIXTURES = Path(__file__).resolve().parent / "fixtures" / "allennlp_elmo"
+FIXTURES = paths.FIXTURES / "allennlp_elmo"
 
 
 def test_push_then_pull_main_pinned_revision_and_offline(hub, tmp_path):

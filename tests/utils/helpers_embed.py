@@ -11,8 +11,9 @@ import torch
 
 from hf_elmo import ElmoConfig, ElmoModel, ElmoTokenizer
 from hf_elmo.bilm_format import load_model_from_bilm
+import paths
 
-FIXTURES = Path(__file__).parent / "fixtures" / "allennlp_elmo"
+FIXTURES = paths.FIXTURES / "allennlp_elmo"
 
 TINY = dict(
     char_embedding_dim=4,

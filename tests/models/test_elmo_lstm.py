@@ -6,7 +6,6 @@ Speed is measured by benchmarks/bench_inference.py, never here; these tests chec
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import pytest
 import torch
@@ -18,10 +17,11 @@ from hf_elmo.configuration_elmo import ElmoConfig
 from hf_elmo.modeling_elmo import ElmoModel
 from hf_elmo.tokenization_elmo import ElmoTokenizer
 from numerics import bilm_tolerance, char_encoder_tolerance, float32_tolerance, lstm_tolerance, magnitude
+import paths
 
 pytestmark = pytest.mark.numerics  # also run under forced AVX2 kernels by .ci/run
 
-FIXTURES = Path(__file__).parent / "fixtures" / "allennlp_elmo"
+FIXTURES = paths.FIXTURES / "allennlp_elmo"
 CELL_CLIP, PROJ_CLIP = 0.5, 0.3
 
 

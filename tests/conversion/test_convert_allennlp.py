@@ -16,10 +16,11 @@ from hf_elmo import ElmoConfig, ElmoModel, ElmoTokenizer
 from numerics import bilm_tolerance
 from reference_fixtures import ALLENNLP, REFERENCES, tiny_config_kwargs
 from transformers import AutoModel, AutoTokenizer
+from paths import REPO_ROOT
 
 pytestmark = pytest.mark.numerics  # also run under forced AVX2 kernels by .ci/run
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = REPO_ROOT
 SCRIPT = ROOT / "conversion" / "convert_allennlp.py"
 OPTIONS = ALLENNLP / "options.json"
 WEIGHTS = ALLENNLP / "lm_weights.hdf5"

@@ -27,17 +27,18 @@ from hf_elmo.elmoformanylangs_format import (
     resolve_model_config,
 )
 from numerics import bilm_tolerance
+from paths import REPO_ROOT, FIXTURES
 
 pytestmark = pytest.mark.numerics  # also run under forced AVX2 kernels by .ci/run
 
-FIXTURE = Path(__file__).parent / "fixtures" / "elmoformanylangs"
+FIXTURE = FIXTURES / "elmoformanylangs"
 MODEL_DIR = FIXTURE / "model"
 OUTPUT_LAYERS = (0, 1, 2, -1, -2)
 
 
 
 def _load_cli():
-    path = Path(__file__).resolve().parents[1] / "conversion" / "convert_elmoformanylangs.py"
+    path = REPO_ROOT / "conversion" / "convert_elmoformanylangs.py"
     spec = importlib.util.spec_from_file_location("convert_elmoformanylangs", path)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)

@@ -13,7 +13,7 @@ scale of the sums gives
     tolerance = stages * sqrt(n) * u * magnitude
 
 which a real error (wrong gate order, missing clip, wrong weight layout) exceeds by orders of magnitude,
-while a one-ulp change of the weights stays inside it (tests/test_parity.py checks both directions).
+while a one-ulp change of the weights stays inside it (tests/models/test_parity.py checks both directions).
 """
 
 from __future__ import annotations

@@ -11,8 +11,9 @@ import pytest
 
 from hf_elmo.lm_data import LineDataset, build_vocabulary, main as corpus_main, save_vocabulary
 from hf_elmo.pretrain import build_parser, main as pretrain_main
+from paths import REPO_ROOT
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = REPO_ROOT
 TRAIN = REPO / "tests" / "fixtures" / "bilm_tf" / "train"
 DATA = str(TRAIN / "data.txt")
 TINY_ARGS = [

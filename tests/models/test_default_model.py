@@ -9,8 +9,9 @@ import torch
 from transformers import AutoModel, AutoTokenizer
 
 import hf_elmo
+from paths import REPO_ROOT
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = REPO_ROOT
 XIAOMI = REPO / "docs" / "examples" / "xiaomi.txt"
 FOOD_SENTENCES = 12  # the first 12 lines use 小米 the grain, the other 10 the phone maker
 

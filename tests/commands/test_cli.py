@@ -18,10 +18,11 @@ from hf_elmo import ElmoModel, Embedder
 from hf_elmo import cli
 from hf_elmo.bilm_format import load_model_from_bilm
 from helpers_embed import FIXTURES, SENTENCES, allennlp_top_layers, model_layers, save_tiny_model
+from paths import REPO_ROOT
 
 torch.set_num_threads(1)
 ATOL = 1e-6
-REPO = Path(__file__).resolve().parents[1]
+REPO = REPO_ROOT
 
 
 @pytest.fixture(scope="module")
@@ -361,7 +362,7 @@ def test_options_that_would_have_no_effect_are_refused(corpus, model_dir, tmp_pa
 def test_convert_saves_the_segmenter_asked_for(tmp_path, capsys):
     from transformers import AutoTokenizer
 
-    fixtures = Path(__file__).parent / "fixtures" / "allennlp_elmo"
+    fixtures = FIXTURES
     assert run("convert", "--from", "allennlp", "--options", fixtures / "options.json", "--weights",
                fixtures / "lm_weights.hdf5", "--segmenter", "whitespace", tmp_path / "en") == 0
     tokenizer = AutoTokenizer.from_pretrained(tmp_path / "en")

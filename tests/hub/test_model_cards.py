@@ -4,15 +4,14 @@ from __future__ import annotations
 
 import importlib.util
 import json
-from pathlib import Path
 
 import pytest
 import yaml
 from huggingface_hub import ModelCard
 
 from hf_elmo.model_card import builtin_specs, converted_model_card, load_results, make_model_card
+from paths import REPO_ROOT
 
-REPO_ROOT = Path(__file__).resolve().parent.parent
 CARDS = REPO_ROOT / "model_cards"
 REQUIRED_KEYS = {"language", "license", "library_name", "pipeline_tag", "tags", "datasets", "metrics"}
 

@@ -13,8 +13,8 @@ import pytest
 import torch
 
 from hub_server import HubServer
+from paths import REPO_ROOT
 
-REPO_ROOT = Path(__file__).resolve().parent.parent
 SENTENCES = ["我爱北京天安门。", "hello world , ELMo here !", "今天天气很好"]
 TOKEN = "hf_test_token"
 

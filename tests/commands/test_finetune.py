@@ -12,6 +12,7 @@ from hf_elmo import ElmoDataCollator, ElmoForSequenceClassification, ElmoForToke
 from hf_elmo.conll import DataError, encode_tags, read_conll, sentences_from_dataset, sentences_from_pairs
 from hf_elmo.finetune import FinetuneOptions, evaluate_tagger, main, predict_tags, train_tagger
 from hf_elmo.tagging import tag
+from paths import REPO_ROOT
 
 
 @pytest.fixture(scope="module")
@@ -274,11 +275,10 @@ def test_a_training_run_says_which_weights_are_new_in_one_line(tmp_path):
     import os
     import subprocess
     import sys
-    from pathlib import Path
 
     base = save_tiny_base(tmp_path / "base")
     data = write_conll(tmp_path / "train.txt", toy_sentences(8, 1))
-    repo = Path(__file__).resolve().parents[1]
+    repo = REPO_ROOT
     env = {**os.environ, "PYTHONPATH": str(repo), "OMP_NUM_THREADS": "1", "HF_HUB_OFFLINE": "1"}
     run = subprocess.run(
         [sys.executable, "-m", "hf_elmo.finetune", "train", "--model", base, "--train", data, "--max-steps", "1",

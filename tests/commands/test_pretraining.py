@@ -20,8 +20,9 @@ from hf_elmo.bilm_format import load_model_from_bilm, write_bilm_files
 from hf_elmo.lm_data import LanguageModelCollator, LineDataset, build_vocabulary, load_vocabulary, save_vocabulary
 from hf_elmo.modeling_elmo import ElmoForPreTraining, ElmoLanguageModelSoftmax
 from hf_elmo.pretrain import exact_perplexity, main as pretrain_main
+from paths import REPO_ROOT
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = REPO_ROOT
 TRAIN = REPO / "tests" / "fixtures" / "bilm_tf" / "train"
 TINY_ARGS = [
     "--projection-dim", "16", "--cell-dim", "32", "--char-dim", "4",
