@@ -10,16 +10,13 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
-import tempfile
-import uuid
 from pathlib import Path
 
 import numpy as np
 import torch
 
 from .configuration_elmo import ElmoConfig
-from .file_io import check_output_folder
+from .file_io import AtomicDirectory
 
 # TF gate blocks (i, j, f, o) -> ours (i, f, j, o); the permutation is its own inverse.
 _GATE_ORDER = [0, 2, 1, 3]
@@ -192,53 +189,6 @@ def load_model_from_bilm(options_path, weights_path, **config_overrides):
     if not_loaded or unexpected:
         raise RuntimeError(f"conversion bug: missing {not_loaded}, unexpected {unexpected}")
     return model.eval()
-
-
-class AtomicDirectory:
-    """Build a folder under a temporary name beside `target` and move it into place only on success.
-
-    With `overwrite=False` an existing `target` is refused before anything is written.
-    """
-
-    def __init__(self, target: str | os.PathLike, overwrite: bool = False):
-        self.target = Path(target)
-        self.overwrite = overwrite
-        self.path: Path | None = None
-
-    def check(self) -> None:
-        """Raise (FileExistsError, ValueError) if the folder could not be written; callers run it before any work."""
-        if self.target.exists() and not self.overwrite:
-            raise FileExistsError(f"{self.target} already exists (pass --overwrite to replace it)")
-        if self.target.exists() and not self.target.is_dir():
-            raise FileExistsError(f"{self.target} is a file; --overwrite replaces an output folder, not a file")
-        check_output_folder(self.target.parent, f"{self.target} cannot be made:")
-
-    def __enter__(self) -> Path:
-        self.check()
-        self.target.parent.mkdir(parents=True, exist_ok=True)
-        # A plain mkdir (not mkdtemp, which makes 0700 folders) so the result gets the usual permissions.
-        self.path = self.target.parent / f".{self.target.name}.tmp-{uuid.uuid4().hex}"
-        self.path.mkdir()
-        return self.path
-
-    def __exit__(self, exc_type, exc, tb) -> bool:
-        if exc_type is not None:
-            shutil.rmtree(self.path, ignore_errors=True)
-            return False
-        if self.target.exists():
-            old = Path(tempfile.mkdtemp(prefix=f".{self.target.name}.old.", dir=self.target.parent))
-            os.replace(self.target, old / "previous")
-            try:
-                os.replace(self.path, self.target)
-            except BaseException:
-                os.replace(old / "previous", self.target)  # put the previous folder back untouched
-                shutil.rmtree(self.path, ignore_errors=True)
-                shutil.rmtree(old, ignore_errors=True)
-                raise
-            shutil.rmtree(old, ignore_errors=True)
-        else:
-            os.replace(self.path, self.target)
-        return False
 
 
 def write_bilm_files(model, output_dir: str | os.PathLike, overwrite: bool = False) -> Path:

@@ -29,7 +29,7 @@ from typing import Any
 
 import torch
 
-from .bilm_format import AtomicDirectory
+from .file_io import AtomicDirectory
 from .configuration_elmo import ElmoConfig
 
 CHAR_SPECIALS = ("<bos>", "<eos>", "<oov>", "<pad>", "<bow>", "<eow>")

@@ -3,15 +3,86 @@
 Every command writes to a uniquely named temporary file beside the target and renames it onto the target
 only when the content is complete, so an interrupted or failed run leaves neither a half-written file nor a
 stray temporary behind, and never touches another file that happens to share a predictable name.
+
+A temporary's name says which process made it: ``.TARGET.KIND-PID-START-RANDOM`` with the process id and its
+start time (so a reused pid is not mistaken for the owner). A process killed with SIGKILL cannot clean up;
+`remove_stale_temporaries` deletes such leftovers beside a target once their owner is gone.
 """
 
 from __future__ import annotations
 
 import contextlib
 import os
+import re
+import shutil
 import sys
 import tempfile
+import uuid
 from collections.abc import Iterator
+from pathlib import Path
+
+_TEMPORARY = re.compile(r"^\.(?P<target>.+)\.(?P<kind>[a-z]+)-(?P<pid>\d+)-(?P<start>\d+)-[A-Za-z0-9_]+$")
+
+
+def _process_start(pid: int) -> int | None:
+    """The start time of process `pid` in clock ticks since boot (Linux), None if there is no such process or
+    no /proc to ask."""
+    try:
+        with open(f"/proc/{pid}/stat", encoding="ascii", errors="replace") as stat:
+            return int(stat.read().rsplit(")", 1)[1].split()[19])
+    except (OSError, IndexError, ValueError):
+        return None
+
+
+def temporary_prefix(target_name: str, kind: str = "tmp") -> str:
+    """The start of a temporary name beside `target_name` that names this process (see the module docstring)."""
+    pid = os.getpid()
+    return f".{target_name}.{kind}-{pid}-{_process_start(pid) or 0}-"
+
+
+def temporary_name(target_name: str, kind: str = "tmp") -> str:
+    return temporary_prefix(target_name, kind) + uuid.uuid4().hex
+
+
+def _owner_is_running(pid: int, start: int) -> bool:
+    running_start = _process_start(pid)
+    if running_start is not None:
+        return start == 0 or running_start == start
+    if os.path.isdir("/proc"):
+        return False  # Linux: no such process
+    try:  # elsewhere: only whether the pid is alive
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:
+        return True
+    return True
+
+
+def remove_stale_temporaries(target: str | os.PathLike) -> int:
+    """Delete the temporaries beside `target` (files or folders named by `temporary_name`) whose process is no
+    longer running; returns how many were removed. Temporaries of running processes are left alone."""
+    target = Path(os.path.abspath(os.fspath(target)))
+    removed = 0
+    try:
+        entries = list(os.scandir(target.parent))
+    except OSError:
+        return 0
+    for entry in entries:
+        match = _TEMPORARY.match(entry.name)
+        if not match or match["target"] != target.name:
+            continue
+        if _owner_is_running(int(match["pid"]), int(match["start"])):
+            continue
+        try:
+            if entry.is_dir(follow_symlinks=False):
+                shutil.rmtree(entry.path)
+            else:
+                os.unlink(entry.path)
+            removed += 1
+        except FileNotFoundError:
+            pass  # another process removed it first
+    return removed
 
 
 def check_output_path(path: str | os.PathLike, overwrite: bool, flag: str = "--overwrite") -> None:
@@ -74,7 +145,7 @@ def atomic_file(path: str | os.PathLike, overwrite: bool = True) -> Iterator[str
     """
     target = os.path.abspath(os.fspath(path))
     check_output_path(target, overwrite=True)  # a folder or a missing parent fails before any work
-    handle, temporary = tempfile.mkstemp(prefix=f".{os.path.basename(target)}.", suffix=".tmp", dir=os.path.dirname(target))
+    handle, temporary = tempfile.mkstemp(prefix=temporary_prefix(os.path.basename(target)), dir=os.path.dirname(target))
     os.close(handle)
     os.chmod(temporary, 0o666 & ~_current_umask())
     try:
@@ -109,3 +180,50 @@ def read_input_bytes(path: str | os.PathLike, what: str = "input") -> bytes:
         raise ValueError(f"{path} is a folder, not a {what} file") from None
     except OSError as error:
         raise ValueError(f"cannot read the {what} file {path}: {error.strerror or error}") from None
+
+
+class AtomicDirectory:
+    """Build a folder under a temporary name beside `target` and move it into place only on success.
+
+    With `overwrite=False` an existing `target` is refused before anything is written.
+    """
+
+    def __init__(self, target: str | os.PathLike, overwrite: bool = False):
+        self.target = Path(target)
+        self.overwrite = overwrite
+        self.path: Path | None = None
+
+    def check(self) -> None:
+        """Raise (FileExistsError, ValueError) if the folder could not be written; callers run it before any work."""
+        if self.target.exists() and not self.overwrite:
+            raise FileExistsError(f"{self.target} already exists (pass --overwrite to replace it)")
+        if self.target.exists() and not self.target.is_dir():
+            raise FileExistsError(f"{self.target} is a file; --overwrite replaces an output folder, not a file")
+        check_output_folder(self.target.parent, f"{self.target} cannot be made:")
+
+    def __enter__(self) -> Path:
+        self.check()
+        self.target.parent.mkdir(parents=True, exist_ok=True)
+        # A plain mkdir (not mkdtemp, which makes 0700 folders) so the result gets the usual permissions.
+        self.path = self.target.parent / temporary_name(self.target.name)
+        self.path.mkdir()
+        return self.path
+
+    def __exit__(self, exc_type, exc, tb) -> bool:
+        if exc_type is not None:
+            shutil.rmtree(self.path, ignore_errors=True)
+            return False
+        if self.target.exists():
+            old = Path(tempfile.mkdtemp(prefix=temporary_prefix(self.target.name, "old"), dir=self.target.parent))
+            os.replace(self.target, old / "previous")
+            try:
+                os.replace(self.path, self.target)
+            except BaseException:
+                os.replace(old / "previous", self.target)  # put the previous folder back untouched
+                shutil.rmtree(self.path, ignore_errors=True)
+                shutil.rmtree(old, ignore_errors=True)
+                raise
+            shutil.rmtree(old, ignore_errors=True)
+        else:
+            os.replace(self.path, self.target)
+        return False

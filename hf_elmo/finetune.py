@@ -51,7 +51,7 @@ from pathlib import Path
 
 import torch
 
-from .bilm_format import AtomicDirectory
+from .file_io import AtomicDirectory
 from .conll import (  # noqa: F401  (re-exported: the data half of the fine-tuning API)
     DataError,
     TaggedSentence,

@@ -1,0 +1,80 @@
+"""file_io: atomic outputs, temporaries named for their process, and the removal of those left by killed runs."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+from hf_elmo.file_io import AtomicDirectory, atomic_file, remove_stale_temporaries, temporary_name
+
+LEAVE_A_TEMPORARY = textwrap.dedent(
+    """
+    import os, sys, time
+    from hf_elmo.file_io import temporary_name
+    folder, kind = sys.argv[1], sys.argv[2]
+    path = os.path.join(folder, temporary_name("out.hdf5"))
+    if kind == "dir":
+        os.mkdir(path)
+        open(os.path.join(path, "part"), "w").close()
+    else:
+        open(path, "w").close()
+    print(path, flush=True)
+    time.sleep(60)
+    """
+)
+
+
+def start_owner(folder, kind="file"):
+    """A process that makes a temporary beside folder/out.hdf5 and waits: (process, temporary path)."""
+    process = subprocess.Popen([sys.executable, "-c", LEAVE_A_TEMPORARY, str(folder), kind], stdout=subprocess.PIPE, text=True)
+    return process, process.stdout.readline().strip()
+
+
+@pytest.mark.parametrize("kind", ["file", "dir"])
+def test_temporaries_of_killed_runs_are_removed_and_those_of_running_ones_kept(tmp_path, kind):
+    process, temporary = start_owner(tmp_path, kind)
+    try:
+        assert os.path.exists(temporary)
+        assert remove_stale_temporaries(tmp_path / "out.hdf5") == 0  # its owner still runs
+        assert os.path.exists(temporary)
+    finally:
+        process.send_signal(signal.SIGKILL)
+        process.wait()
+    (tmp_path / "out.hdf5.tmp").write_text("a user's own file")
+    (tmp_path / ".other.h5.tmp-1-2-abc").write_text("another target's temporary")
+    assert remove_stale_temporaries(tmp_path / "out.hdf5") == 1
+    assert not os.path.exists(temporary)
+    assert sorted(p.name for p in tmp_path.iterdir()) == [".other.h5.tmp-1-2-abc", "out.hdf5.tmp"]
+
+
+def test_a_reused_process_id_is_not_taken_for_the_owner(tmp_path):
+    name = temporary_name("out.npy")
+    pid, start = name.split(".tmp-")[1].split("-")[:2]
+    assert int(pid) == os.getpid()
+    if int(start) == 0:
+        pytest.skip("no /proc: process start times are not available on this system")
+    (tmp_path / name).write_text("ours")
+    assert remove_stale_temporaries(tmp_path / "out.npy") == 0
+    # the same pid with another start time: a process that ended, whose pid this process now has
+    other = name.replace(f"-{pid}-{start}-", f"-{pid}-{int(start) - 1}-")
+    os.rename(tmp_path / name, tmp_path / other)
+    assert remove_stale_temporaries(tmp_path / "out.npy") == 1
+
+
+def test_atomic_outputs_use_owned_temporaries_and_leave_none(tmp_path):
+    target = tmp_path / "vectors.npy"
+    with atomic_file(target) as temporary:
+        assert os.path.basename(temporary).startswith(f".vectors.npy.tmp-{os.getpid()}-")
+        with open(temporary, "w") as handle:
+            handle.write("x")
+    assert target.read_text() == "x"
+    with pytest.raises(RuntimeError):
+        with AtomicDirectory(tmp_path / "model") as folder:
+            assert folder.name.startswith(f".model.tmp-{os.getpid()}-")
+            raise RuntimeError("interrupted")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["vectors.npy"]
