@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -18,40 +20,102 @@ import torch
 from .configuration_elmo import ElmoConfig
 from .file_io import AtomicDirectory
 
-# TF gate blocks (i, j, f, o) -> ours (i, f, j, o); the permutation is its own inverse.
-_GATE_ORDER = [0, 2, 1, 3]
-
-
 def _lstm_prefix(direction: int, layer: int) -> str:
     return f"RNN_{direction}/RNN/MultiRNNCell/Cell{layer}/LSTMCell"
 
 
-def expected_datasets(config: ElmoConfig) -> dict[str, tuple[int, ...]]:
-    """Every dataset name of the bilm-tf layout with its expected shape."""
-    shapes: dict[str, tuple[int, ...]] = {"char_embed": (config.char_vocab_size - 1, config.char_embedding_dim)}
-    for i, (width, count) in enumerate(config.char_cnn_filters):
-        shapes[f"CNN/W_cnn_{i}"] = (1, width, config.char_embedding_dim, count)
-        shapes[f"CNN/b_cnn_{i}"] = (count,)
-    filters = config.num_char_filters
-    for k in range(config.num_highway_layers):
-        for part in ("carry", "transform"):
-            shapes[f"CNN_high_{k}/W_{part}"] = (filters, filters)
-            shapes[f"CNN_high_{k}/b_{part}"] = (filters,)
-    shapes["CNN_proj/W_proj"] = (filters, config.projection_dim)
-    shapes["CNN_proj/b_proj"] = (config.projection_dim,)
-    cell, projection = config.lstm_cell_dim, config.projection_dim
-    for direction in range(2):
-        for layer in range(config.num_lstm_layers):
-            prefix = _lstm_prefix(direction, layer)
-            shapes[f"{prefix}/W_0"] = (projection + projection, 4 * cell)
-            shapes[f"{prefix}/B"] = (4 * cell,)
-            shapes[f"{prefix}/W_P_0"] = (cell, projection)
-    return shapes
+@dataclass(frozen=True)
+class _Rename:
+    """Our tensors `ours` <-> bilm-tf datasets `theirs` (of shapes `their_shapes`): `to_ours(*theirs arrays)`
+    returns the `ours` arrays in order, `to_theirs(*ours arrays)` the `theirs` ones; the two are exact inverses
+    (pure reshuffles)."""
+
+    ours: tuple[str, ...]
+    theirs: tuple[str, ...]
+    their_shapes: tuple[tuple[int, ...], ...]
+    to_ours: Callable[..., tuple[np.ndarray, ...]]
+    to_theirs: Callable[..., tuple[np.ndarray, ...]]
+
+
+def _same(*arrays):
+    return arrays
+
+
+def _transposed(*arrays):
+    return tuple(array.T for array in arrays)
 
 
 def _reorder_gates(array: np.ndarray) -> np.ndarray:
+    """TF gate blocks (i, j, f, o) <-> ours (i, f, j, o) along the last axis; its own inverse."""
     blocks = np.split(array, 4, axis=-1)
-    return np.concatenate([blocks[i] for i in _GATE_ORDER], axis=-1)
+    return np.concatenate([blocks[i] for i in (0, 2, 1, 3)], axis=-1)
+
+
+def _lstm_rename(layer: int, projection_dim: int, cell_dim: int) -> _Rename:
+    """One layer: bilm-tf keeps a direction's input and recurrent kernels as one (in + P, 4C) `W_0`, gates
+    (i, j, f, o), in the `RNN_<direction>` scope; ours stack the directions and store (out, in)."""
+
+    def to_ours(kernel_0, bias_0, projection_0, kernel_1, bias_1, projection_1):
+        kernels = [_reorder_gates(kernel) for kernel in (kernel_0, kernel_1)]
+        return (
+            np.stack([kernel[:projection_dim].T for kernel in kernels]),
+            np.stack([kernel[projection_dim:].T for kernel in kernels]),
+            np.stack([_reorder_gates(bias_0), _reorder_gates(bias_1)]),
+            np.stack([projection_0.T, projection_1.T]),
+        )
+
+    def to_theirs(input_weight, recurrent_weight, bias, projection_weight):
+        per_direction = []
+        for d in range(2):
+            kernel = _reorder_gates(np.concatenate([input_weight[d].T, recurrent_weight[d].T]))
+            per_direction += [kernel, _reorder_gates(bias[d]), projection_weight[d].T]
+        return tuple(per_direction)
+
+    ours = tuple(f"bilstm.layers.{layer}.{name}" for name in ("input_weight", "recurrent_weight", "bias", "projection_weight"))
+    theirs = tuple(f"{_lstm_prefix(d, layer)}/{name}" for d in range(2) for name in ("W_0", "B", "W_P_0"))
+    shapes = ((2 * projection_dim, 4 * cell_dim), (4 * cell_dim,), (cell_dim, projection_dim)) * 2
+    return _Rename(ours, theirs, shapes, to_ours, to_theirs)
+
+
+def _rename_table(config: ElmoConfig) -> list[_Rename]:
+    """Every tensor of `ElmoModel` (scalar mixes aside) and the bilm-tf datasets it comes from, in one table
+    that both directions of the conversion read."""
+    filters, char_dim, projection_dim = config.num_char_filters, config.char_embedding_dim, config.projection_dim
+    table = [
+        _Rename(
+            ("char_encoder.char_embedding.weight",), ("char_embed",), ((config.char_vocab_size - 1, char_dim),),
+            lambda embed: (np.concatenate([np.zeros((1, embed.shape[1]), embed.dtype), embed]),),  # + padding row 0
+            lambda weight: (weight[1:],),
+        )
+    ]
+    for i, (width, count) in enumerate(config.char_cnn_filters):
+        table.append(_Rename(
+            (f"char_encoder.convolutions.{i}.weight",), (f"CNN/W_cnn_{i}",), ((1, width, char_dim, count),),
+            lambda kernel: (kernel[0].transpose(2, 1, 0),),  # (1, width, dim, count) -> Conv1d's (count, dim, width)
+            lambda weight: (weight.transpose(2, 1, 0)[None],),
+        ))
+        table.append(_Rename((f"char_encoder.convolutions.{i}.bias",), (f"CNN/b_cnn_{i}",), ((count,),), _same, _same))
+    for k in range(config.num_highway_layers):
+        table.append(_Rename(
+            (f"char_encoder.highway.layers.{k}.weight", f"char_encoder.highway.layers.{k}.bias"),
+            tuple(f"CNN_high_{k}/{name}" for name in ("W_transform", "W_carry", "b_transform", "b_carry")),
+            ((filters, filters), (filters, filters), (filters,), (filters,)),
+            lambda w_transform, w_carry, b_transform, b_carry: (
+                np.concatenate([w_transform, w_carry], axis=1).T, np.concatenate([b_transform, b_carry])
+            ),
+            lambda weight, bias: (weight.T[:, :filters], weight.T[:, filters:], bias[:filters], bias[filters:]),
+        ))
+    table.append(_Rename(
+        ("char_encoder.projection.weight",), ("CNN_proj/W_proj",), ((filters, projection_dim),), _transposed, _transposed
+    ))
+    table.append(_Rename(("char_encoder.projection.bias",), ("CNN_proj/b_proj",), ((projection_dim,),), _same, _same))
+    table += [_lstm_rename(layer, projection_dim, config.lstm_cell_dim) for layer in range(config.num_lstm_layers)]
+    return table
+
+
+def expected_datasets(config: ElmoConfig) -> dict[str, tuple[int, ...]]:
+    """Every dataset name of the bilm-tf layout with its expected shape."""
+    return {name: shape for rule in _rename_table(config) for name, shape in zip(rule.theirs, rule.their_shapes)}
 
 
 def _read_datasets(weights_path: str | os.PathLike) -> dict[str, np.ndarray]:
@@ -98,37 +162,10 @@ def state_dict_from_bilm_hdf5(config: ElmoConfig, weights_path: str | os.PathLik
     if problems:
         raise ValueError(f"{os.fspath(weights_path)} does not match the options: " + "; ".join(problems))
 
-    def tensor(array: np.ndarray) -> torch.Tensor:
-        return torch.from_numpy(np.ascontiguousarray(array, dtype=np.float32))
-
-    state: dict[str, torch.Tensor] = {}
-    char_embed = arrays["char_embed"]
-    state["char_encoder.char_embedding.weight"] = tensor(
-        np.concatenate([np.zeros((1, char_embed.shape[1]), char_embed.dtype), char_embed])
-    )
-    for i in range(len(config.char_cnn_filters)):
-        state[f"char_encoder.convolutions.{i}.weight"] = tensor(arrays[f"CNN/W_cnn_{i}"][0].transpose(2, 1, 0))
-        state[f"char_encoder.convolutions.{i}.bias"] = tensor(arrays[f"CNN/b_cnn_{i}"])
-    for k in range(config.num_highway_layers):
-        weight = np.concatenate([arrays[f"CNN_high_{k}/W_transform"], arrays[f"CNN_high_{k}/W_carry"]], axis=1)
-        bias = np.concatenate([arrays[f"CNN_high_{k}/b_transform"], arrays[f"CNN_high_{k}/b_carry"]])
-        state[f"char_encoder.highway.layers.{k}.weight"] = tensor(weight.T)
-        state[f"char_encoder.highway.layers.{k}.bias"] = tensor(bias)
-    state["char_encoder.projection.weight"] = tensor(arrays["CNN_proj/W_proj"].T)
-    state["char_encoder.projection.bias"] = tensor(arrays["CNN_proj/b_proj"])
-    projection = config.projection_dim
-    for layer in range(config.num_lstm_layers):
-        per_direction = {"input_weight": [], "recurrent_weight": [], "bias": [], "projection_weight": []}
-        for direction in range(2):
-            prefix = _lstm_prefix(direction, layer)
-            kernel = _reorder_gates(arrays[f"{prefix}/W_0"])
-            # bilm-tf stores (in, out) kernels; ours are (out, in) like nn.Linear.
-            per_direction["input_weight"].append(kernel[:projection].T)
-            per_direction["recurrent_weight"].append(kernel[projection:].T)
-            per_direction["bias"].append(_reorder_gates(arrays[f"{prefix}/B"]))
-            per_direction["projection_weight"].append(arrays[f"{prefix}/W_P_0"].T)
-        for name, pair in per_direction.items():
-            state[f"bilstm.layers.{layer}.{name}"] = tensor(np.ascontiguousarray(np.stack(pair)))
+    state = {}
+    for rule in _rename_table(config):
+        for name, value in zip(rule.ours, rule.to_ours(*(arrays[name] for name in rule.theirs))):
+            state[name] = torch.from_numpy(np.ascontiguousarray(value, dtype=np.float32))
     return state
 
 
@@ -150,30 +187,9 @@ def bilm_hdf5_datasets_from_state_dict(config: ElmoConfig, state: dict[str, torc
             raise ValueError(f"state dict has no {name}")
         return state[name].detach().to("cpu", torch.float32).numpy()
 
-    datasets: dict[str, np.ndarray] = {"char_embed": array("char_encoder.char_embedding.weight")[1:]}
-    for i in range(len(config.char_cnn_filters)):
-        datasets[f"CNN/W_cnn_{i}"] = array(f"char_encoder.convolutions.{i}.weight").transpose(2, 1, 0)[None]
-        datasets[f"CNN/b_cnn_{i}"] = array(f"char_encoder.convolutions.{i}.bias")
-    filters = config.num_char_filters
-    for k in range(config.num_highway_layers):
-        weight = array(f"char_encoder.highway.layers.{k}.weight").T
-        bias = array(f"char_encoder.highway.layers.{k}.bias")
-        datasets[f"CNN_high_{k}/W_transform"], datasets[f"CNN_high_{k}/W_carry"] = weight[:, :filters], weight[:, filters:]
-        datasets[f"CNN_high_{k}/b_transform"], datasets[f"CNN_high_{k}/b_carry"] = bias[:filters], bias[filters:]
-    datasets["CNN_proj/W_proj"] = array("char_encoder.projection.weight").T
-    datasets["CNN_proj/b_proj"] = array("char_encoder.projection.bias")
-    for layer in range(config.num_lstm_layers):
-        for direction in range(2):
-            prefix = _lstm_prefix(direction, layer)
-            kernel = np.concatenate(
-                [
-                    array(f"bilstm.layers.{layer}.input_weight")[direction].T,
-                    array(f"bilstm.layers.{layer}.recurrent_weight")[direction].T,
-                ]
-            )
-            datasets[f"{prefix}/W_0"] = _reorder_gates(kernel)
-            datasets[f"{prefix}/B"] = _reorder_gates(array(f"bilstm.layers.{layer}.bias")[direction])
-            datasets[f"{prefix}/W_P_0"] = array(f"bilstm.layers.{layer}.projection_weight")[direction].T
+    datasets = {}
+    for rule in _rename_table(config):
+        datasets.update(zip(rule.theirs, rule.to_theirs(*(array(name) for name in rule.ours))))
     return {name: np.ascontiguousarray(value) for name, value in datasets.items()}
 
 
