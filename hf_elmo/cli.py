@@ -25,7 +25,16 @@ import tempfile
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 
-from .file_io import atomic_file, check_output_path, read_input_bytes
+from .file_io import (
+    DiskFullError,
+    atomic_file,
+    check_free_space,
+    check_output_path,
+    human_size,
+    is_disk_full,
+    read_input_bytes,
+    reserve_space,
+)
 
 # Sub-commands that live in other modules and parse their own arguments.
 _DELEGATED = {
@@ -113,12 +122,14 @@ class Hdf5Writer:
 
 
 class NpyWriter:
-    """One `.npy` array `(lines, 2P)` (or `(lines, L + 1, 2P)`), filled row by row through a memory map."""
+    """One `.npy` array `(lines, 2P)` (or `(lines, L + 1, 2P)`), filled row by row through a memory map whose
+    disk space is allocated up front (a full disk is then an error here, not a SIGBUS mid-way)."""
 
     def __init__(self, path: str, shape: tuple[int, ...]):
         import numpy as np
 
         self.array = np.lib.format.open_memmap(path, mode="w+", dtype=np.float32, shape=shape)
+        reserve_space(path, os.path.getsize(path), "the .npy output")
 
     def write(self, index: int, array) -> None:
         self.array[index] = array
@@ -233,6 +244,42 @@ def _embed_chunks(embedder, word_lists, chunks, layers, output_format, progress)
             bar.update(len(chunk))
 
 
+# HDF5 bookkeeping per dataset (object header, B-tree entry) and per file, on top of the float32 values.
+_HDF5_BYTES_PER_DATASET = 2048
+_HDF5_BYTES_PER_FILE = 64 * 1024
+
+
+def _output_bytes(word_lists, row_shape, output_format, sentence_to_index) -> int:
+    """About how many bytes the embed output takes, to refuse a disk without that much room up front."""
+    values_per_word = 1
+    for size in row_shape:
+        values_per_word *= size
+    if output_format == "npy":
+        return 128 + 4 * values_per_word * len(word_lists)
+    words = sum(len(words) for words in word_lists)
+    index = len(json.dumps(sentence_to_index, ensure_ascii=False).encode("utf-8")) if sentence_to_index else 0
+    return 4 * values_per_word * words + _HDF5_BYTES_PER_DATASET * len(word_lists) + index + _HDF5_BYTES_PER_FILE
+
+
+def _write_embeddings(writer, rows, sentence_to_index, output: str, remaining_bytes: int) -> None:
+    """Write every (index, array) of `rows`, then close. HDF5 cannot recover from a write that fails on a full
+    disk (its later flushes crash the process), so before each array the free space is checked against what
+    is still to come (and the writer closed only when it is consistent)."""
+    try:
+        for index, array in rows:
+            if isinstance(writer, Hdf5Writer):
+                check_free_space(output, remaining_bytes, f"the rest of {output}")
+                remaining_bytes -= 4 * array.size + _HDF5_BYTES_PER_DATASET
+            writer.write(index, array)
+        writer.close(sentence_to_index)
+    except DiskFullError as error:
+        raise CliError(f"{error}; no output was written") from None
+    except (OSError, RuntimeError) as error:
+        if is_disk_full(error):
+            raise CliError(f"the disk holding {output} is full; no output was written") from None
+        raise
+
+
 def command_embed(args) -> int:
     output_format = args.format or ("npy" if args.output.lower().endswith(".npy") else "hdf5")
     layers = args.layers or ("average" if output_format == "npy" else "all")
@@ -259,15 +306,22 @@ def command_embed(args) -> int:
             sentence_to_index = {line: str(index) for index, line in enumerate(lines)}  # later duplicates win
         row_shape = ((embedder.num_layers,) if layers == "all" else ()) + (embedder.dim,)
 
+        output_bytes = _output_bytes(word_lists, row_shape, output_format, sentence_to_index)
+        try:
+            check_free_space(args.output, output_bytes, args.output)
+        except DiskFullError as error:
+            raise CliError(str(error)) from None
+
         def open_writer(path):
-            return NpyWriter(path, (len(lines),) + row_shape) if output_format == "npy" else Hdf5Writer(path)
+            try:
+                return NpyWriter(path, (len(lines),) + row_shape) if output_format == "npy" else Hdf5Writer(path)
+            except DiskFullError as error:
+                raise CliError(str(error)) from None
 
         if distributed.world_size == 1:
             with atomic_file(args.output, args.overwrite) as temporary:
-                writer = open_writer(temporary)
-                for index, array in _embed_chunks(embedder, word_lists, _shard_chunks(len(lines), chunk_size, 0, 1), layers, output_format, progress):
-                    writer.write(index, array)
-                writer.close(sentence_to_index)
+                rows = _embed_chunks(embedder, word_lists, _shard_chunks(len(lines), chunk_size, 0, 1), layers, output_format, progress)
+                _write_embeddings(open_writer(temporary), rows, sentence_to_index, args.output, output_bytes)
         else:
             _embed_distributed(args, embedder, word_lists, chunk_size, layers, output_format, progress,
                                distributed, open_writer, sentence_to_index)
@@ -298,11 +352,11 @@ def _embed_distributed(args, embedder, word_lists, chunk_size, layers, output_fo
             shards = [h5py.File(os.path.join(run_folder, f"rank{rank}.hdf5"), "r") for rank in range(distributed.world_size)]
             try:
                 with atomic_file(args.output, args.overwrite) as temporary:
-                    writer = open_writer(temporary)
-                    for index in range(len(word_lists)):
-                        rank = (index // chunk_size) % distributed.world_size
-                        writer.write(index, shards[rank][str(index)][...])
-                    writer.close(sentence_to_index)
+                    rows = (
+                        (index, shards[(index // chunk_size) % distributed.world_size][str(index)][...])
+                        for index in range(len(word_lists))
+                    )
+                    _write_embeddings(open_writer(temporary), rows, sentence_to_index, args.output, 0)
             finally:
                 for shard in shards:
                     shard.close()
@@ -337,7 +391,6 @@ def _query_vector(embedder, args):
 
 
 def command_similar(args) -> int:
-    import numpy as np
 
     from .embedder import check_layers
 
@@ -526,14 +579,6 @@ def model_info(embedder) -> dict:
     }
 
 
-def _human_size(size: int) -> str:
-    for unit in ("bytes", "kB", "MB"):
-        if size < 1000:
-            return f"{size:.0f} {unit}" if unit == "bytes" else f"{size:.1f} {unit}"
-        size /= 1000
-    return f"{size:.1f} GB"
-
-
 def command_info(args) -> int:
     info = model_info(make_embedder(args))
     if args.json:
@@ -542,7 +587,7 @@ def command_info(args) -> int:
     size = info["size_on_disk_bytes"]
     filters = ", ".join(f"{count}x{width}" for width, count in info["char_cnn_filters"])
     words = f"{info['word_vocabulary']:,} words (word embedding)" if info["word_vocabulary"] else "none: words are spelled from characters, any word works"
-    print(f"model:        {info['model']}" + (f"  ({_human_size(size)} on disk)" if size is not None else ""))
+    print(f"model:        {info['model']}" + (f"  ({human_size(size)} on disk)" if size is not None else ""))
     print(f"parameters:   {info['parameters']:,} ({info['dtype']})")
     print(f"layers:       {info['output_layers']} outputs (character CNN + {info['lstm_layers']} biLSTM), each {info['layer_dim']}-dim")
     print(f"biLSTM:       cell {info['lstm_cell_dim']}, projection {info['projection_dim']} per direction")

@@ -12,6 +12,7 @@ start time (so a reused pid is not mistaken for the owner). A process killed wit
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
 import re
 import shutil
@@ -156,6 +157,52 @@ def atomic_file(path: str | os.PathLike, overwrite: bool = True) -> Iterator[str
     finally:
         if os.path.exists(temporary):
             os.unlink(temporary)
+
+
+class DiskFullError(OSError):
+    """Not enough free space for an output; the message names the folder and the sizes."""
+
+
+def human_size(size: float) -> str:
+    for unit in ("bytes", "kB", "MB"):
+        if size < 1000:
+            return f"{size:.0f} {unit}" if unit == "bytes" else f"{size:.1f} {unit}"
+        size /= 1000
+    return f"{size:.1f} GB"
+
+
+def check_free_space(path: str | os.PathLike, needed: int, what: str) -> None:
+    """Raise DiskFullError unless the file system of `path` (a file to write, or a folder) has `needed` bytes
+    free. Called before work whose output size is known, so that a full disk is one clear error up front."""
+    folder = os.path.dirname(os.path.abspath(os.fspath(path))) if not os.path.isdir(path) else os.fspath(path)
+    free = shutil.disk_usage(folder).free
+    if free < needed:
+        raise DiskFullError(
+            f"not enough free space in {folder} for {what}: about {human_size(needed)} needed, {human_size(free)} free"
+        )
+
+
+def reserve_space(path: str | os.PathLike, size: int, what: str) -> None:
+    """Allocate `size` bytes of the existing file `path` on disk now (a memory-mapped file is otherwise sparse,
+    and a write into a hole of a full disk kills the process with SIGBUS instead of raising an error)."""
+    if not hasattr(os, "posix_fallocate"):
+        return
+    descriptor = os.open(os.fspath(path), os.O_RDWR)
+    try:
+        os.posix_fallocate(descriptor, 0, size)
+    except OSError as error:
+        if error.errno == errno.ENOSPC:
+            folder = os.path.dirname(os.path.abspath(os.fspath(path)))
+            raise DiskFullError(f"not enough free space in {folder} for {what} ({human_size(size)})") from None
+        if error.errno not in (errno.EOPNOTSUPP, errno.EINVAL):  # a file system without fallocate
+            raise
+    finally:
+        os.close(descriptor)
+
+
+def is_disk_full(error: BaseException) -> bool:
+    """Whether `error` (an OSError, or h5py's RuntimeError around one) says the disk is full."""
+    return getattr(error, "errno", None) in (errno.ENOSPC, errno.EDQUOT) or "No space left on device" in str(error)
 
 
 def atomic_write_text(path: str | os.PathLike, text: str, overwrite: bool = True) -> None:
