@@ -1,30 +1,16 @@
 """hf-elmo: ELMo deep contextualised word representations as a Hugging Face model family.
 
-Importing this package registers the ELMo classes with the `Auto*` factories of transformers.
+Importing this package registers the ELMo classes with the `Auto*` factories of transformers (and the
+`elmo-token-classification` pipeline). The `hf-elmo` command alone defers that, and every heavy import, until a
+command runs, so that `hf-elmo --help` answers at once (transformers' Auto classes import torch).
 """
 
-import transformers
-from transformers import AutoConfig, AutoTokenizer
-
-from . import modeling_elmo
-from .configuration_elmo import ElmoConfig
-from .data_collator import ElmoDataCollator
-from .modeling_elmo import (
-    ElmoCrf,
-    ElmoForSequenceClassification,
-    ElmoForTokenClassification,
-    ElmoModel,
-    ElmoModelOutput,
-    ElmoPreTrainedModel,
-    ElmoScalarMix,
-    ElmoTokenClassifierOutput,
-)
-from .tokenization_elmo import ElmoTokenizer
-from .embedder import Embedder
+import os as _os
+import sys as _sys
+from importlib import import_module as _import_module
+from pathlib import Path as _Path
 
 __version__ = "0.1.0"
-
-from pathlib import Path as _Path
 
 #: Folder of the small Chinese ELMo shipped inside the package (works offline):
 #: ``AutoModel.from_pretrained(hf_elmo.DEFAULT_MODEL)``.
@@ -40,8 +26,40 @@ AUTO_MODEL_CLASSES = {
     "AutoModelForTokenClassification": "ElmoForTokenClassification",
 }
 
+# Public name -> the module that defines it; imported on first use.
+_EXPORTS = {
+    "ElmoConfig": "configuration_elmo",
+    "ElmoCrf": "elmo_crf",
+    "ElmoDataCollator": "data_collator",
+    "ElmoForPreTraining": "modeling_elmo",
+    "ElmoForSequenceClassification": "modeling_elmo",
+    "ElmoForTokenClassification": "modeling_elmo",
+    "ElmoModel": "modeling_elmo",
+    "ElmoModelOutput": "modeling_elmo",
+    "ElmoPreTrainedModel": "modeling_elmo",
+    "ElmoScalarMix": "modeling_elmo",
+    "ElmoTokenClassifierOutput": "modeling_elmo",
+    "ElmoTokenizer": "tokenization_elmo",
+    "Embedder": "embedder",
+}
 
-def _register_auto_classes() -> None:
+_registered = False
+
+
+def register_auto_classes() -> None:
+    """Register the ELMo config, tokenizer, models and pipeline with transformers (idempotent)."""
+    global _registered
+    if _registered:
+        return
+    import transformers
+    from transformers import AutoConfig, AutoTokenizer
+
+    from .configuration_elmo import ElmoConfig
+    from .modeling_elmo import ElmoPreTrainedModel  # noqa: F401  (the model classes below)
+    from .pipeline_elmo import register_pipeline
+    from .tokenization_elmo import ElmoTokenizer
+
+    modeling_elmo = _import_module(".modeling_elmo", __name__)
     AutoConfig.register(ElmoConfig.model_type, ElmoConfig, exist_ok=True)
     AutoTokenizer.register(ElmoConfig, tokenizer_class=ElmoTokenizer, exist_ok=True)
     # Saving then copies configuration_elmo.py / tokenization_elmo.py beside the weights (remote code).
@@ -53,27 +71,29 @@ def _register_auto_classes() -> None:
             continue
         getattr(transformers, auto_name).register(ElmoConfig, model_class, exist_ok=True)
         model_class.register_for_auto_class(auto_name)
+    register_pipeline()
+    _registered = True
 
 
-_register_auto_classes()
+def __getattr__(name):
+    if name in _EXPORTS:
+        value = getattr(_import_module(f".{_EXPORTS[name]}", __name__), name)
+        globals()[name] = value
+        return value
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
-__all__ = [
-    "AUTO_MODEL_CLASSES",
-    "DEFAULT_MODEL",
-    "Embedder",
-    "ElmoConfig",
-    "ElmoCrf",
-    "ElmoDataCollator",
-    "ElmoForSequenceClassification",
-    "ElmoForTokenClassification",
-    "ElmoModel",
-    "ElmoModelOutput",
-    "ElmoPreTrainedModel",
-    "ElmoScalarMix",
-    "ElmoTokenClassifierOutput",
-    "ElmoTokenizer",
-]
 
-from .pipeline_elmo import register_pipeline as _register_pipeline  # noqa: E402
+def __dir__():
+    return sorted(set(globals()) | set(_EXPORTS))
 
-_register_pipeline()
+
+def _started_as_the_command() -> bool:
+    """Whether this process is the `hf-elmo` console script (its commands register what they need)."""
+    program = _os.path.basename(getattr(_sys, "argv", [""])[0] or "")
+    return program in ("hf-elmo", "hf-elmo.exe", "hf-elmo-script.py")
+
+
+if not _started_as_the_command():
+    register_auto_classes()
+
+__all__ = ["AUTO_MODEL_CLASSES", "DEFAULT_MODEL", "register_auto_classes", *_EXPORTS]

@@ -212,54 +212,37 @@ class LanguageModelCollator:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """`hf-elmo corpus segment|vocab`: prepare a pretraining corpus and its vocabulary."""
-    import argparse
+    """`python -m hf_elmo.lm_data ...`: the same as `hf-elmo corpus ...`."""
     import sys
 
-    parser = argparse.ArgumentParser(prog="hf-elmo corpus", description=main.__doc__)
-    commands = parser.add_subparsers(dest="command", required=True)
-    segment = commands.add_parser("segment", help="raw text (one sentence or paragraph a line) -> words split by spaces")
-    segment.add_argument("--input", required=True, help="UTF-8 text file")
-    segment.add_argument("--output", required=True, help="corpus file to write: one line per input line, words split by spaces")
-    segment.add_argument(
-        "--segmenter", choices=["jieba", "chars", "whitespace"], default="jieba",
-        help="jieba (Chinese words), chars (one word per character) or whitespace (default: jieba)",
-    )
-    segment.add_argument("--overwrite", action="store_true", help="replace --output if it exists")
-    vocab = commands.add_parser("vocab", help="build <S>, </S>, <UNK> + words by frequency")
-    vocab.add_argument("--corpus", nargs="+", required=True, help="corpus files: one sentence a line, words split by spaces")
-    vocab.add_argument("--output", required=True, help="vocabulary file to write, one word a line")
-    vocab.add_argument("--min-count", type=int, default=1, help="keep words seen at least this often (>= 1)")
-    vocab.add_argument(
-        "--max-size", type=int, default=None, help="at most this many entries, the three specials included (>= 4)"
-    )
-    vocab.add_argument("--overwrite", action="store_true", help="replace --output if it exists")
-    args = parser.parse_args(argv)
-    try:
-        # Everything that can be checked is checked before any work, so a refused run writes nothing.
-        check_output_path(args.output, args.overwrite)
-        if args.command == "segment":
-            check_corpus_file(args.input)
-            count = 0
-            with atomic_file(args.output, overwrite=args.overwrite) as temporary:
-                with open(temporary, "w", encoding="utf-8") as out:
-                    raw = (" ".join(words) for _, words in read_corpus_lines(args.input))
-                    for line in segment_raw_text(raw, args.segmenter):
-                        out.write(line + "\n")
-                        count += 1
-                if count == 0:
-                    raise ValueError(f"{args.input}: no text to segment")
-            print(f"wrote {count} lines to {args.output}")
-        else:
-            check_vocabulary_limits(args.min_count, args.max_size, ("--min-count", "--max-size"))
-            for path in args.corpus:
-                check_corpus_file(path)
-            words = build_vocabulary(args.corpus, min_count=args.min_count, max_size=args.max_size)
-            save_vocabulary(words, args.output, overwrite=args.overwrite)
-            print(f"wrote {len(words)} entries ({len(words) - len(SPECIAL_WORDS)} words + <S>, </S>, <UNK>) to {args.output}")
-    except (ValueError, FileNotFoundError) as error:
-        print(f"error: {error}", file=sys.stderr)
-        return 2
+    from .commands import main as command_main
+
+    return command_main(["corpus", *(sys.argv[1:] if argv is None else argv)])
+
+
+def run_corpus_command(args) -> int:
+    """`hf-elmo corpus segment|vocab` with parsed options: prepare a pretraining corpus and its vocabulary."""
+    # Everything that can be checked is checked before any work, so a refused run writes nothing.
+    check_output_path(args.output, args.overwrite)
+    if args.corpus_command == "segment":
+        check_corpus_file(args.input)
+        count = 0
+        with atomic_file(args.output, overwrite=args.overwrite) as temporary:
+            with open(temporary, "w", encoding="utf-8") as out:
+                raw = (" ".join(words) for _, words in read_corpus_lines(args.input))
+                for line in segment_raw_text(raw, args.segmenter):
+                    out.write(line + "\n")
+                    count += 1
+            if count == 0:
+                raise ValueError(f"{args.input}: no text to segment")
+        print(f"wrote {count} lines to {args.output}")
+    else:
+        check_vocabulary_limits(args.min_count, args.max_size, ("--min-count", "--max-size"))
+        for path in args.corpus:
+            check_corpus_file(path)
+        words = build_vocabulary(args.corpus, min_count=args.min_count, max_size=args.max_size)
+        save_vocabulary(words, args.output, overwrite=args.overwrite)
+        print(f"wrote {len(words)} entries ({len(words) - len(SPECIAL_WORDS)} words + <S>, </S>, <UNK>) to {args.output}")
     return 0
 
 

@@ -11,7 +11,6 @@ tokenizer are written to ``OUTPUT_DIR``, with ``pretraining_summary.json`` holdi
 
 from __future__ import annotations
 
-import argparse
 import json
 import math
 import os
@@ -53,81 +52,6 @@ ARCHITECTURE_FIELDS = (
     "use_skip_connections",
     "lm_vocab",
 )
-
-
-class _HelpFormatter(argparse.RawDescriptionHelpFormatter, argparse.ArgumentDefaultsHelpFormatter):
-    """The module docstring as written, and every option's default in its help."""
-
-
-def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
-        prog="hf-elmo pretrain", description=__doc__, formatter_class=_HelpFormatter
-    )
-    data = parser.add_argument_group("data")
-    data.add_argument("--train-file", nargs="+", required=True, help="corpus files: one sentence a line, words split by spaces")
-    data.add_argument("--dev-file", help="held-out corpus for perplexity")
-    data.add_argument("--vocab", help="vocabulary file (<S>, </S>, <UNK>, then by frequency); built from the train files if omitted")
-    data.add_argument("--min-count", type=int, default=3, help="min word count (>= 1) when building the vocabulary")
-    data.add_argument(
-        "--max-vocab", type=int, default=None,
-        help="max vocabulary size when building it, the three specials <S>, </S>, <UNK> included (>= 4)",
-    )
-    data.add_argument("--max-words", type=int, default=50, help="longer sentences are cut into pieces of this many words (>= 1)")
-    model = parser.add_argument_group("model")
-    model.add_argument("--projection-dim", type=int, default=128, help="LSTM output (projection) size P; layers are 2P wide")
-    model.add_argument("--cell-dim", type=int, default=512, help="LSTM cell size")
-    model.add_argument("--layers", type=int, default=2, help="biLSTM layers")
-    model.add_argument("--char-dim", type=int, default=16, help="character embedding size")
-    model.add_argument("--filters", default="[[1,32],[2,32],[3,64],[4,128],[5,256]]", help="JSON [[width, count], ...]")
-    model.add_argument("--highway", type=int, default=1, help="highway layers after the character CNN")
-    model.add_argument("--max-characters", type=int, default=50, help="character ids per word (bilm-tf: 50)")
-    model.add_argument("--cell-clip", type=float, default=3.0, help="clip LSTM cell values to [-x, x]")
-    model.add_argument("--proj-clip", type=float, default=3.0, help="clip LSTM outputs to [-x, x]")
-    model.add_argument("--no-skip-connections", action="store_true", help="no residual connection around layers >= 2")
-    model.add_argument(
-        "--softmax", choices=["full", "sampled"], default="full",
-        help="full softmax over the vocabulary, or sampled (cheaper for large vocabularies)",
-    )
-    model.add_argument("--num-sampled", type=int, default=8192, help="negatives per batch (sampled softmax)")
-    model.add_argument("--dropout", type=float, default=0.1, help="dropout on the biLSTM outputs")
-    model.add_argument("--segmenter", default="auto", help="tokenizer segmenter saved with the model")
-    train = parser.add_argument_group("training")
-    train.add_argument("--output-dir", required=True, help="run folder: checkpoints, then the model, vocabulary and summary")
-    train.add_argument("--epochs", type=float, default=1.0, help="passes over the training data (> 0)")
-    train.add_argument(
-        "--max-steps", type=int, default=None, help="optimiser steps (>= 1); when given it overrides --epochs"
-    )
-    train.add_argument("--batch-size", type=int, default=64, help="sentences per device")
-    train.add_argument("--gradient-accumulation-steps", type=int, default=1, help="batches per optimiser step")
-    train.add_argument("--lr", type=float, default=2e-3, help="peak learning rate (AdamW, linear decay)")
-    train.add_argument("--warmup-ratio", type=float, default=0.02, help="fraction of the steps spent warming up")
-    train.add_argument("--weight-decay", type=float, default=0.0, help="AdamW weight decay")
-    train.add_argument("--max-grad-norm", type=float, default=1.0, help="clip the gradient norm to this")
-    train.add_argument("--eval-steps", type=int, default=500, help="dev perplexity every this many steps")
-    train.add_argument("--save-steps", type=int, default=500, help="checkpoint every this many steps")
-    train.add_argument("--save-total-limit", type=int, default=2, help="checkpoints kept")
-    train.add_argument("--logging-steps", type=int, default=50, help="log the loss every this many steps")
-    train.add_argument("--seed", type=int, default=42, help="initialisation and data order")
-    train.add_argument("--threads", type=int, default=None, help="torch CPU threads per process")
-    train.add_argument("--no-resume", action="store_true", help="start over even if checkpoints exist")
-    train.add_argument(
-        "--init-from", metavar="FOLDER",
-        help="start from the weights of a model of the same architecture, with a fresh optimiser and schedule "
-        "(continued or domain-adaptive pretraining): a finished pretraining run, or an encoder-only folder such as "
-        "the shipped default (pass 'default') or a converted AllenNLP model, whose softmax then starts fresh; the "
-        "softmax is also fresh when the run's vocabulary differs. A checkpoint in --output-dir takes precedence",
-    )
-    train.add_argument(
-        "--time-budget-minutes", type=float, default=None,
-        help="stop (with a checkpoint) once this much training time (> 0 minutes) has passed in this run",
-    )
-    train.add_argument(
-        "--group-by-length", action=argparse.BooleanOptionalAction, default=True,
-        help="batch sentences of similar length together (random groups of 50 batches, each sorted by length): "
-        "the biLSTM runs as many steps as a batch's longest sentence, so mixed lengths waste most of its work",
-    )
-    train.add_argument("--no-progress", action="store_true", help="no progress bar")
-    return parser
 
 
 def check_arguments(args) -> None:
@@ -419,8 +343,14 @@ def _make_trainer_class():
 
 
 def main(argv: list[str] | None = None) -> int:
-    """The `hf-elmo pretrain` command. Under torchrun every rank ends its process here when done."""
-    args = build_parser().parse_args(argv)
+    """`python -m hf_elmo.pretrain ...`: the same as `hf-elmo pretrain ...`."""
+    from .commands import main as command_main
+
+    return command_main(["pretrain", *(sys.argv[1:] if argv is None else argv)])
+
+
+def run(args) -> int:
+    """Pretrain with the parsed `hf-elmo pretrain` options. Under torchrun every rank ends its process here."""
     from transformers.utils import logging as transformers_logging
 
     bars_were_on = transformers_logging.is_progress_bar_enabled()
@@ -428,9 +358,6 @@ def main(argv: list[str] | None = None) -> int:
         transformers_logging.disable_progress_bar()
     try:
         code = _run(args)
-    except (ValueError, FileNotFoundError) as error:
-        print(f"error: {error}", file=sys.stderr)
-        return 2
     finally:
         if bars_were_on:
             transformers_logging.enable_progress_bar()

@@ -16,6 +16,7 @@ import torch
 
 from hf_elmo import ElmoModel, Embedder
 from hf_elmo import cli
+from hf_elmo.commands import embed as embed_command
 from hf_elmo.bilm_format import load_model_from_bilm
 from helpers_embed import FIXTURES, SENTENCES, allennlp_top_layers, model_layers, save_tiny_model
 from paths import REPO_ROOT
@@ -214,7 +215,7 @@ def test_interrupted_run_leaves_nothing(tmp_path, corpus, model_dir, monkeypatch
         if len(written) == 2:
             raise KeyboardInterrupt
 
-    monkeypatch.setattr(cli.Hdf5Writer, "write", interrupt_after_two)
+    monkeypatch.setattr(embed_command.Hdf5Writer, "write", interrupt_after_two)
     output = tmp_path / "out.hdf5"
     assert run("embed", corpus, output, model_dir=model_dir) == 130
     assert "no output was written" in capsys.readouterr().err
@@ -264,7 +265,7 @@ def test_two_processes_write_the_same_file_as_one(tmp_path, model_dir):
 
 def test_shards_are_disjoint_and_cover_every_line():
     for world in (1, 2, 3):
-        seen = [i for rank in range(world) for chunk in cli._shard_chunks(103, 8, rank, world) for i in chunk]
+        seen = [i for rank in range(world) for chunk in embed_command._shard_chunks(103, 8, rank, world) for i in chunk]
         assert sorted(seen) == list(range(103))
 
 
@@ -399,7 +400,8 @@ def test_the_word_default_names_the_shipped_model_for_every_command(tmp_path, co
 
     import hf_elmo
     from hf_elmo.embedder import resolve_model_name
-    from hf_elmo.finetune import _options, build_parser
+    from hf_elmo.commands import build_parser
+    from hf_elmo.finetune import _options
 
     assert run("info", "--json", "--model", "default") == 0
     assert json.loads(capsys.readouterr().out)["model"] == hf_elmo.DEFAULT_MODEL
@@ -407,7 +409,7 @@ def test_the_word_default_names_the_shipped_model_for_every_command(tmp_path, co
     assert read_hdf5(tmp_path / "shipped.hdf5")["0"].shape[-1] == 2 * hf_elmo.ElmoConfig.from_pretrained(
         hf_elmo.DEFAULT_MODEL).projection_dim
     for command in ("train", "train-classifier"):  # finetune starts from it unless --model says otherwise
-        args = build_parser().parse_args([command, "--train", "x.txt", "--output-dir", "out"])
+        args = build_parser().parse_args(["finetune", command, "--train", "x.txt", "--output-dir", "out"])
         assert resolve_model_name(_options(args).model) == hf_elmo.DEFAULT_MODEL
     # A local folder of that name is what the user means.
     monkeypatch.chdir(tmp_path)
@@ -452,17 +454,15 @@ def test_convert_elmoformanylangs_hook(tmp_path, monkeypatch, capsys):
     assert "no ELMoForManyLangs converter" in capsys.readouterr().err
 
 
-@pytest.mark.parametrize("name", ["pretrain", "finetune"])
-def test_delegated_commands(name, monkeypatch, capsys):
-    received = []
-    fake = types.ModuleType(f"hf_elmo.{name}")
-    fake.main = lambda argv: received.append(argv) or 0
-    monkeypatch.setitem(sys.modules, f"hf_elmo.{name}", fake)
-    assert cli.main([name, "--some", "option"]) == 0
-    assert received == [["--some", "option"]]
-    monkeypatch.setitem(sys.modules, f"hf_elmo.{name}", None)
-    assert cli.main([name]) == 2
-    assert "not available" in capsys.readouterr().err
+@pytest.mark.parametrize("module, name", [("pretrain", "pretrain"), ("finetune", "finetune"), ("lm_data", "corpus")])
+def test_module_entry_points_are_the_same_front_end(module, name, capsys):
+    """`python -m hf_elmo.pretrain ...` and the others run `hf-elmo pretrain ...`: same options, same errors."""
+    import importlib
+
+    with pytest.raises(SystemExit) as exit_info:
+        importlib.import_module(f"hf_elmo.{module}").main(["--help"])
+    assert exit_info.value.code == 0
+    assert f"usage: hf-elmo {name}" in capsys.readouterr().out
 
 
 @pytest.mark.parametrize("command", ["embed", "similar", "convert", "info"])

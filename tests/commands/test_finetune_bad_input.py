@@ -42,11 +42,11 @@ def folders(tmp_path_factory):
 
 
 def fails(argv, capsys) -> str:
-    """Run the command, check it ends with one `error:` line and status 2, and return that line."""
+    """Run the command, check it ends with one `hf-elmo: error:` line and status 2, and return that line."""
     code = main(argv)
     err = capsys.readouterr().err.strip().splitlines()
     assert code == 2, err
-    assert err and err[-1].startswith("error: "), err
+    assert err and err[-1].startswith("hf-elmo: error: "), err
     return err[-1]
 
 

@@ -10,7 +10,8 @@ from pathlib import Path
 import pytest
 
 from hf_elmo.lm_data import LineDataset, build_vocabulary, main as corpus_main, save_vocabulary
-from hf_elmo.pretrain import build_parser, main as pretrain_main
+from hf_elmo import commands
+from hf_elmo.pretrain import main as pretrain_main
 from paths import REPO_ROOT
 
 REPO = REPO_ROOT
@@ -24,7 +25,7 @@ TINY_ARGS = [
 
 def one_error_line(capsys) -> str:
     err = capsys.readouterr().err.strip()
-    assert err.startswith("error: ") and "\n" not in err, err
+    assert err.startswith("hf-elmo: error: ") and "\n" not in err, err
     return err
 
 
@@ -169,8 +170,10 @@ def test_pretrain_refuses_bad_numbers_before_writing_anything(tmp_path, capsys, 
     assert leftovers(tmp_path) == []
 
 
-def test_pretrain_help_says_what_max_steps_and_epochs_accept():
-    text = " ".join(build_parser().format_help().split())
+def test_pretrain_help_says_what_max_steps_and_epochs_accept(capsys):
+    with pytest.raises(SystemExit):
+        commands.main(["pretrain", "--help"])
+    text = " ".join(capsys.readouterr().out.split())
     assert "--max-steps MAX_STEPS optimiser steps (>= 1); when given it overrides --epochs" in text
     assert "passes over the training data (> 0)" in text
 

@@ -1,0 +1,70 @@
+"""The `hf-elmo` command line, one front end for every command.
+
+    hf-elmo embed sentences.txt vectors.hdf5             # AllenNLP `allennlp elmo` layout
+    hf-elmo embed sentences.txt sentences.npy            # one mean vector per line
+    hf-elmo similar --corpus corpus.txt --sentence "我们喝小米粥" --word 小米
+    hf-elmo convert --from allennlp --options options.json --weights weights.hdf5 OUTPUT_DIR
+    hf-elmo info
+    hf-elmo corpus ... / hf-elmo pretrain ... / hf-elmo finetune ...
+
+Each command is a module here with `add_parser(subparsers)` (argparse only, so that `--help` answers without
+loading torch) and `run(args)`, which imports the library code it drives. Exit status: 0 done, 2 a problem the
+user can fix (one `hf-elmo: error:` line), 3 an upload failed after the output was written, 130 interrupted.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+from collections.abc import Sequence
+
+from .errors import CommandError
+
+COMMANDS = ("embed", "similar", "convert", "info", "corpus", "pretrain", "finetune")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="hf-elmo",
+        description="ELMo contextual word vectors: embed text, find words by context, convert, inspect, pretrain "
+        "and fine-tune models.",
+        epilog="Run `hf-elmo COMMAND --help` for a command's options.",
+    )
+    subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
+    for name in COMMANDS:
+        importlib.import_module(f"{__name__}.{name}").add_parser(subparsers)
+    return parser
+
+
+def _user_errors() -> tuple[type[BaseException], ...]:
+    """The exceptions that are a user's problem (bad input, files, options), reported as one line."""
+    from ..file_io import DiskFullError
+
+    errors: tuple[type[BaseException], ...] = (CommandError, ValueError, FileExistsError, FileNotFoundError, DiskFullError)
+    if "hf_elmo.embedder" in sys.modules:
+        errors += (sys.modules["hf_elmo.embedder"].ModelNotFoundError,)
+    return errors
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(list(sys.argv[1:] if argv is None else argv))
+    if args.command is None:
+        parser.print_help()
+        return 2
+    from .. import register_auto_classes
+
+    try:
+        register_auto_classes()
+        return args.run(args) or 0
+    except KeyboardInterrupt:
+        print("hf-elmo: interrupted; no output was written", file=sys.stderr)
+        return 130
+    except _user_errors() as error:
+        message = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
+        print(f"hf-elmo: error: {message}", file=sys.stderr)
+        return 2
+
+
+__all__ = ["COMMANDS", "CommandError", "build_parser", "main"]

@@ -1,0 +1,84 @@
+"""What several commands share: reading the input lines, splitting them into words, the model options."""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Sequence
+
+from ..file_io import read_input_bytes
+from .errors import CommandError
+
+
+def read_lines(path: str, blank_lines: str = "error", what: str = "input") -> list[str]:
+    """The stripped lines of a UTF-8 text file (`-` = stdin), checked for encoding and blank lines.
+
+    `blank_lines="error"` refuses blank lines (naming them, as `allennlp elmo` did), `"keep"` keeps them
+    as sentences of zero words, `"skip"` drops them.
+    """
+    data = read_input_bytes(path, what)
+    raw_lines = data.split(b"\n")
+    if raw_lines and raw_lines[-1] == b"":
+        raw_lines.pop()  # the newline that ends the last line
+    lines = []
+    for number, raw in enumerate(raw_lines, start=1):
+        try:
+            text = raw.decode("utf-8")
+        except UnicodeDecodeError as error:
+            raise CommandError(
+                f"{path}: line {number} is not valid UTF-8 (byte 0x{raw[error.start]:02x} at byte offset {error.start}); "
+                "convert the file to UTF-8 first"
+            ) from None
+        if number == 1:
+            text = text.removeprefix("\ufeff")
+        lines.append(text.strip())
+    blank = [number for number, line in enumerate(lines, start=1) if not line]
+    if blank and blank_lines == "error":
+        shown = ", ".join(map(str, blank[:10])) + (f" and {len(blank) - 10} more" if len(blank) > 10 else "")
+        raise CommandError(
+            f"{path}: blank line(s) at line {shown}; remove them, or pass --blank-lines keep "
+            "(empty entries) or --blank-lines skip"
+        )
+    if blank_lines == "skip":
+        lines = [line for line in lines if line]
+    if not lines:
+        raise CommandError(f"{path}: no sentences in the {what} file")
+    return lines
+
+
+def split_lines(lines: Sequence[str], split: str, tokenizer) -> list[list[str]]:
+    """Words of each line: the model's tokenizer (`model`) or whitespace-separated (`whitespace`)."""
+    if split == "whitespace":
+        return [line.split() for line in lines]
+    return [tokenizer.tokenize(line) for line in lines]
+
+
+def make_embedder(args, distributed=None):
+    import torch
+    from transformers.utils import logging as hf_logging
+
+    from ..embedder import Embedder
+
+    hf_logging.disable_progress_bar()
+    device = args.device
+    if device is None and torch.cuda.is_available():
+        device = f"cuda:{distributed.local_rank}" if distributed else "cuda"
+    return Embedder(args.model, device=device or "cpu", dtype=args.dtype, batch_size=args.batch_size, progress=False)
+
+
+def add_model_arguments(parser: argparse.ArgumentParser, batch: bool = True) -> None:
+    group = parser.add_argument_group("model")
+    group.add_argument("--model", help="model folder or Hub id; 'default' or no --model: the Chinese model shipped with hf-elmo")
+    group.add_argument("--device", help="torch device, e.g. cpu or cuda:0 (default: cuda if available)")
+    group.add_argument("--dtype", choices=["float32", "bfloat16", "float16"], help="compute dtype (default float32)")
+    if batch:
+        group.add_argument("--batch-size", type=int, default=64, help="sentences per forward pass (default 64)")
+
+
+def add_text_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--split",
+        choices=["model", "whitespace"],
+        default="model",
+        help="how a line becomes words: the model's tokenizer (default; jieba for Chinese) or whitespace "
+        "only, for text that is already segmented (what `allennlp elmo` did)",
+    )

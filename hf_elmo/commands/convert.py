@@ -1,0 +1,89 @@
+"""`hf-elmo convert`: AllenNLP / bilm-tf or ELMoForManyLangs weights -> an hf-elmo folder, or back."""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+
+from .errors import CommandError
+
+
+def add_parser(subparsers) -> None:
+    parser = subparsers.add_parser(
+        "convert",
+        help="convert AllenNLP/bilm-tf or ELMoForManyLangs weights to an hf-elmo folder, or back",
+        description=(
+            "--from allennlp:         --options options.json --weights weights.hdf5 OUTPUT_DIR\n"
+            "--from elmoformanylangs: --model-dir ZHS_MODEL_DIR [--config-path CNN_CONFIG.json] OUTPUT_DIR\n"
+            "--to allennlp:           --model HF_ELMO_DIR OUTPUT_DIR  (writes options.json + weights.hdf5)\n"
+            "The output folder is built under a temporary name and renamed when complete."
+        ),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("output", metavar="OUTPUT_DIR", help="folder to write (refused if it exists, see --overwrite)")
+    direction = parser.add_mutually_exclusive_group(required=True)
+    direction.add_argument("--from", dest="source", choices=["allennlp", "elmoformanylangs"], help="source format")
+    direction.add_argument("--to", choices=["allennlp"], help="export an hf-elmo folder to this format")
+    parser.add_argument("--options", help="allennlp: options.json")
+    parser.add_argument("--weights", help="allennlp: weights.hdf5 (bilm-tf dump_weights layout)")
+    parser.add_argument("--model-dir", help="elmoformanylangs: the model folder")
+    parser.add_argument("--config-path", help="elmoformanylangs: the model's CNN/LSTM config json, if not found")
+    parser.add_argument("--model", help="--to allennlp: the hf-elmo folder to export")
+    parser.add_argument(
+        "--segmenter", choices=["auto", "jieba", "chars", "whitespace"],
+        help="--from: how the saved tokenizer splits raw text (default auto; whitespace = as `allennlp elmo` did)",
+    )
+    parser.add_argument("--overwrite", action="store_true", help="replace OUTPUT_DIR if it exists")
+    parser.set_defaults(run=run)
+
+
+# The options each direction of `convert` reads; any other one given is a mistake worth naming.
+_CONVERT_OPTIONS = {
+    "--from allennlp": ("options", "weights", "segmenter"),
+    "--from elmoformanylangs": ("model_dir", "config_path", "segmenter"),
+    "--to allennlp": ("model",),
+}
+
+
+def run(args) -> int:
+    direction = "--to allennlp" if args.to == "allennlp" else f"--from {args.source}"
+    unused = [
+        "--" + name.replace("_", "-")
+        for name in dict.fromkeys(name for names in _CONVERT_OPTIONS.values() for name in names)
+        if getattr(args, name) and name not in _CONVERT_OPTIONS[direction]
+    ]
+    if unused:
+        raise CommandError(f"{', '.join(unused)}: not used with {direction}")
+    if args.to == "allennlp":
+        if not args.model:
+            raise CommandError("--to allennlp needs --model (the hf-elmo folder to export)")
+        from ..bilm_format import export_folder_to_bilm
+
+        export_folder_to_bilm(args.model, args.output, overwrite=args.overwrite)
+    elif args.source == "allennlp":
+        if not (args.options and args.weights):
+            raise CommandError("--from allennlp needs --options options.json and --weights weights.hdf5")
+        from ..bilm_format import convert_bilm_to_folder
+
+        tokenizer_kwargs = {"segmenter": args.segmenter} if args.segmenter else None
+        convert_bilm_to_folder(args.options, args.weights, args.output, overwrite=args.overwrite,
+                               tokenizer_kwargs=tokenizer_kwargs)
+    else:
+        if not args.model_dir:
+            raise CommandError("--from elmoformanylangs needs --model-dir (the folder with config.json, char.dic, *.pkl)")
+        try:
+            module = importlib.import_module("hf_elmo.elmoformanylangs_format")
+        except ModuleNotFoundError as error:
+            if error.name != "hf_elmo.elmoformanylangs_format":
+                raise
+            raise CommandError("this hf-elmo has no ELMoForManyLangs converter (hf_elmo.elmoformanylangs_format)") from None
+        convert = getattr(module, "convert_elmoformanylangs_to_folder", None)
+        if convert is None:
+            raise CommandError("hf_elmo.elmoformanylangs_format has no convert_elmoformanylangs_to_folder()")
+        kwargs = {"config_path": args.config_path} if args.config_path else {}
+        if args.segmenter:
+            kwargs["tokenizer_kwargs"] = {"segmenter": args.segmenter}
+        convert(args.model_dir, args.output, overwrite=args.overwrite, **kwargs)
+    print(f"wrote {args.output}", file=sys.stderr)
+    return 0

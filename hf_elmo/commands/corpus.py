@@ -1,0 +1,35 @@
+"""`hf-elmo corpus segment|vocab`: prepare a pretraining corpus and its vocabulary."""
+
+from __future__ import annotations
+
+
+
+def add_parser(subparsers) -> None:
+    parser = subparsers.add_parser(
+        "corpus", help="prepare a pretraining corpus: segment raw text, build the vocabulary",
+        description="Prepare a pretraining corpus and its vocabulary.",
+    )
+    parser.set_defaults(run=run)
+    commands = parser.add_subparsers(dest="corpus_command", required=True)
+    segment = commands.add_parser("segment", help="raw text (one sentence or paragraph a line) -> words split by spaces")
+    segment.add_argument("--input", required=True, help="UTF-8 text file")
+    segment.add_argument("--output", required=True, help="corpus file to write: one line per input line, words split by spaces")
+    segment.add_argument(
+        "--segmenter", choices=["jieba", "chars", "whitespace"], default="jieba",
+        help="jieba (Chinese words), chars (one word per character) or whitespace (default: jieba)",
+    )
+    segment.add_argument("--overwrite", action="store_true", help="replace --output if it exists")
+    vocab = commands.add_parser("vocab", help="build <S>, </S>, <UNK> + words by frequency")
+    vocab.add_argument("--corpus", nargs="+", required=True, help="corpus files: one sentence a line, words split by spaces")
+    vocab.add_argument("--output", required=True, help="vocabulary file to write, one word a line")
+    vocab.add_argument("--min-count", type=int, default=1, help="keep words seen at least this often (>= 1)")
+    vocab.add_argument(
+        "--max-size", type=int, default=None, help="at most this many entries, the three specials included (>= 4)"
+    )
+    vocab.add_argument("--overwrite", action="store_true", help="replace --output if it exists")
+
+
+def run(args) -> int:
+    from ..lm_data import run_corpus_command
+
+    return run_corpus_command(args)
