@@ -22,6 +22,7 @@ from collections.abc import Iterator, Sequence
 import numpy as np
 import torch
 
+from .loading import ModelNotFoundError, load_model_and_tokenizer
 from .modeling_elmo import ElmoModel, ElmoModelOutput
 from .tokenization_elmo import ElmoTokenizer
 
@@ -32,83 +33,7 @@ LAYER_CHOICES = ("all", "top", "average", "mix")
 _MODEL_INPUTS = ("input_ids", "attention_mask", "word_ids")
 
 
-class ModelNotFoundError(OSError):
-    """The model name or path does not lead to a loadable ELMo model."""
-
-
 logger = logging.getLogger(__name__)
-
-
-def _looks_like_local_path(name: str) -> bool:
-    # Hub ids are "name" or "org/name"; anything else can only be meant as a folder.
-    return os.path.isabs(name) or name.startswith((".", "~")) or name.count("/") > 1 or os.sep in name.replace("/", "")
-
-
-def check_model_location(name: str) -> None:
-    """`ModelNotFoundError` (one line) when `name` is meant as a local model folder that is missing, a file, or
-    a folder without config.json; a name that can only be a Hub id passes (the Hub answers for it)."""
-    if os.path.isdir(name):
-        if not os.path.isfile(os.path.join(name, "config.json")):
-            raise ModelNotFoundError(f"{name} has no config.json: it is not a saved hf-elmo model folder")
-    elif os.path.exists(name):
-        raise ModelNotFoundError(f"{name} is a file, not a model folder")
-    elif _looks_like_local_path(name):
-        raise ModelNotFoundError(f"model folder not found: {name}")
-
-
-def resolve_model_name(model: str | os.PathLike | None) -> str:
-    """`hf_elmo.DEFAULT_MODEL` (the shipped Chinese model) for `None` or the word ``"default"`` (unless a local
-    folder has that name), else `model`."""
-    from . import DEFAULT_MODEL
-
-    if model is None:
-        return DEFAULT_MODEL
-    name = os.fspath(model)
-    return DEFAULT_MODEL if name == "default" and not os.path.isdir(name) else name
-
-
-def load_model_and_tokenizer(model: str | os.PathLike | None = None) -> tuple[ElmoModel, ElmoTokenizer, str]:
-    """Load an `ElmoModel` and its tokenizer from a folder or Hub id; `None` or ``"default"`` means
-    `hf_elmo.DEFAULT_MODEL`.
-
-    Raises `ModelNotFoundError` with a one-line explanation when nothing loadable is there.
-    """
-    from . import DEFAULT_MODEL
-
-    name = resolve_model_name(model)
-    if os.path.abspath(name) == os.path.abspath(DEFAULT_MODEL) and not os.path.isdir(name):
-        raise ModelNotFoundError(
-            f"the default model is not in this installation ({name} is missing); pass a model folder or Hub id"
-        )
-    check_model_location(name)
-    try:
-        elmo = ElmoModel.from_pretrained(name)
-    except (OSError, ValueError) as error:
-        first_line = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
-        raise ModelNotFoundError(f"cannot load model {name!r}: {first_line}") from None
-    return elmo, _load_tokenizer(name, elmo), name
-
-
-def _load_tokenizer(name: str, elmo: ElmoModel) -> ElmoTokenizer:
-    """The tokenizer saved with the model; a default byte-scheme tokenizer when none was saved."""
-    from transformers import AutoTokenizer
-
-    if not os.path.isdir(name) or os.path.isfile(os.path.join(name, "tokenizer_config.json")):
-        try:
-            return AutoTokenizer.from_pretrained(name)
-        except (OSError, ValueError):
-            if os.path.isdir(name):
-                raise
-    if elmo.config.word_vocab_size:
-        raise ModelNotFoundError(
-            f"{name} has no tokenizer_config.json, and this model's word embedding needs its own dictionary "
-            "(saved with its tokenizer); save the tokenizer beside the model"
-        )
-    logger.warning(
-        "%s has no tokenizer_config.json: using a default ElmoTokenizer (UTF-8 bytes, segmenter 'auto'); "
-        "save the tokenizer the model was trained with beside it to use that one", name
-    )
-    return ElmoTokenizer(max_characters_per_token=elmo.config.max_characters_per_token)
 
 
 def _resolve_device(device) -> torch.device:

@@ -66,11 +66,10 @@ from .conll import (  # noqa: F401  (re-exported: the data half of the fine-tuni
 )
 from .configuration_elmo import ElmoConfig
 from .data_collator import LABEL_KEYS, ElmoDataCollator, example_label, is_sentence_label
-from .embedder import ModelNotFoundError, check_model_location, resolve_model_name
+from .loading import ModelNotFoundError, check_model_location, load_tokenizer, resolve_model_name
 from .file_io import check_output_folder
 from .modeling_elmo import ElmoForSequenceClassification, ElmoForTokenClassification, ElmoWeightShapeError
 from .tagging import tag as tag_text
-from .tokenization_elmo import ElmoTokenizer
 
 logger = logging.getLogger("hf_elmo.finetune")
 
@@ -278,14 +277,6 @@ class FinetuneOptions:
                 raise OptionError(f"--output-dir {self.output_dir}: {error}") from None
 
 
-def load_tokenizer(model_name: str, config: ElmoConfig) -> ElmoTokenizer:
-    try:
-        return ElmoTokenizer.from_pretrained(model_name)
-    except (OSError, ValueError) as error:
-        logger.warning("no tokenizer in %s (%s); using the default ElmoTokenizer", model_name, error)
-        return ElmoTokenizer(max_characters_per_token=config.max_characters_per_token)
-
-
 def _head_config(options: FinetuneOptions, extra: dict) -> dict:
     values = dict(extra)
     values["freeze_elmo"] = options.freeze
@@ -318,9 +309,9 @@ def model_config_dict(name: str | os.PathLike) -> dict:
     unreachable, or no such model).
     """
     name = os.fspath(name)
-    check_model_location(name)
+    hub_kwargs = check_model_location(name)
     try:
-        config_dict, _ = ElmoConfig.get_config_dict(name)
+        config_dict, _ = ElmoConfig.get_config_dict(name, **hub_kwargs)
     except (OSError, ValueError) as error:
         if os.path.isdir(name):
             raise ModelNotFoundError(f"cannot load the model in {name}: {_first_line(error)}") from None
@@ -356,8 +347,9 @@ def build_model(model_class, options: FinetuneOptions, **config_values):
     anything else raises `ModelNotFoundError` or `OptionError` with a one-line reason.
     """
     architectures = _check_training_base(options.model, model_class)
+    hub_kwargs = check_model_location(options.model)
     if options.random_init:
-        config = ElmoConfig.from_pretrained(options.model)
+        config = ElmoConfig.from_pretrained(options.model, **hub_kwargs)
         for key, value in config_values.items():
             setattr(config, key, value)
         config._validate()
@@ -369,7 +361,9 @@ def build_model(model_class, options: FinetuneOptions, **config_values):
     load_report = _DropLoadReport()
     report_logger.addFilter(load_report)
     try:
-        model, loading = model_class.from_pretrained(options.model, output_loading_info=True, **config_values)
+        model, loading = model_class.from_pretrained(
+            options.model, output_loading_info=True, **hub_kwargs, **config_values
+        )
     except (OSError, ValueError) as error:
         if isinstance(error, ElmoWeightShapeError):
             kind = next((_HEADS[a] for a in architectures if a in _HEADS), None)
@@ -413,8 +407,9 @@ def load_tagger(name: str | os.PathLike):
             f"--model {name} is {what} ({', '.join(architectures)}), not a fine-tuned tagger: predict and evaluate "
             "take the --output-dir of `hf-elmo finetune train`"
         )
+    hub_kwargs = check_model_location(name)
     try:
-        model, loading_info = ElmoForTokenClassification.from_pretrained(name, output_loading_info=True)
+        model, loading_info = ElmoForTokenClassification.from_pretrained(name, output_loading_info=True, **hub_kwargs)
     except (OSError, ValueError) as error:
         raise ModelNotFoundError(f"cannot load a tagger from {name}: {_first_line(error)}") from None
     missing = list(loading_info.get("missing_keys") or [])
@@ -431,7 +426,7 @@ def load_tagger(name: str | os.PathLike):
     if all(re.fullmatch(r"LABEL_\d+", label) for label in labels):
         logger.warning("%s: the tags are transformers' defaults (%s): was it saved without its label names?",
                        name, ", ".join(labels))
-    return model, load_tokenizer(name, model.config)
+    return model, load_tokenizer(name, model.config, hub_kwargs)
 
 
 @torch.no_grad()

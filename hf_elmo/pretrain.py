@@ -22,7 +22,7 @@ from pathlib import Path
 import torch
 
 from .configuration_elmo import ElmoConfig
-from .embedder import resolve_model_name
+from .loading import resolve_model_name
 from .file_io import atomic_write_text, check_output_folder
 from .lm_data import (
     SPECIAL_WORDS,

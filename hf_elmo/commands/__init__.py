@@ -40,11 +40,9 @@ def build_parser() -> argparse.ArgumentParser:
 def _user_errors() -> tuple[type[BaseException], ...]:
     """The exceptions that are a user's problem (bad input, files, options), reported as one line."""
     from ..file_io import DiskFullError
+    from ..loading import ModelNotFoundError
 
-    errors: tuple[type[BaseException], ...] = (CommandError, ValueError, FileExistsError, FileNotFoundError, DiskFullError)
-    if "hf_elmo.embedder" in sys.modules:
-        errors += (sys.modules["hf_elmo.embedder"].ModelNotFoundError,)
-    return errors
+    return CommandError, ValueError, FileExistsError, FileNotFoundError, DiskFullError, ModelNotFoundError
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -399,7 +399,7 @@ def test_the_word_default_names_the_shipped_model_for_every_command(tmp_path, co
     import shutil
 
     import hf_elmo
-    from hf_elmo.embedder import resolve_model_name
+    from hf_elmo.loading import resolve_model_name
     from hf_elmo.commands import build_parser
     from hf_elmo.finetune import _options
 

@@ -10,7 +10,7 @@ import torch
 
 import hf_elmo
 from hf_elmo import ElmoModel, Embedder
-from hf_elmo.embedder import ModelNotFoundError
+from hf_elmo.loading import ModelNotFoundError
 from helpers_embed import SENTENCES, allennlp_model, allennlp_top_layers, model_layers, save_tiny_model
 
 torch.set_num_threads(1)

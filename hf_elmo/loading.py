@@ -1,0 +1,160 @@
+"""Finding a model: a local folder, 'default' (the model shipped in the package) or a Hub name, and its tokenizer.
+
+Every command and `Embedder` resolve model names here, so the same name means the same model everywhere and
+a name that leads nowhere gets the same one-line explanation. A Hub name is only looked up on the Hub when the
+Hub can answer: offline (`HF_HUB_OFFLINE=1`) or with the endpoint unreachable, the local cache is used if it
+holds the model, and otherwise the error says so at once instead of after minutes of retries.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import socket
+from urllib.parse import urlsplit
+
+logger = logging.getLogger(__name__)
+
+# Seconds to wait for a TCP connection to the Hub endpoint before calling it unreachable.
+HUB_PROBE_TIMEOUT = 3.0
+
+
+class ModelNotFoundError(OSError):
+    """The model name or path does not lead to a loadable ELMo model."""
+
+
+def _looks_like_local_path(name: str) -> bool:
+    # Hub ids are "name" or "org/name"; anything else can only be meant as a folder.
+    return os.path.isabs(name) or name.startswith((".", "~")) or name.count("/") > 1 or os.sep in name.replace("/", "")
+
+
+def resolve_model_name(model: str | os.PathLike | None) -> str:
+    """`hf_elmo.DEFAULT_MODEL` (the shipped Chinese model) for `None` or the word ``"default"`` (unless a local
+    folder has that name), else `model`."""
+    from . import DEFAULT_MODEL
+
+    if model is None:
+        return DEFAULT_MODEL
+    name = os.fspath(model)
+    return DEFAULT_MODEL if name == "default" and not os.path.isdir(name) else name
+
+
+def _what_to_do_instead() -> str:
+    return (
+        "use --model default (the Chinese model shipped with hf-elmo) or a local model folder; a model "
+        "downloaded before is used from the cache with HF_HUB_OFFLINE=1, and HF_ENDPOINT points to a mirror"
+    )
+
+
+def hub_is_reachable(endpoint: str | None = None, timeout: float = HUB_PROBE_TIMEOUT) -> bool:
+    """Whether a TCP connection to the Hub endpoint (HF_ENDPOINT, default https://huggingface.co) opens."""
+    from huggingface_hub import constants
+
+    parts = urlsplit(endpoint or constants.ENDPOINT)
+    port = parts.port or (443 if parts.scheme == "https" else 80)
+    try:
+        with socket.create_connection((parts.hostname, port), timeout=timeout):
+            return True
+    except OSError:
+        return False
+
+
+def _is_cached(name: str) -> bool:
+    from huggingface_hub import try_to_load_from_cache
+
+    try:
+        return isinstance(try_to_load_from_cache(name, "config.json"), str)
+    except ValueError:  # not a valid repo id
+        return False
+
+
+def check_model_location(name: str) -> dict:
+    """Check that `name` can be loaded, before any loading; returns extra `from_pretrained` keyword arguments.
+
+    `ModelNotFoundError` (one line) for a local folder that is missing, a file, or without config.json, and for
+    a Hub name that is not cached when the Hub is offline or unreachable. A cached Hub name with the Hub
+    unreachable loads from the cache (``local_files_only=True``)."""
+    from huggingface_hub import constants
+
+    if os.path.isdir(name):
+        if not os.path.isfile(os.path.join(name, "config.json")):
+            raise ModelNotFoundError(f"{name} has no config.json: it is not a saved hf-elmo model folder")
+        return {}
+    if os.path.exists(name):
+        raise ModelNotFoundError(f"{name} is a file, not a model folder")
+    if _looks_like_local_path(name):
+        raise ModelNotFoundError(f"model folder not found: {name}")
+    if constants.HF_HUB_OFFLINE:
+        if _is_cached(name):
+            return {"local_files_only": True}
+        raise ModelNotFoundError(
+            f"{name!r} is no local folder, and HF_HUB_OFFLINE is set while the local Hub cache does not hold it; "
+            + _what_to_do_instead()
+        )
+    if not hub_is_reachable():
+        if _is_cached(name):
+            logger.warning("the Hub (%s) is unreachable: loading %s from the local cache", constants.ENDPOINT, name)
+            return {"local_files_only": True}
+        raise ModelNotFoundError(
+            f"{name!r} is no local folder, and the Hugging Face Hub ({constants.ENDPOINT}) cannot be reached "
+            "to download it; " + _what_to_do_instead()
+        )
+    return {}
+
+
+def load_tokenizer(name: str, config, hub_kwargs: dict | None = None):
+    """The tokenizer saved with the model `name`. A folder without tokenizer_config.json gets the default
+    byte-scheme `ElmoTokenizer`, with a warning naming the folder, unless the model's word embedding needs its
+    own dictionary (then `ModelNotFoundError`)."""
+    from transformers import AutoTokenizer
+
+    from .tokenization_elmo import ElmoTokenizer
+
+    if not os.path.isdir(name) or os.path.isfile(os.path.join(name, "tokenizer_config.json")):
+        try:
+            return AutoTokenizer.from_pretrained(name, **(hub_kwargs or {}))
+        except (OSError, ValueError):
+            if os.path.isdir(name):
+                raise
+    if config.word_vocab_size:
+        raise ModelNotFoundError(
+            f"{name} has no tokenizer_config.json, and this model's word embedding needs its own dictionary "
+            "(saved with its tokenizer); save the tokenizer beside the model"
+        )
+    logger.warning(
+        "%s has no tokenizer_config.json: using a default ElmoTokenizer (UTF-8 bytes, segmenter 'auto'); "
+        "save the tokenizer the model was trained with beside it to use that one", name
+    )
+    return ElmoTokenizer(max_characters_per_token=config.max_characters_per_token)
+
+
+def load_model_and_tokenizer(model=None, model_class=None):
+    """Load `model_class` (default `ElmoModel`) and its tokenizer from a folder, 'default' or a Hub id; returns
+    (model, tokenizer, resolved name). Raises `ModelNotFoundError` with a one-line explanation when nothing
+    loadable is there."""
+    from . import DEFAULT_MODEL
+
+    if model_class is None:
+        from .modeling_elmo import ElmoModel as model_class
+    name = resolve_model_name(model)
+    if os.path.abspath(name) == os.path.abspath(DEFAULT_MODEL) and not os.path.isdir(name):
+        raise ModelNotFoundError(
+            f"the default model is not in this installation ({name} is missing); pass a model folder or Hub id"
+        )
+    hub_kwargs = check_model_location(name)
+    try:
+        loaded = model_class.from_pretrained(name, **hub_kwargs)
+    except (OSError, ValueError) as error:
+        first_line = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
+        raise ModelNotFoundError(f"cannot load model {name!r}: {first_line}") from None
+    return loaded, load_tokenizer(name, loaded.config, hub_kwargs), name
+
+
+__all__ = [
+    "ModelNotFoundError",
+    "check_model_location",
+    "hub_is_reachable",
+    "load_model_and_tokenizer",
+    "load_tokenizer",
+    "resolve_model_name",
+]
