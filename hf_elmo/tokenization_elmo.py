@@ -47,6 +47,8 @@ _CJK_RUN = re.compile(
     "([\u2e80-\u2fdf\u3005\u3007\u3021-\u3029\u3038-\u303b\u3400-\u4dbf\u4e00-\u9fff"
     "\uf900-\ufaff\U00020000-\U0002ffff\U00030000-\U0003134f]+)"
 )
+logger = logging.getLogger(__name__)
+
 _SEGMENTERS = ("auto", "jieba", "chars", "whitespace")
 _SURROGATE = re.compile("[\ud800-\udfff]")
 # C0 and C1 control characters other than tab, newline, vertical tab, form feed, carriage return and NEL.
@@ -109,7 +111,8 @@ class ElmoTokenizer(PreTrainedTokenizerBase):
         max_characters_per_token (`int`, defaults to 50): ids per word, boundaries included.
         segmenter (`str`, defaults to `"auto"`):
             How runs of Chinese characters become words: `"jieba"` (needs jieba), `"chars"` (one word
-            per character), `"auto"` (jieba when installed, else characters), or `"whitespace"`
+            per character), `"auto"` (jieba when installed, else characters; the choice is what the tokenizer
+            then reports and saves), or `"whitespace"`
             (split on whitespace only, no punctuation splitting).
         do_lower_case (`bool`, defaults to `False`): lower-case words before encoding.
         char_scheme (`str`, defaults to `"bytes"`): ``"bytes"`` or ``"dictionary"`` (see the module docstring).
@@ -149,15 +152,26 @@ class ElmoTokenizer(PreTrainedTokenizerBase):
         if word_vocab is None and word_vocab_file is not None:
             word_vocab = _load_vocabulary(word_vocab_file, "word")
         self._set_vocabularies(char_vocab, word_vocab)
-        # Derived from the vocabularies, never taken from a saved config.
-        kwargs.pop("model_input_names", None)
+        # Derived from the vocabularies, never taken from a saved config; and how a folder was found is no
+        # property of the tokenizer (transformers passes these to __init__, which would save them).
+        for name in ("model_input_names", "is_local", "local_files_only"):
+            kwargs.pop(name, None)
         self._jieba = None
         if segmenter == "jieba":
             self._jieba = _load_jieba()
             if self._jieba is None:
-                raise ImportError("segmenter='jieba' needs jieba: pip install jieba")
+                raise ImportError(
+                    "this tokenizer segments Chinese with jieba (segmenter='jieba'), which is not installed here: "
+                    "pip install jieba (splitting into single characters instead would change every result)"
+                )
         elif segmenter == "auto":
             self._jieba = _load_jieba()
+            if self._jieba is None:
+                logger.warning("segmenter='auto' without jieba installed: Chinese text is split into single characters")
+            # What "auto" chose is what the tokenizer is from now on, and what gets saved: a model is always used
+            # with the segmentation it was trained or fine-tuned with, and a saved "jieba" refuses to load
+            # where jieba is missing.
+            self.segmenter = segmenter = "jieba" if self._jieba is not None else "chars"
         self._pre_tokenizer = BertPreTokenizer()
         super().__init__(
             max_characters_per_token=max_characters_per_token,

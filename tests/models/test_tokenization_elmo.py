@@ -324,3 +324,38 @@ def test_a_jieba_tokenizer_and_its_collator_pickle_and_copy():
         assert duplicate(texts)["input_ids"] == jieba_tokenizer(texts)["input_ids"]
     collator = pickle.loads(pickle.dumps(ElmoDataCollator(tokenizer=jieba_tokenizer)))
     assert collator.tokenizer.chinese_segmentation == "jieba"
+
+
+def test_the_segmentation_auto_chose_is_saved_and_needed_on_load(tmp_path):
+    """A tokenizer used with jieba must not silently split into characters where jieba is missing."""
+    import json
+    import subprocess
+    import sys
+
+    from paths import REPO_ROOT
+
+    ElmoTokenizer().save_pretrained(tmp_path)  # segmenter "auto", jieba installed here
+    saved = json.loads((tmp_path / "tokenizer_config.json").read_text())
+    assert saved["segmenter"] == "jieba"
+    without_jieba = (
+        "import sys\nsys.modules['jieba'] = None\n"
+        "from transformers import AutoTokenizer\nimport hf_elmo\n"
+        f"AutoTokenizer.from_pretrained({str(tmp_path)!r})\n"
+    )
+    result = subprocess.run([sys.executable, "-c", without_jieba], capture_output=True, text=True, cwd=REPO_ROOT)
+    assert result.returncode != 0
+    assert "segments Chinese with jieba" in result.stderr and "pip install jieba" in result.stderr
+
+
+def test_a_saved_tokenizer_config_holds_no_loading_options(tmp_path):
+    import json
+    from pathlib import Path
+
+    import hf_elmo
+
+    for source in (hf_elmo.DEFAULT_MODEL, tmp_path / "first"):
+        if source != hf_elmo.DEFAULT_MODEL:
+            ElmoTokenizer.from_pretrained(hf_elmo.DEFAULT_MODEL).save_pretrained(source)
+        saved = json.loads((Path(source) / "tokenizer_config.json").read_text())
+        assert not {"is_local", "local_files_only"} & set(saved), saved
+        assert saved["segmenter"] == "jieba"
