@@ -56,8 +56,16 @@ class CardSpec:
     published_results: list[dict[str, Any]] = field(default_factory=list)  # figures from the literature
 
 
+def _requirements(example: str) -> str:
+    """The packages a user of the card's code needs: the Chinese tokenizer segments words with jieba."""
+    chinese = any("\u4e00" <= char <= "\u9fff" for char in example)
+    packages = "torch transformers" + (" jieba" if chinese else "")
+    why = " (jieba segments Chinese into the words the model was trained on)" if chinese else ""
+    return f"Needs `pip install {packages}`{why}, or `pip install hf-elmo`, which brings them all.\n\n"
+
+
 def _usage(repo_id: str, auto_class: str = "AutoModel", example: str = "我爱北京天安门。") -> str:
-    return f"""```python
+    return _requirements(example) + f"""```python
 import torch
 from transformers import {auto_class}, AutoTokenizer
 

@@ -127,3 +127,13 @@ def test_ner_card_reports_the_committed_experiment_on_the_whole_test_split():
     card = {r["metric_type"]: r["metric_value"] for r in load_results(CARDS / "results" / "elmo-zh-ner.json")["results"]}
     assert card == {metric: round(100 * scores[metric], 2) for metric in ("f1", "precision", "recall")}
     assert experiment["results"]["data"]["test_sentences"] == 4760  # the whole seeded test split
+
+
+def test_cards_name_the_packages_their_code_needs():
+    from hf_elmo.model_card import builtin_specs
+
+    for name, spec in builtin_specs().items():
+        usage = spec.usage
+        assert "pip install torch transformers" in usage, name
+        chinese = "elmo-zh" in name
+        assert ("jieba" in usage) == chinese, name
