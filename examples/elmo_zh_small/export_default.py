@@ -8,13 +8,13 @@ from __future__ import annotations
 
 import argparse
 import json
-import time
 from pathlib import Path
 
 import torch
 
+import hf_elmo
 from hf_elmo import ElmoModel, ElmoTokenizer
-from hf_elmo.bilm_format import AtomicDirectory
+from hf_elmo.file_io import AtomicDirectory
 from hf_elmo.lm_data import LanguageModelCollator, LineDataset
 from hf_elmo.modeling_elmo import ElmoForPreTraining
 from hf_elmo.pretrain import exact_perplexity
@@ -37,15 +37,20 @@ def previous_stage(details: dict) -> dict:
     }
 
 
-def strip_remote_code(folder: Path) -> None:
-    """The embedded default is only loaded with hf_elmo installed, so it carries no copies of the package's
-    modelling files (they would go stale); `push_to_hub` of the loaded model writes fresh ones."""
-    for path in folder.glob("*.py"):
-        path.unlink()
-    for name in ("config.json", "tokenizer_config.json"):
-        data = json.loads((folder / name).read_text(encoding="utf-8"))
-        data.pop("auto_map", None)
-        (folder / name).write_text(json.dumps(data, indent=2, ensure_ascii=False, sort_keys=True) + "\n", encoding="utf-8")
+def link_remote_code(folder: Path) -> None:
+    """Let the folder load with `trust_remote_code=True` where hf-elmo is not installed (e.g. copied elsewhere):
+    its modelling files become links to the package's own modules (never stale copies; wheels and
+    `shutil.copytree` turn them into files), and config.json / tokenizer_config.json keep the auto_map that
+    `save_pretrained` wrote."""
+    from transformers.dynamic_module_utils import get_relative_import_files
+
+    package = Path(hf_elmo.__file__).resolve().parent
+    names = {"configuration_elmo.py", "modeling_elmo.py", "tokenization_elmo.py"}
+    for name in list(names):
+        names.update(Path(path).name for path in get_relative_import_files(str(package / name)))
+    for name in sorted(names):
+        (folder / name).unlink(missing_ok=True)
+        (folder / name).symlink_to(Path("..") / ".." / name)
 
 
 def perplexity(run: Path, corpus: Path, batch_size: int = 64) -> dict:
@@ -74,7 +79,7 @@ def main() -> None:
     with AtomicDirectory(args.output, overwrite=args.overwrite) as folder:
         encoder.save_pretrained(folder)
         tokenizer.save_pretrained(folder)
-        strip_remote_code(folder)
+        link_remote_code(folder)
 
     # A run continued from another (`--init-from`) is one stage of the model's training: list them all.
     # A run continued from the previously shipped default ('default') inherits that model's stages,

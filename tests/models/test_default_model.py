@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import torch
@@ -27,11 +28,51 @@ def test_default_model_loads_offline_and_is_small():
     assert (folder / "README.md").is_file()
 
 
-def test_shipped_folder_carries_no_stale_copy_of_the_package_code():
+def test_shipped_folder_carries_the_package_code_itself_and_a_complete_auto_map(tmp_path):
+    """For `trust_remote_code=True` without hf-elmo (e.g. the folder copied elsewhere): its modelling files are
+    links to the package's own modules, so they can never be stale copies, and its auto_map is what
+    `save_pretrained` writes."""
+    from remote_code_files import CODE_FILES
+
     folder = Path(hf_elmo.DEFAULT_MODEL)
-    assert not list(folder.glob("*.py"))
+    package = folder.parent.parent
+    assert sorted(path.name for path in folder.glob("*.py")) == sorted(CODE_FILES)
+    for name in CODE_FILES:
+        assert (folder / name).resolve() == (package / name).resolve(), name
+    AutoModel.from_pretrained(hf_elmo.DEFAULT_MODEL).save_pretrained(tmp_path)
+    AutoTokenizer.from_pretrained(hf_elmo.DEFAULT_MODEL).save_pretrained(tmp_path)
     for name in ("config.json", "tokenizer_config.json"):
-        assert "auto_map" not in json.loads((folder / name).read_text(encoding="utf-8")), name
+        shipped = json.loads((folder / name).read_text(encoding="utf-8"))
+        saved = json.loads((tmp_path / name).read_text(encoding="utf-8"))
+        assert shipped["auto_map"] == saved["auto_map"], name
+
+
+def test_a_copy_of_the_shipped_folder_loads_by_remote_code_without_the_package(tmp_path):
+    import shutil
+
+    from hub_helpers import run_python
+
+    copy = shutil.copytree(hf_elmo.DEFAULT_MODEL, tmp_path / "elmo-zh-small")  # links become files
+    env = {key: value for key, value in os.environ.items() if key != "PYTHONPATH"}
+    env["HF_HUB_OFFLINE"] = "1"
+    run_python(
+        f"""
+        import torch
+        from transformers import AutoModel, AutoTokenizer
+        tokenizer = AutoTokenizer.from_pretrained({str(copy)!r}, trust_remote_code=True)
+        model = AutoModel.from_pretrained({str(copy)!r}, trust_remote_code=True).eval()
+        assert type(model).__module__.startswith("transformers_modules"), type(model).__module__
+        with torch.no_grad():
+            vectors = model(**tokenizer(["我爱北京天安门。"], return_tensors="pt")).last_hidden_state
+        torch.save(vectors, {str(tmp_path / "vectors.pt")!r})
+        """,
+        env, cwd=tmp_path, isolated=True,
+    )
+    model = AutoModel.from_pretrained(hf_elmo.DEFAULT_MODEL).eval()
+    tokenizer = AutoTokenizer.from_pretrained(hf_elmo.DEFAULT_MODEL)
+    with torch.no_grad():
+        expected = model(**tokenizer(["我爱北京天安门。"], return_tensors="pt")).last_hidden_state
+    assert torch.equal(torch.load(tmp_path / "vectors.pt", weights_only=True), expected)
 
 
 def _xiaomi_vectors():

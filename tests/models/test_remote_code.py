@@ -9,6 +9,7 @@ import transformers
 from safetensors.torch import load_file
 
 import hf_elmo
+from remote_code_files import CODE_FILES
 from hub_helpers import (
     assert_same_outputs,
     encoder_outputs,
@@ -21,11 +22,6 @@ from hub_helpers import (
 )
 
 PACKAGE = Path(hf_elmo.__file__).resolve().parent
-# Every modelling file a saved folder carries: the three transformers looks for and what they import.
-CODE_FILES = (
-    "configuration_elmo.py", "modeling_elmo.py", "tokenization_elmo.py",
-    "elmo_crf.py", "elmo_lstm.py", "elmo_lstm_kernels.py", "elmo_token_cache.py", "module_caches.py", "quantization.py",
-)
 
 
 def expected_auto_map() -> dict[str, str]:

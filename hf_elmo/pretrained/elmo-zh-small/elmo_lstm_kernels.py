@@ -1,0 +1,1 @@
+../../elmo_lstm_kernels.py

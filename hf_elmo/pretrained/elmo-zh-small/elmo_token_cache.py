@@ -1,0 +1,1 @@
+../../elmo_token_cache.py

@@ -1,0 +1,1 @@
+../../tokenization_elmo.py
