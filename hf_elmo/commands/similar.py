@@ -91,17 +91,35 @@ def run(args) -> int:
                   file=sys.stderr)
         elif args.same_word:
             print(f"{args.word!r} does not occur in the corpus (as split by --split {args.split})", file=sys.stderr)
+    _report_glued_lines(lines, word_lists, args)
     if args.json:
         print(json.dumps(results, ensure_ascii=False, indent=1))
     elif args.types:
         for rank, item in enumerate(results, start=1):
-            print(f"{rank:3d}  {item['cosine']:.4f}  {item['word']}  ({item['count']} occurrences)")
+            count = item["count"]
+            print(f"{rank:3d}  {item['cosine']:.4f}  {item['word']}  ({count} occurrence{'' if count == 1 else 's'})")
     else:
         for rank, item in enumerate(results, start=1):
             words = list(item["words"])
             words[item["position"]] = f"【{words[item['position']]}】"
             print(f"{rank:3d}  {item['cosine']:.4f}  {item['word']}  line {item['line']}: {' '.join(words)}")
     return 0
+
+
+def _report_glued_lines(lines, word_lists, args, shown: int = 10) -> None:
+    """Say on stderr which corpus lines hold --word only inside a longer word (e.g. 苹果 in 苹果公司 as jieba
+    splits it): they have no occurrence of --word to compare, which would otherwise go unnoticed."""
+    glued = [number for number, (line, words) in enumerate(zip(lines, word_lists), start=1)
+             if args.word in line and args.word not in words]
+    if not glued:
+        return
+    where = ", ".join(map(str, glued[:shown])) + (f" and {len(glued) - shown} more" if len(glued) > shown else "")
+    lines_word = "line" if len(glued) == 1 else "lines"
+    print(
+        f"{len(glued)} {lines_word} ({where}) hold {args.word!r} only inside a longer word as split by --split "
+        f"{args.split}: not compared (split the corpus yourself and pass --split whitespace to compare them)",
+        file=sys.stderr,
+    )
 
 
 def _similar_tokens(embedder, word_lists, lines, args, query, progress) -> list[dict]:

@@ -513,3 +513,22 @@ def test_an_unwritable_output_folder_is_named_before_any_work(tmp_path, corpus, 
     for number, attempt in enumerate(attempts):
         assert attempt() == 2, number
         assert f"cannot write to {UNWRITABLE}" in capsys.readouterr().err, number
+
+
+def test_similar_says_which_lines_hold_the_word_only_inside_a_longer_word(tmp_path, model_dir, capsys):
+    corpus = tmp_path / "apples.txt"
+    corpus.write_text("我 吃 苹果\n苹果公司 发布 手机\n他 买 苹果\n苹果树 开花 了\n", encoding="utf-8")
+    assert run("similar", "--corpus", corpus, "--sentence", "她 吃 苹果", "--word", "苹果", "--same-word",
+               "--split", "whitespace", model_dir=model_dir) == 0
+    captured = capsys.readouterr()
+    assert len(captured.out.strip().splitlines()) == 2  # lines 1 and 3
+    assert "2 lines (2, 4) hold '苹果' only inside a longer word" in captured.err
+
+
+def test_similar_types_counts_in_words(tmp_path, model_dir, capsys):
+    corpus = tmp_path / "counts.txt"
+    corpus.write_text("小米 粥 好 喝\n小米 手机\n", encoding="utf-8")
+    assert run("similar", "--corpus", corpus, "--word", "小米", "--types", "--min-count", 1,
+               "--split", "whitespace", model_dir=model_dir) == 0
+    out = capsys.readouterr().out
+    assert "(1 occurrence)" in out and "occurrences)" not in out
