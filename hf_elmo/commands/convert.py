@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import sys
 
 from .errors import CommandError
@@ -47,6 +48,10 @@ _CONVERT_OPTIONS = {
 
 
 def run(args) -> int:
+    # As for every output of hf-elmo named by the user (embed, corpus): its folder must exist.
+    parent = os.path.dirname(os.path.abspath(args.output))
+    if not os.path.isdir(parent):
+        raise CommandError(f"output folder does not exist: {parent}")
     direction = "--to allennlp" if args.to == "allennlp" else f"--from {args.source}"
     unused = [
         "--" + name.replace("_", "-")

@@ -499,7 +499,7 @@ def test_an_unwritable_output_folder_is_named_before_any_work(tmp_path, corpus, 
     attempts = [
         lambda: run("embed", corpus, UNWRITABLE / "out.hdf5", model_dir=model_dir),
         lambda: run("convert", UNWRITABLE / "bilm", "--to", "allennlp", "--model", model_dir),
-        lambda: run("convert", UNWRITABLE / "new" / "folder", "--from", "allennlp", *fixture),
+        lambda: run("convert", UNWRITABLE / "folder", "--from", "allennlp", *fixture),
         lambda: corpus_main(["segment", "--input", str(corpus), "--output", str(UNWRITABLE / "seg.txt")]),
         lambda: pretrain_main(["--train-file", str(corpus), "--output-dir", str(UNWRITABLE / "run"), *tiny]),
         lambda: finetune_main(["train", "--model", str(model_dir), "--train", str(conll),
@@ -532,3 +532,14 @@ def test_similar_types_counts_in_words(tmp_path, model_dir, capsys):
                "--split", "whitespace", model_dir=model_dir) == 0
     out = capsys.readouterr().out
     assert "(1 occurrence)" in out and "occurrences)" not in out
+
+
+def test_convert_and_embed_refuse_a_missing_output_folder_alike(tmp_path, corpus, model_dir, capsys):
+    missing = tmp_path / "no" / "such"
+    assert run("embed", corpus, missing / "out.hdf5", model_dir=model_dir) == 2
+    embed_error = capsys.readouterr().err.strip()
+    assert run("convert", missing / "model", "--from", "allennlp", "--options", FIXTURES / "options.json",
+               "--weights", FIXTURES / "lm_weights.hdf5") == 2
+    convert_error = capsys.readouterr().err.strip()
+    assert embed_error == convert_error == f"hf-elmo: error: output folder does not exist: {missing}"
+    assert not (tmp_path / "no").exists()
