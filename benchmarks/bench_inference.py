@@ -107,8 +107,7 @@ def build_model_files(work_dir: Path, seed: int) -> tuple[Path, Path, Path, floa
     """Random standard model in the hdf5 layout, and its conversion; returns paths and conversion seconds."""
     import torch
 
-    from hf_elmo.bilm_format import convert_bilm_to_folder, write_bilm_files
-    from hf_elmo.configuration_elmo import ElmoConfig
+    from hf_elmo.bilm_format import config_from_allennlp_options, convert_bilm_to_folder, write_bilm_files
     from hf_elmo.modeling_elmo import ElmoModel
 
     bilm_dir = work_dir / f"bilm-standard-seed{seed}"
@@ -117,7 +116,7 @@ def build_model_files(work_dir: Path, seed: int) -> tuple[Path, Path, Path, floa
     if not weights.exists():
         print(f"writing the random standard model to {bilm_dir} ...", flush=True)
         torch.manual_seed(seed)
-        model = ElmoModel(ElmoConfig.from_allennlp_options(standard_options()))
+        model = ElmoModel(config_from_allennlp_options(standard_options()))
         write_bilm_files(model, bilm_dir, overwrite=True)
         del model
     start = time.perf_counter()

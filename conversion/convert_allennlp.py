@@ -44,62 +44,25 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def push_folder(folder: str, repo_id: str, private: bool = False) -> str:
-    """Upload a converted folder as one commit; returns the commit URL."""
-    from huggingface_hub import HfApi
-
-    api = HfApi()
-    api.create_repo(repo_id, private=private, exist_ok=True)
-    commit = api.upload_folder(folder_path=folder, repo_id=repo_id, commit_message="Convert from AllenNLP / bilm-tf")
-    return commit.commit_url
+def command_line(args: argparse.Namespace) -> list[str]:
+    """The `hf-elmo convert` arguments that do what these options ask."""
+    if args.reverse:
+        argv = ["convert", args.output, "--to", "allennlp"] + (["--model", args.model] if args.model else [])
+        return argv + (["--push-to-hub", args.push_to_hub] if args.push_to_hub else [])
+    argv = ["convert", args.output, "--from", "allennlp", "--segmenter", args.segmenter]
+    for flag, value in (("--options", args.options), ("--weights", args.weights)):
+        if value:
+            argv += [flag, value]
+    if args.push_to_hub:
+        argv += ["--push-to-hub", args.push_to_hub, "--language", args.language, "--license", args.license]
+        argv += ["--private"] if args.private else []
+    return argv + (["--overwrite"] if args.overwrite else [])
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
-    from hf_elmo.bilm_format import convert_bilm_to_folder, export_folder_to_bilm
+    from hf_elmo.commands import main as hf_elmo
 
-    try:
-        if args.reverse:
-            if not args.model:
-                raise ValueError("--reverse needs --model DIR")
-            if args.push_to_hub:
-                raise ValueError("--push-to-hub uploads converted hf-elmo folders, not --reverse exports")
-            export_folder_to_bilm(args.model, args.output, overwrite=args.overwrite)
-        else:
-            if not (args.options and args.weights):
-                raise ValueError("--options and --weights are required (or use --reverse --model DIR)")
-            card = None
-            if args.push_to_hub:
-                from hf_elmo.configuration_elmo import ElmoConfig
-                from hf_elmo.model_card import converted_model_card
-
-                config = ElmoConfig.from_allennlp_options(args.options)
-                card = converted_model_card(
-                    args.push_to_hub, config, args.options, args.weights, language=args.language, license=args.license
-                )
-                try:
-                    card.validate()  # the Hub's own metadata check, before any conversion work
-                except ValueError:
-                    raise
-                except Exception as error:  # network trouble: say which step failed
-                    raise OSError(f"cannot reach the Hub to validate the model card: {error}") from None
-            convert_bilm_to_folder(
-                args.options, args.weights, args.output, overwrite=args.overwrite, model_card=card,
-                tokenizer_kwargs={"segmenter": args.segmenter},
-            )
-    except (ValueError, FileExistsError, OSError) as error:
-        print(f"error: {error}", file=sys.stderr)
-        return 2
-    print(f"wrote {args.output}")
-    if args.push_to_hub:
-        from huggingface_hub.errors import HfHubHTTPError
-
-        try:
-            print(f"pushed {push_folder(args.output, args.push_to_hub, private=args.private)}")
-        except (HfHubHTTPError, OSError) as error:
-            print(f"error: upload to {args.push_to_hub} failed (the converted folder is kept): {error}", file=sys.stderr)
-            return 3
-    return 0
+    return hf_elmo(command_line(build_parser().parse_args(argv)))
 
 
 if __name__ == "__main__":

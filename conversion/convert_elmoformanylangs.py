@@ -36,29 +36,16 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    """The same as `hf-elmo convert --from elmoformanylangs ...`."""
+    from hf_elmo.commands import main as hf_elmo
+
     args = build_parser().parse_args(argv)
-    from hf_elmo.elmoformanylangs_format import convert_elmoformanylangs_to_folder
-
-    try:
-        output = convert_elmoformanylangs_to_folder(
-            args.model_dir,
-            args.output,
-            config_path=args.config_path,
-            overwrite=args.overwrite,
-            tokenizer_kwargs={"segmenter": args.segmenter},
-        )
-    except (ValueError, FileExistsError, OSError) as error:
-        print(f"error: {error}", file=sys.stderr)
-        return 2
-    print(f"wrote {output}")
-    if args.push_to_hub:
-        from hf_elmo import ElmoModel, ElmoTokenizer
-
-        # Push what was written, so the Hub gets exactly the folder that was just checked to load.
-        ElmoModel.from_pretrained(output).push_to_hub(args.push_to_hub, private=args.private)
-        ElmoTokenizer.from_pretrained(output).push_to_hub(args.push_to_hub, private=args.private)
-        print(f"pushed to {args.push_to_hub}")
-    return 0
+    command = ["convert", args.output, "--from", "elmoformanylangs", "--model-dir", args.model_dir,
+               "--segmenter", args.segmenter]
+    command += ["--config-path", args.config_path] if args.config_path else []
+    command += ["--overwrite"] if args.overwrite else []
+    command += ["--push-to-hub", args.push_to_hub] + (["--private"] if args.private else []) if args.push_to_hub else []
+    return hf_elmo(command)
 
 
 if __name__ == "__main__":

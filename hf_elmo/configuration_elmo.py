@@ -2,31 +2,14 @@
 
 from __future__ import annotations
 
-import json
 import math
 import numbers
-import os
-from typing import Any
 
 from transformers import PretrainedConfig
 from transformers.utils import logging
 
 logger = logging.get_logger(__name__)
 
-# Keys bilm-tf writes into training-time options files; they do not change the architecture.
-_TRAINING_ONLY_KEYS = {
-    "bidirectional",
-    "dropout",
-    "all_clip_norm_val",
-    "batch_size",
-    "n_epochs",
-    "n_tokens_vocab",
-    "unroll_steps",
-    "n_negative_samples_batch",
-    "n_train_tokens",
-}
-_KNOWN_CHAR_CNN_KEYS = {"embedding", "filters", "n_highway", "activation", "n_characters", "max_characters_per_token"}
-_KNOWN_LSTM_KEYS = {"dim", "projection_dim", "n_layers", "cell_clip", "proj_clip", "use_skip_connections"}
 _CHAR_SCHEMES = ("bytes", "dictionary")
 
 # Raw ids of the byte scheme (before its +1 shift that keeps 0 for padding).
@@ -348,103 +331,5 @@ class ElmoConfig(PretrainedConfig):
                 if not isinstance(value, int) or not 0 <= value < self.word_vocab_size:
                     problems.append(f"{name} must be a word id in [0, {self.word_vocab_size - 1}], got {value!r}")
         return problems
-
-    @classmethod
-    def from_allennlp_options(cls, path_or_dict: str | os.PathLike | dict[str, Any], **kwargs) -> "ElmoConfig":
-        """Build a config from an AllenNLP / bilm-tf ``options.json`` (path or parsed dict).
-
-        Training-only keys (dropout, batch size, ...) are ignored; missing or contradictory
-        architecture keys raise `ValueError` naming the key.
-        """
-        if isinstance(path_or_dict, dict):
-            options, source = path_or_dict, "options"
-        else:
-            source = os.fspath(path_or_dict)
-            try:
-                with open(source, encoding="utf-8-sig") as handle:
-                    options = json.load(handle)
-            except FileNotFoundError:
-                raise ValueError(f"options file not found: {source}") from None
-            except (json.JSONDecodeError, UnicodeDecodeError) as error:
-                raise ValueError(f"{source} is not valid JSON: {error}") from None
-        if not isinstance(options, dict):
-            raise ValueError(f"{source}: expected a JSON object with 'char_cnn' and 'lstm'")
-
-        def require(section: dict, section_name: str, key: str):
-            if key not in section:
-                raise ValueError(f"{source}: missing required key '{section_name}.{key}'")
-            return section[key]
-
-        for section_name in ("char_cnn", "lstm"):
-            if not isinstance(options.get(section_name), dict):
-                raise ValueError(f"{source}: missing required section '{section_name}'")
-        char_cnn, lstm = options["char_cnn"], options["lstm"]
-        unknown = (set(options) - {"char_cnn", "lstm"} - _TRAINING_ONLY_KEYS) | {
-            f"char_cnn.{k}" for k in set(char_cnn) - _KNOWN_CHAR_CNN_KEYS
-        } | {f"lstm.{k}" for k in set(lstm) - _KNOWN_LSTM_KEYS - _TRAINING_ONLY_KEYS}
-        if unknown:
-            logger.warning("%s: ignoring unknown option keys %s", source, sorted(unknown))
-        if options.get("bidirectional", True) is not True:
-            raise ValueError(f"{source}: 'bidirectional' is {options['bidirectional']!r}; ELMo needs both directions")
-
-        n_characters = require(char_cnn, "char_cnn", "n_characters")
-        if n_characters not in (261, 262):
-            raise ValueError(
-                f"{source}: char_cnn.n_characters must be 261 (training) or 262 (prediction) for the byte scheme, "
-                f"got {n_characters}"
-            )
-        embedding = require(char_cnn, "char_cnn", "embedding")
-        if not isinstance(embedding, dict) or "dim" not in embedding:
-            raise ValueError(f"{source}: missing required key 'char_cnn.embedding.dim'")
-        filters = require(char_cnn, "char_cnn", "filters")
-        if not (isinstance(filters, list) and all(isinstance(f, list) and len(f) == 2 for f in filters)):
-            raise ValueError(f"{source}: char_cnn.filters must be a list of [width, count] pairs, got {filters!r}")
-        cell_dim = require(lstm, "lstm", "dim")
-        projection_dim = lstm.get("projection_dim", cell_dim)
-        use_skip = lstm.get("use_skip_connections", False)
-        if not isinstance(use_skip, bool):
-            raise ValueError(f"{source}: lstm.use_skip_connections must be true or false, got {use_skip!r}")
-        architecture = dict(
-            char_vocab_size=262,
-            char_embedding_dim=embedding["dim"],
-            char_cnn_filters=filters,
-            num_highway_layers=require(char_cnn, "char_cnn", "n_highway"),
-            char_cnn_activation=char_cnn.get("activation", "relu"),
-            max_characters_per_token=char_cnn.get("max_characters_per_token", 50),
-            projection_dim=projection_dim,
-            lstm_cell_dim=cell_dim,
-            num_lstm_layers=require(lstm, "lstm", "n_layers"),
-            cell_clip=lstm.get("cell_clip"),
-            proj_clip=lstm.get("proj_clip"),
-            use_skip_connections=use_skip,
-        )
-        try:
-            return cls(**architecture, **kwargs)
-        except ValueError as error:  # say which file the inconsistent values came from
-            raise ValueError(f"{source}: {error}") from None
-
-    def to_allennlp_options(self) -> dict[str, Any]:
-        """The prediction-time ``options.json`` that AllenNLP and bilm-tf read."""
-        if self.char_scheme != "bytes" or self.word_vocab_size:
-            raise ValueError("only byte-scheme models without a word embedding have an AllenNLP / bilm-tf layout")
-        return {
-            "lstm": {
-                "use_skip_connections": self.use_skip_connections,
-                "projection_dim": self.projection_dim,
-                "cell_clip": self.cell_clip or 0,
-                "proj_clip": self.proj_clip or 0,
-                "dim": self.lstm_cell_dim,
-                "n_layers": self.num_lstm_layers,
-            },
-            "char_cnn": {
-                "activation": self.char_cnn_activation,
-                "filters": self.char_cnn_filters,
-                "n_highway": self.num_highway_layers,
-                "embedding": {"dim": self.char_embedding_dim},
-                "n_characters": 262,
-                "max_characters_per_token": self.max_characters_per_token,
-            },
-        }
-
 
 __all__ = ["ElmoConfig"]

@@ -39,10 +39,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def _user_errors() -> tuple[type[BaseException], ...]:
     """The exceptions that are a user's problem (bad input, files, options), reported as one line."""
-    from ..file_io import DiskFullError
-    from ..loading import ModelNotFoundError
-
-    return CommandError, ValueError, FileExistsError, FileNotFoundError, DiskFullError, ModelNotFoundError
+    return CommandError, ValueError, OSError  # OSError: files, permissions, a full disk, the network
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -60,9 +57,20 @@ def main(argv: Sequence[str] | None = None) -> int:
         print("hf-elmo: interrupted; no output was written", file=sys.stderr)
         return 130
     except _user_errors() as error:
-        message = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
-        print(f"hf-elmo: error: {message}", file=sys.stderr)
+        print(f"hf-elmo: error: {_one_line(error)}", file=sys.stderr)
         return 2
+    except RuntimeError as error:  # h5py reports a failed write as RuntimeError
+        from ..file_io import is_disk_full
+
+        if not is_disk_full(error):
+            raise
+        print(f"hf-elmo: error: the disk is full ({_one_line(error)}); no output was written", file=sys.stderr)
+        return 2
+
+
+def _one_line(error: BaseException) -> str:
+    text = str(error).strip()
+    return text.splitlines()[0] if text else type(error).__name__
 
 
 __all__ = ["COMMANDS", "CommandError", "build_parser", "main"]

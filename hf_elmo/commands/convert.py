@@ -36,13 +36,18 @@ def add_parser(subparsers) -> None:
         help="--from: how the saved tokenizer splits raw text (default auto; whitespace = as `allennlp elmo` did)",
     )
     parser.add_argument("--overwrite", action="store_true", help="replace OUTPUT_DIR if it exists")
+    hub = parser.add_argument_group("Hub (--from only)")
+    hub.add_argument("--push-to-hub", metavar="REPO_ID", help="then upload OUTPUT_DIR to this Hub repo in one commit")
+    hub.add_argument("--private", action="store_true", help="create the Hub repo as private")
+    hub.add_argument("--language", default=None, help="model card language (allennlp; default en)")
+    hub.add_argument("--license", default=None, help="model card licence of the weights (allennlp; default apache-2.0)")
     parser.set_defaults(run=run)
 
 
 # The options each direction of `convert` reads; any other one given is a mistake worth naming.
 _CONVERT_OPTIONS = {
-    "--from allennlp": ("options", "weights", "segmenter"),
-    "--from elmoformanylangs": ("model_dir", "config_path", "segmenter"),
+    "--from allennlp": ("options", "weights", "segmenter", "push_to_hub", "private", "language", "license"),
+    "--from elmoformanylangs": ("model_dir", "config_path", "segmenter", "push_to_hub", "private"),
     "--to allennlp": ("model",),
 }
 
@@ -72,8 +77,9 @@ def run(args) -> int:
         from ..bilm_format import convert_bilm_to_folder
 
         tokenizer_kwargs = {"segmenter": args.segmenter} if args.segmenter else None
+        card = _model_card(args) if args.push_to_hub else None
         convert_bilm_to_folder(args.options, args.weights, args.output, overwrite=args.overwrite,
-                               tokenizer_kwargs=tokenizer_kwargs)
+                               tokenizer_kwargs=tokenizer_kwargs, model_card=card)
     else:
         if not args.model_dir:
             raise CommandError("--from elmoformanylangs needs --model-dir (the folder with config.json, char.dic, *.pkl)")
@@ -91,4 +97,40 @@ def run(args) -> int:
             kwargs["tokenizer_kwargs"] = {"segmenter": args.segmenter}
         convert(args.model_dir, args.output, overwrite=args.overwrite, **kwargs)
     print(f"wrote {args.output}", file=sys.stderr)
+    return _push(args) if args.push_to_hub else 0
+
+
+def _model_card(args):
+    """The card of a converted AllenNLP model, checked by the Hub's own metadata validation before any work."""
+    from ..bilm_format import config_from_allennlp_options
+    from ..model_card import converted_model_card
+
+    config = config_from_allennlp_options(args.options)
+    card = converted_model_card(
+        args.push_to_hub, config, args.options, args.weights,
+        language=args.language or "en", license=args.license or "apache-2.0",
+    )
+    try:
+        card.validate()
+    except ValueError:
+        raise
+    except Exception as error:  # network trouble: say which step failed
+        raise CommandError(f"cannot reach the Hub to validate the model card: {error}") from None
+    return card
+
+
+def _push(args) -> int:
+    """Upload the finished folder as one commit; exit status 3 if that fails (the folder is kept)."""
+    from huggingface_hub import HfApi
+    from huggingface_hub.errors import HfHubHTTPError
+
+    source = "AllenNLP / bilm-tf" if args.source == "allennlp" else "ELMoForManyLangs"
+    try:
+        api = HfApi()
+        api.create_repo(args.push_to_hub, private=args.private, exist_ok=True)
+        commit = api.upload_folder(folder_path=args.output, repo_id=args.push_to_hub, commit_message=f"Convert from {source}")
+    except (HfHubHTTPError, OSError) as error:
+        print(f"hf-elmo: error: upload to {args.push_to_hub} failed (the converted folder is kept): {error}", file=sys.stderr)
+        return 3
+    print(f"pushed {commit.commit_url}")
     return 0

@@ -73,7 +73,7 @@ def converted(tmp_path_factory):
         timeout=300,
     )
     assert result.returncode == 0, result.stderr
-    assert f"wrote {output}" in result.stdout
+    assert f"wrote {output}" in result.stderr
     assert entries(parent) == {"elmo-test"}  # no temporary folder left beside it
     return output
 
@@ -110,7 +110,7 @@ def test_cli_error_in_a_subprocess(tmp_path):
         timeout=300,
     )
     assert result.returncode == 2
-    assert result.stderr.startswith("error: ") and "Traceback" not in result.stderr
+    assert result.stderr.startswith("hf-elmo: error: ") and "Traceback" not in result.stderr
     assert entries(tmp_path) == {"bad.hdf5"}
 
 
@@ -146,7 +146,8 @@ def test_folder_to_hdf5_to_folder_is_exact(tmp_path, capsys):
     assert sorted(original_state) == sorted(back_state)
     for name, value in original_state.items():
         assert torch.equal(value, back_state[name]), name
-    architecture = ElmoConfig.to_allennlp_options
+    from hf_elmo.bilm_format import allennlp_options as architecture
+
     assert architecture(back.config) == architecture(model.config)
     assert back.config.cell_clip is None and back.config.use_skip_connections is False
 
@@ -185,7 +186,7 @@ def test_bad_weights(case, tmp_path, capsys):
     weights = corrupted_weights(tmp_path, change)
     code, error = run_cli(capsys, "--options", OPTIONS, "--weights", weights, "--output", tmp_path / "out")
     assert code == 2
-    assert error.startswith("error: ") and str(weights) in error
+    assert error.startswith("hf-elmo: error: ") and str(weights) in error
     assert __import__("re").search(message, error), error
     assert entries(tmp_path) == {"weights.hdf5"}
 

@@ -343,15 +343,6 @@ def test_cli_refuses_existing_output_and_overwrites_on_request(tmp_path, capsys)
     assert not (output / "keep.txt").exists() and (output / "model.safetensors").is_file()
 
 
-def test_cli_pushes_model_and_tokenizer(tmp_path, monkeypatch):
-    pushed = []
-    monkeypatch.setattr(ElmoModel, "push_to_hub", lambda self, repo, **kw: pushed.append(("model", repo, kw)))
-    monkeypatch.setattr(ElmoTokenizer, "push_to_hub", lambda self, repo, **kw: pushed.append(("tokenizer", repo, kw)))
-    output = tmp_path / "out"
-    assert cli.main(["--model-dir", str(MODEL_DIR), "--output", str(output), "--push-to-hub", "org/elmo-zh"]) == 0
-    assert [(kind, repo) for kind, repo, _ in pushed] == [("model", "org/elmo-zh"), ("tokenizer", "org/elmo-zh")]
-
-
 def test_convert_function_writes_a_loadable_folder(tmp_path):
     output = convert_elmoformanylangs_to_folder(MODEL_DIR, tmp_path / "out", tokenizer_kwargs={"segmenter": "chars"})
     tokenizer = AutoTokenizer.from_pretrained(output)

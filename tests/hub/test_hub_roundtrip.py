@@ -131,6 +131,31 @@ def test_convert_allennlp_push_to_hub_uploads_folder_with_model_card(hub, tmp_pa
     assert_same_outputs(encoder_outputs(pulled, tokenizer), encoder_outputs(reference, tokenizer))
 
 
+def test_convert_elmoformanylangs_push_to_hub_uploads_the_folder(hub, tmp_path):
+    """`hf-elmo convert --from elmoformanylangs --push-to-hub` (also the conversion script) uploads exactly the
+    converted folder, dictionaries and modelling code included, in one commit."""
+    model_dir = paths.FIXTURES / "elmoformanylangs" / "model"
+    output = tmp_path / "converted"
+    run_command(
+        ["-m", "hf_elmo.cli", "convert", str(output), "--from", "elmoformanylangs", "--model-dir", str(model_dir),
+         "--push-to-hub", "org/elmo-zh-efml"],
+        hub_env(hub, tmp_path / "home"), cwd=tmp_path,
+    )
+    files = hub.files("org/elmo-zh-efml")
+    local = {p.name: p.read_bytes() for p in output.iterdir()}
+    assert set(local) <= set(files)
+    for name, content in local.items():
+        assert files[name] == content, name
+    assert {"char_vocab.json", "word_vocab.json", "modeling_elmo.py", "model.safetensors"} <= set(files)
+    script = tmp_path / "via-script"
+    run_command(
+        [str(REPO_ROOT / "conversion" / "convert_elmoformanylangs.py"), "--model-dir", str(model_dir),
+         "--output", str(script), "--push-to-hub", "org/elmo-zh-efml-2"],
+        hub_env(hub, tmp_path / "home"), cwd=tmp_path,
+    )
+    assert hub.files("org/elmo-zh-efml-2")["model.safetensors"] == (script / "model.safetensors").read_bytes()
+
+
 def test_clear_errors_for_missing_repo_revision_weights_and_foreign_model_type(hub, tmp_path):
     from transformers import BertConfig
 

@@ -6,6 +6,7 @@ import json
 import pytest
 
 from hf_elmo import ElmoConfig
+from hf_elmo.bilm_format import allennlp_options, config_from_allennlp_options
 from reference_fixtures import ALLENNLP, BILM_TF, FIXTURES
 from transformers import AutoConfig
 
@@ -15,7 +16,7 @@ ALLENNLP_OPTIONS = json.loads((ALLENNLP / "options.json").read_text())
 def test_defaults_are_the_standard_model():
     """2x4096_512_2048cnn_2xhighway, as in AllenNLP's published options file."""
     config = ElmoConfig()
-    assert config.to_allennlp_options() == {
+    assert allennlp_options(config) == {
         "lstm": {
             "use_skip_connections": True,
             "projection_dim": 512,
@@ -40,28 +41,28 @@ def test_defaults_are_the_standard_model():
 @pytest.mark.parametrize("as_path", [True, False], ids=["path", "dict"])
 def test_from_allennlp_options(as_path):
     source = ALLENNLP / "options.json" if as_path else copy.deepcopy(ALLENNLP_OPTIONS)
-    config = ElmoConfig.from_allennlp_options(source)
+    config = config_from_allennlp_options(source)
     assert config.char_embedding_dim == 4
     assert config.char_cnn_filters == [[1, 4], [2, 8], [3, 16], [4, 32], [5, 64]]
     assert config.num_char_filters == 124
     assert (config.num_highway_layers, config.projection_dim, config.lstm_cell_dim, config.num_lstm_layers) == (2, 16, 64, 2)
     assert (config.cell_clip, config.proj_clip, config.use_skip_connections) == (3, 3, True)
-    assert config.to_allennlp_options() == ALLENNLP_OPTIONS
+    assert allennlp_options(config) == ALLENNLP_OPTIONS
 
 
 def test_options_file_with_a_byte_order_mark(tmp_path):
     path = tmp_path / "options.json"
     path.write_bytes(b"\xef\xbb\xbf" + (ALLENNLP / "options.json").read_bytes())
-    assert ElmoConfig.from_allennlp_options(path).to_allennlp_options() == ALLENNLP_OPTIONS
+    assert allennlp_options(config_from_allennlp_options(path)) == ALLENNLP_OPTIONS
 
 
 def test_bilm_tf_options_without_skip_connections():
-    config = ElmoConfig.from_allennlp_options(BILM_TF / "options.json")
+    config = config_from_allennlp_options(BILM_TF / "options.json")
     assert config.use_skip_connections is False
 
 
 def test_extra_keyword_arguments_pass_through():
-    config = ElmoConfig.from_allennlp_options(ALLENNLP / "options.json", num_output_representations=3)
+    config = config_from_allennlp_options(ALLENNLP / "options.json", num_output_representations=3)
     assert config.num_output_representations == 3
 
 
@@ -70,16 +71,16 @@ def test_training_only_keys_are_ignored(language):
     path = FIXTURES / "allennlp_elmo" / "elmo_multilingual" / language / "options.json"
     options = json.loads(path.read_text())
     assert {"dropout", "n_epochs", "batch_size", "unroll_steps", "n_negative_samples_batch"} <= set(options)
-    config = ElmoConfig.from_allennlp_options(path)
+    config = config_from_allennlp_options(path)
     assert not hasattr(config, "dropout") and not hasattr(config, "n_epochs")
     # Architecture identical to the AllenNLP test model.
-    assert config.to_allennlp_options() == ElmoConfig.from_allennlp_options(ALLENNLP_OPTIONS).to_allennlp_options()
+    assert allennlp_options(config) == allennlp_options(config_from_allennlp_options(ALLENNLP_OPTIONS))
 
 
 def test_training_n_characters_261_accepted():
     options = copy.deepcopy(ALLENNLP_OPTIONS)
     options["char_cnn"]["n_characters"] = 261
-    assert ElmoConfig.from_allennlp_options(options).char_vocab_size == 262  # + the padding row
+    assert config_from_allennlp_options(options).char_vocab_size == 262  # + the padding row
 
 
 def mutated(change):
@@ -120,7 +121,7 @@ BAD_OPTIONS = {
 def test_inconsistent_options_rejected(case):
     change, message = BAD_OPTIONS[case]
     with pytest.raises(ValueError, match=message):
-        ElmoConfig.from_allennlp_options(mutated(change))
+        config_from_allennlp_options(mutated(change))
 
 
 @pytest.mark.parametrize(
@@ -137,17 +138,17 @@ def test_error_names_the_file(tmp_path):
     path = tmp_path / "options.json"
     path.write_text(json.dumps(mutated(lambda o: o["char_cnn"].__setitem__("activation", "gelu"))))
     with pytest.raises(ValueError, match=f"^{path}: .*gelu"):
-        ElmoConfig.from_allennlp_options(path)
+        config_from_allennlp_options(path)
     with pytest.raises(ValueError, match="options file not found"):
-        ElmoConfig.from_allennlp_options(tmp_path / "missing.json")
+        config_from_allennlp_options(tmp_path / "missing.json")
     broken = tmp_path / "broken.json"
     broken.write_text('{"lstm": ')
     with pytest.raises(ValueError, match="not valid JSON"):
-        ElmoConfig.from_allennlp_options(broken)
+        config_from_allennlp_options(broken)
     a_list = tmp_path / "list.json"
     a_list.write_text("[1, 2]")
     with pytest.raises(ValueError, match="expected a JSON object"):
-        ElmoConfig.from_allennlp_options(a_list)
+        config_from_allennlp_options(a_list)
 
 
 def test_direct_construction_is_validated():
@@ -162,7 +163,7 @@ def test_direct_construction_is_validated():
 
 
 def test_save_and_load(tmp_path):
-    config = ElmoConfig.from_allennlp_options(ALLENNLP / "options.json", num_output_representations=2)
+    config = config_from_allennlp_options(ALLENNLP / "options.json", num_output_representations=2)
     config.save_pretrained(tmp_path)
     for loaded in (ElmoConfig.from_pretrained(tmp_path), AutoConfig.from_pretrained(tmp_path)):
         assert isinstance(loaded, ElmoConfig)
