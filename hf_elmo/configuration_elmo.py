@@ -188,6 +188,9 @@ class ElmoConfig(PretrainedConfig):
         self.classifier_hidden_size = classifier_hidden_size
         self.lstm_implementation = lstm_implementation
         self.lstm_keep_inference_copies = lstm_keep_inference_copies
+        # The tokenizer pads with character id 0 (a padded word is all zeros): say so, as transformers compares
+        # the two (Trainer's processing_class) and otherwise warns and rewrites the config.
+        kwargs.setdefault("pad_token_id", 0)
         super().__init__(**kwargs)
         self._validate()
 
