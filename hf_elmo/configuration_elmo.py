@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import math
-import numbers
 
 from transformers import PretrainedConfig
 from transformers.utils import logging
+
+from .field_types import BOOLEAN, INTEGER, INTEGER_LIST, INTEGER_PAIRS, NUMBER, TEXT_LIST, one_of, optional, type_problems
 
 logger = logging.get_logger(__name__)
 
@@ -20,6 +21,17 @@ _END_OF_WORD_BYTE = 259
 _PADDING_BYTE = 260
 
 
+def _dtype_problems(dtype) -> list[str]:
+    """A `dtype` given as a string must name a torch floating-point type (or be "auto")."""
+    if dtype is None or not isinstance(dtype, str) or dtype == "auto":
+        return []
+    import torch
+
+    if not isinstance(getattr(torch, dtype.removeprefix("torch."), None), torch.dtype):
+        return [f"dtype must name a torch dtype such as 'float32' or 'bfloat16', got {dtype!r}"]
+    return []
+
+
 def _byte_boundary_char_ids(boundary_character: int, max_characters_per_token: int) -> list[int]:
     """Shifted character ids of the byte scheme's `<S>` / `</S>` pseudo-word: ``[BOW, boundary, EOW, PAD...] + 1``."""
     ids = [_BEGINNING_OF_WORD_BYTE, boundary_character, _END_OF_WORD_BYTE]
@@ -28,6 +40,47 @@ def _byte_boundary_char_ids(boundary_character: int, max_characters_per_token: i
 
 
 LSTM_IMPLEMENTATIONS = ("auto", "fast", "reference", "int8")
+
+# The type of every field (a loaded config.json is checked against it before anything is built).
+FIELD_TYPES = {
+    "char_vocab_size": INTEGER,
+    "char_embedding_dim": INTEGER,
+    "char_cnn_filters": optional(INTEGER_PAIRS),
+    "num_highway_layers": INTEGER,
+    "char_cnn_activation": one_of("relu", "tanh"),
+    "max_characters_per_token": INTEGER,
+    "projection_dim": INTEGER,
+    "lstm_cell_dim": INTEGER,
+    "num_lstm_layers": INTEGER,
+    "cell_clip": optional(NUMBER),
+    "proj_clip": optional(NUMBER),
+    "use_skip_connections": BOOLEAN,
+    "lstm_forget_bias": NUMBER,
+    "num_output_representations": INTEGER,
+    "scalar_mix_layer_norm": BOOLEAN,
+    "char_scheme": one_of(*_CHAR_SCHEMES),
+    "bos_char_ids": optional(INTEGER_LIST),
+    "eos_char_ids": optional(INTEGER_LIST),
+    "word_vocab_size": INTEGER,
+    "word_embedding_dim": INTEGER,
+    "bos_word_id": optional(INTEGER),
+    "eos_word_id": optional(INTEGER),
+    "lm_vocab": optional(TEXT_LIST),
+    "lm_softmax": one_of("full", "sampled"),
+    "lm_num_sampled": INTEGER,
+    "lm_dropout": NUMBER,
+    "task_encoder": one_of("linear", "bilstm"),
+    "task_encoder_hidden_size": INTEGER,
+    "task_encoder_num_layers": INTEGER,
+    "use_crf": BOOLEAN,
+    "freeze_elmo": BOOLEAN,
+    "task_token_features": BOOLEAN,
+    "classifier_dropout": NUMBER,
+    "classifier_hidden_size": INTEGER,
+    "lstm_implementation": one_of(*LSTM_IMPLEMENTATIONS),
+    "lstm_keep_inference_copies": BOOLEAN,
+    "token_cache_size": INTEGER,
+}
 
 
 class ElmoConfig(PretrainedConfig):
@@ -145,6 +198,10 @@ class ElmoConfig(PretrainedConfig):
         lstm_keep_inference_copies: bool = True,
         **kwargs,
     ):
+        given = {**locals(), **kwargs}
+        problems = type_problems(given, FIELD_TYPES) + _dtype_problems(kwargs.get("dtype", kwargs.get("torch_dtype")))
+        if problems:
+            raise ValueError("Invalid ElmoConfig: " + "; ".join(problems))
         if char_cnn_filters is None:
             char_cnn_filters = [[1, 32], [2, 32], [3, 64], [4, 128], [5, 256], [6, 512], [7, 1024]]
         self.char_vocab_size = char_vocab_size
@@ -225,44 +282,21 @@ class ElmoConfig(PretrainedConfig):
         return sum(n for _, n in self.char_cnn_filters)
 
     def _validate(self) -> None:
-        def is_int(value) -> bool:
-            return isinstance(value, numbers.Integral) and not isinstance(value, bool)
-
-        integer_fields = (
-            "char_vocab_size",
-            "char_embedding_dim",
-            "num_highway_layers",
-            "max_characters_per_token",
-            "projection_dim",
-            "lstm_cell_dim",
-            "num_lstm_layers",
-            "num_output_representations",
-        )
-        type_problems = [
-            f"{name} must be an integer, got {getattr(self, name)!r}"
-            for name in integer_fields
-            if not is_int(getattr(self, name))
-        ]
-        if not isinstance(self.char_cnn_filters, (list, tuple)) or not all(
-            isinstance(f, list) and len(f) == 2 and is_int(f[0]) and is_int(f[1]) for f in self.char_cnn_filters
-        ):
-            type_problems.append(f"char_cnn_filters must be a list of [width, count] integer pairs, got {self.char_cnn_filters!r}")
-        for name in ("cell_clip", "proj_clip"):
-            value = getattr(self, name)
-            if value is not None and (isinstance(value, bool) or not isinstance(value, numbers.Real) or value < 0):
-                type_problems.append(f"{name} must be a non-negative number or None, got {value!r}")
-        if type_problems:  # the checks below need numbers
-            raise ValueError("Invalid ElmoConfig: " + "; ".join(type_problems))
+        type_errors = type_problems(self.__dict__, FIELD_TYPES)
+        if type_errors:  # the checks below need numbers (attributes can be changed after creation)
+            raise ValueError("Invalid ElmoConfig: " + "; ".join(type_errors))
         self.char_cnn_filters = [[int(width), int(count)] for width, count in self.char_cnn_filters]
 
-        problems = []
+        problems = [
+            f"{name} must be a non-negative number or null, got {getattr(self, name)}"
+            for name in ("cell_clip", "proj_clip")
+            if getattr(self, name) is not None and not getattr(self, name) >= 0
+        ]
         for name in ("char_vocab_size", "char_embedding_dim", "projection_dim", "lstm_cell_dim", "num_lstm_layers"):
             if getattr(self, name) <= 0:
                 problems.append(f"{name} must be positive, got {getattr(self, name)}")
         if self.num_highway_layers < 0:
             problems.append(f"num_highway_layers must be >= 0, got {self.num_highway_layers}")
-        if self.char_cnn_activation not in ("relu", "tanh"):
-            problems.append(f"char_cnn_activation must be 'relu' or 'tanh', got {self.char_cnn_activation!r}")
         if not self.char_cnn_filters:
             problems.append("char_cnn_filters is empty")
         for width, count in self.char_cnn_filters:
@@ -279,20 +313,10 @@ class ElmoConfig(PretrainedConfig):
             problems.append(f"the byte scheme needs char_vocab_size >= 262, got {self.char_vocab_size}")
         if self.num_output_representations < 0:
             problems.append("num_output_representations must be >= 0")
-        if self.lm_softmax not in ("full", "sampled"):
-            problems.append(f"lm_softmax must be 'full' or 'sampled', got {self.lm_softmax!r}")
         if self.lm_softmax == "sampled" and self.lm_num_sampled < 1:
             problems.append(f"lm_num_sampled must be >= 1 for the sampled softmax, got {self.lm_num_sampled}")
         if self.lm_vocab and list(self.lm_vocab[:3]) != ["<S>", "</S>", "<UNK>"]:
             problems.append("lm_vocab must start with '<S>', '</S>', '<UNK>'")
-        if self.lstm_implementation not in LSTM_IMPLEMENTATIONS:
-            problems.append(
-                f"lstm_implementation must be one of {', '.join(LSTM_IMPLEMENTATIONS)}, got {self.lstm_implementation!r}"
-            )
-        if not isinstance(self.lstm_keep_inference_copies, bool):
-            problems.append(f"lstm_keep_inference_copies must be true or false, got {self.lstm_keep_inference_copies!r}")
-        if self.task_encoder not in ("linear", "bilstm"):
-            problems.append(f"task_encoder must be 'linear' or 'bilstm', got {self.task_encoder!r}")
         if self.task_encoder_hidden_size <= 0 or self.task_encoder_num_layers <= 0:
             problems.append("task_encoder_hidden_size and task_encoder_num_layers must be positive")
         for name in ("classifier_dropout", "lm_dropout"):
@@ -308,8 +332,6 @@ class ElmoConfig(PretrainedConfig):
     def _input_layer_problems(self) -> list[str]:
         """What is wrong with the character scheme, the boundary rows and the optional word embedding."""
         problems = []
-        if self.char_scheme not in _CHAR_SCHEMES:
-            problems.append(f"char_scheme must be one of {_CHAR_SCHEMES}, got {self.char_scheme!r}")
         for name in ("bos_char_ids", "eos_char_ids"):
             ids = getattr(self, name)
             if ids is None:

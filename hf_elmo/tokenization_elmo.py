@@ -39,6 +39,8 @@ from tokenizers.pre_tokenizers import BertPreTokenizer
 from transformers import BatchEncoding, PreTrainedTokenizerBase
 from transformers.utils import TensorType
 
+from .field_types import BOOLEAN, INTEGER, MAPPING, TEXT, one_of, optional, type_problems
+
 BEGINNING_OF_WORD_CHARACTER = 258
 END_OF_WORD_CHARACTER = 259
 PADDING_CHARACTER = 260
@@ -100,6 +102,19 @@ def _load_jieba():
     return jieba
 
 
+# The type of every option (a loaded tokenizer_config.json is checked against it).
+_OPTION_TYPES = {
+    "char_vocab_file": optional(TEXT),
+    "word_vocab_file": optional(TEXT),
+    "max_characters_per_token": INTEGER,
+    "segmenter": one_of(*_SEGMENTERS),
+    "do_lower_case": BOOLEAN,
+    "char_scheme": one_of(*_CHAR_SCHEMES),
+    "char_vocab": optional(MAPPING),
+    "word_vocab": optional(MAPPING),
+}
+
+
 class ElmoTokenizer(PreTrainedTokenizerBase):
     """Turns text into ELMo character ids `(batch, words, max_characters_per_token)` (and, for models with a word
     embedding, `word_ids` `(batch, words)`).
@@ -137,12 +152,11 @@ class ElmoTokenizer(PreTrainedTokenizerBase):
         word_vocab: dict[str, int] | None = None,
         **kwargs,
     ):
-        if segmenter not in _SEGMENTERS:
-            raise ValueError(f"segmenter must be one of {_SEGMENTERS}, got {segmenter!r}")
+        problems = type_problems(locals(), _OPTION_TYPES)
+        if problems:  # e.g. "do_lower_case": "false" in a hand-edited tokenizer_config.json
+            raise ValueError("Invalid ElmoTokenizer options: " + "; ".join(problems))
         if max_characters_per_token < 3:
             raise ValueError("max_characters_per_token must be >= 3")
-        if char_scheme not in _CHAR_SCHEMES:
-            raise ValueError(f"char_scheme must be one of {_CHAR_SCHEMES}, got {char_scheme!r}")
         self.max_characters_per_token = max_characters_per_token
         self.segmenter = segmenter
         self.do_lower_case = do_lower_case

@@ -7,7 +7,7 @@ import pytest
 
 from hf_elmo import ElmoConfig
 from hf_elmo.bilm_format import allennlp_options, config_from_allennlp_options
-from reference_fixtures import ALLENNLP, BILM_TF, FIXTURES
+from reference_fixtures import ALLENNLP, BILM_TF, FIXTURES, tiny_config_kwargs
 from transformers import AutoConfig
 
 ALLENNLP_OPTIONS = json.loads((ALLENNLP / "options.json").read_text())
@@ -108,7 +108,7 @@ BAD_OPTIONS = {
     "filters not pairs": (lambda o: o["char_cnn"].__setitem__("filters", [[1, 4, 5]]), "list of \\[width, count\\] pairs"),
     "filter not integer": (lambda o: o["char_cnn"].__setitem__("filters", [[1, "4"]]), "integer pairs"),
     "bidirectional false": (lambda o: o.__setitem__("bidirectional", False), "'bidirectional' is False"),
-    "bad activation": (lambda o: o["char_cnn"].__setitem__("activation", "gelu"), "'relu' or 'tanh', got 'gelu'"),
+    "bad activation": (lambda o: o["char_cnn"].__setitem__("activation", "gelu"), "one of 'relu', 'tanh', got 'gelu'"),
     "string size": (lambda o: o["lstm"].__setitem__("dim", "64"), "lstm_cell_dim must be an integer, got '64'"),
     "float size": (lambda o: o["lstm"].__setitem__("projection_dim", 16.5), "projection_dim must be an integer"),
     "negative size": (lambda o: o["lstm"].__setitem__("projection_dim", -1), "projection_dim must be positive"),
@@ -168,3 +168,59 @@ def test_save_and_load(tmp_path):
     for loaded in (ElmoConfig.from_pretrained(tmp_path), AutoConfig.from_pretrained(tmp_path)):
         assert isinstance(loaded, ElmoConfig)
         assert {**loaded.to_dict(), "_name_or_path": ""} == {**config.to_dict(), "_name_or_path": ""}
+
+
+MISTYPED_CONFIG_VALUES = {
+    "use_skip_connections": ("false", "use_skip_connections must be true or false, got 'false'"),
+    "scalar_mix_layer_norm": ("yes", "scalar_mix_layer_norm must be true or false, got 'yes'"),
+    "lm_vocab": (5, "lm_vocab must be a list of strings or null, got 5"),
+    "dtype": ("float99", "dtype must name a torch dtype such as 'float32' or 'bfloat16', got 'float99'"),
+    "bos_char_ids": ("abc", "bos_char_ids must be a list of integers or null, got 'abc'"),
+    "projection_dim": (16.0, "projection_dim must be an integer, got 16.0"),
+    "cell_clip": ("3", "cell_clip must be a number or null, got '3'"),
+}
+
+
+@pytest.mark.parametrize("field", sorted(MISTYPED_CONFIG_VALUES))
+def test_a_mistyped_config_json_value_is_refused_naming_the_field(field, tmp_path):
+    """Nothing that is not a boolean is read as one (a non-empty string was true), and nothing fails deep inside."""
+    from hf_elmo import ElmoModel
+
+    ElmoModel(ElmoConfig(**tiny_config_kwargs())).save_pretrained(tmp_path)
+    config = json.loads((tmp_path / "config.json").read_text())
+    value, message = MISTYPED_CONFIG_VALUES[field]
+    config[field] = value
+    (tmp_path / "config.json").write_text(json.dumps(config))
+    with pytest.raises(ValueError) as error:
+        ElmoModel.from_pretrained(tmp_path)
+    assert message in str(error.value)
+
+
+def test_a_mistyped_tokenizer_option_is_refused_naming_it(tmp_path):
+    from hf_elmo import ElmoTokenizer
+
+    ElmoTokenizer(segmenter="chars").save_pretrained(tmp_path)
+    options = json.loads((tmp_path / "tokenizer_config.json").read_text())
+    options["do_lower_case"] = "false"
+    (tmp_path / "tokenizer_config.json").write_text(json.dumps(options))
+    with pytest.raises(ValueError, match="do_lower_case must be true or false, got 'false'"):
+        ElmoTokenizer.from_pretrained(tmp_path)
+
+
+def test_the_command_line_reports_a_mistyped_config_in_one_line(tmp_path):
+    import subprocess
+    import sys
+
+    from hf_elmo import ElmoModel, ElmoTokenizer
+    from paths import REPO_ROOT
+
+    ElmoModel(ElmoConfig(**tiny_config_kwargs())).save_pretrained(tmp_path)
+    ElmoTokenizer().save_pretrained(tmp_path)
+    config = json.loads((tmp_path / "config.json").read_text())
+    config["use_skip_connections"] = "false"
+    (tmp_path / "config.json").write_text(json.dumps(config))
+    result = subprocess.run([sys.executable, "-m", "hf_elmo.cli", "info", "--model", str(tmp_path)],
+                            capture_output=True, text=True, cwd=REPO_ROOT, timeout=120)
+    assert result.returncode == 2
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and "use_skip_connections must be true or false, got 'false'" in lines[0], lines
