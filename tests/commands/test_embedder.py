@@ -195,7 +195,7 @@ def test_a_folder_without_its_tokenizer_warns_or_refuses(tmp_path, caplog):
     ElmoModel(ElmoConfig(**tiny_config_kwargs())).save_pretrained(tmp_path / "bare")  # weights only, no tokenizer
     with caplog.at_level(logging.WARNING, logger="hf_elmo.embedder"):
         embedder = Embedder(tmp_path / "bare")
-    assert "has no tokenizer_config.json: using a default ElmoTokenizer" in caplog.text
+    assert f"{tmp_path / 'bare'} has no tokenizer_config.json: using a default ElmoTokenizer" in caplog.text
     assert embedder.embed([["a", "b"]], layers="top")[0].shape[0] == 2
     # A model with a word embedding cannot run without the dictionary its tokenizer carries.
     words = ElmoConfig(**tiny_config_kwargs(), word_vocab_size=10, word_embedding_dim=4, bos_word_id=1, eos_word_id=2)
