@@ -44,7 +44,9 @@ def _user_errors() -> tuple[type[BaseException], ...]:
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
-    args = parser.parse_args(list(sys.argv[1:] if argv is None else argv))
+    argv = list(sys.argv[1:] if argv is None else argv)
+    args = parser.parse_args(argv)
+    args.command_line = argv[1:]  # the command's own options, as given
     if args.command is None:
         parser.print_help()
         return 2

@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import argparse
+import os
+import shlex
+import sys
 
 DESCRIPTION = """Pretrain an ELMo biLM from scratch on a word-segmented corpus, on top of `transformers.Trainer`.
 
@@ -97,4 +100,37 @@ def add_parser(subparsers) -> None:
 def run(args) -> int:
     from ..pretrain import run as pretrain
 
-    return pretrain(args)
+    code = pretrain(args)
+    advice = data_parallel_advice(os.environ, os.cpu_count() or 1, args.command_line) if code == 0 else None
+    if advice:  # after the run, so that a refused run still ends in one error line
+        print(advice, file=sys.stderr)
+    return code
+
+
+def data_parallel_advice(environ, cpu_count: int, options: list[str]) -> str | None:
+    """On a CPU with several cores, one process per core (torchrun, gloo, 1 thread each) trains faster than one
+    process using the cores as threads (benchmarks/RESULTS.md): say how, after a run as a single process.
+    `options` are the run's own `hf-elmo pretrain` options."""
+    if "WORLD_SIZE" in environ or cpu_count < 2 or _cuda_available():
+        return None
+    without_threads = []
+    skip = False
+    for arg in options:
+        if skip:
+            skip = False
+        elif arg == "--threads":
+            skip = True
+        elif not arg.startswith("--threads="):
+            without_threads.append(arg)
+    command = " ".join(shlex.quote(arg) for arg in without_threads)
+    return (
+        f"hf-elmo pretrain: this CPU has {cpu_count} cores; {cpu_count} processes of 1 thread each train faster "
+        f"than one process, next time:\n  OMP_NUM_THREADS=1 torchrun --standalone --nproc_per_node {cpu_count} "
+        f"-m hf_elmo.pretrain {command} --threads 1"
+    )
+
+
+def _cuda_available() -> bool:
+    import torch
+
+    return torch.cuda.is_available()

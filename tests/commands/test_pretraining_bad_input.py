@@ -265,3 +265,14 @@ def test_pretrain_refuses_a_vocabulary_file_of_only_the_special_words(tmp_path, 
     assert pretrain_main(argv) == 2
     assert "has no words besides <S>, </S>, <UNK>" in one_error_line(capsys)
     assert leftovers(tmp_path) == ["vocab.txt"]
+
+
+def test_a_single_process_on_a_multi_core_cpu_is_shown_the_torchrun_command():
+    from hf_elmo.commands.pretrain import data_parallel_advice
+
+    argv = ["--train-file", "my corpus.txt", "--output-dir", "run", "--threads", "2"]
+    advice = data_parallel_advice({}, 2, argv)
+    assert "torchrun --standalone --nproc_per_node 2 -m hf_elmo.pretrain --train-file 'my corpus.txt' " \
+           "--output-dir run --threads 1" in advice
+    assert data_parallel_advice({"WORLD_SIZE": "2"}, 2, argv) is None  # already data-parallel
+    assert data_parallel_advice({}, 1, argv) is None
