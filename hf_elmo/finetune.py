@@ -51,7 +51,7 @@ from pathlib import Path
 
 import torch
 
-from .file_io import AtomicDirectory
+from .file_io import AtomicDirectory, temporary_prefix
 from .conll import (  # noqa: F401  (re-exported: the data half of the fine-tuning API)
     DataError,
     TaggedSentence,
@@ -528,7 +528,9 @@ def _checkpoint_dir(options: FinetuneOptions):
     parent = Path(options.output_dir).resolve().parent if options.output_dir else None
     if parent is not None:
         parent.mkdir(parents=True, exist_ok=True)
-    return tempfile.TemporaryDirectory(prefix=".hf-elmo-checkpoints-", dir=parent)
+    # Named for the output folder and this process, so that a later run removes it if this one is killed.
+    name = Path(options.output_dir).name if options.output_dir else "hf-elmo-finetune"
+    return tempfile.TemporaryDirectory(prefix=temporary_prefix(name, "checkpoints"), dir=parent)
 
 
 def save_folder(model, tokenizer, output_dir: str, results: dict, overwrite: bool = False) -> Path:

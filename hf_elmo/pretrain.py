@@ -1,12 +1,6 @@
-"""Pretrain an ELMo biLM from scratch on a word-segmented corpus, on top of `transformers.Trainer`.
-
-    python -m hf_elmo.pretrain --train-file corpus.txt --dev-file dev.txt --output-dir runs/my-elmo \\
-        --projection-dim 128 --cell-dim 512 --epochs 3
-
-Runs unchanged under ``torchrun --nproc_per_node N`` (DDP; gloo on CPU, NCCL on GPUs). Checkpoints go to
-``OUTPUT_DIR/checkpoint-*``; running the same command again resumes from the newest one. The final
-model (encoder + softmax, loadable by `ElmoModel.from_pretrained`, which drops the softmax) and the
-tokenizer are written to ``OUTPUT_DIR``, with ``pretraining_summary.json`` holding the exact dev perplexity.
+"""Pretraining an ELMo biLM on `transformers.Trainer`: the work behind `hf-elmo pretrain` (its options and usage
+are in hf_elmo/commands/pretrain.py). Runs unchanged under torchrun (DDP; gloo on CPU), resumes from the newest
+complete checkpoint, and writes the final model, tokenizer and `pretraining_summary.json`.
 """
 
 from __future__ import annotations

@@ -56,7 +56,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         register_auto_classes()
         return args.run(args) or 0
     except KeyboardInterrupt:
-        print("hf-elmo: interrupted; no output was written", file=sys.stderr)
+        command = importlib.import_module(f"{__name__}.{args.command}")
+        what_remains = getattr(command, "after_interruption", lambda args: "no output was written")(args)
+        print(f"hf-elmo: interrupted; {what_remains}", file=sys.stderr)
         return 130
     except _user_errors() as error:
         print(f"hf-elmo: error: {_one_line(error)}", file=sys.stderr)

@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import argparse
+import sys
 from collections.abc import Sequence
 
-from ..file_io import read_input_bytes
+from ..file_io import read_input_bytes, remove_stale_temporaries
 from .errors import CommandError
 
 
@@ -82,3 +83,11 @@ def add_text_arguments(parser: argparse.ArgumentParser) -> None:
         help="how a line becomes words: the model's tokenizer (default; jieba for Chinese) or whitespace "
         "only, for text that is already segmented (what `allennlp elmo` did)",
     )
+
+
+def remove_leftovers(target) -> None:
+    """Remove the temporaries that killed runs left beside `target` (hf-elmo names them for their process), and
+    say how many."""
+    removed = remove_stale_temporaries(target)
+    if removed:
+        print(f"hf-elmo: removed {removed} temporary file(s) or folder(s) of killed runs beside {target}", file=sys.stderr)

@@ -7,6 +7,7 @@ import importlib
 import os
 import sys
 
+from .common import remove_leftovers
 from .errors import CommandError
 
 
@@ -57,6 +58,7 @@ def run(args) -> int:
     parent = os.path.dirname(os.path.abspath(args.output))
     if not os.path.isdir(parent):
         raise CommandError(f"output folder does not exist: {parent}")
+    remove_leftovers(args.output)
     direction = "--to allennlp" if args.to == "allennlp" else f"--from {args.source}"
     unused = [
         "--" + name.replace("_", "-")

@@ -30,6 +30,9 @@ def add_parser(subparsers) -> None:
 
 
 def run(args) -> int:
+    from .common import remove_leftovers
+
+    remove_leftovers(args.output)
     from ..lm_data import run_corpus_command
 
     return run_corpus_command(args)

@@ -16,8 +16,9 @@ from ..file_io import (
     check_output_path,
     is_disk_full,
     reserve_space,
+    temporary_prefix,
 )
-from .common import add_model_arguments, add_text_arguments, make_embedder, read_lines, split_lines
+from .common import add_model_arguments, add_text_arguments, make_embedder, read_lines, remove_leftovers, split_lines
 from .errors import CommandError
 
 # Lines per unit of work. Batches are formed inside a chunk, so a given chunk is always computed
@@ -207,6 +208,7 @@ def run(args) -> int:
     if args.forget_sentences and output_format == "npy":
         raise CommandError("--forget-sentences applies to hdf5 output (its sentence_to_index dataset); .npy has none")
     check_output_path(args.output, args.overwrite)
+    remove_leftovers(args.output)
     lines = read_lines(args.input, args.blank_lines)
     distributed = Distributed()
     try:
@@ -258,7 +260,7 @@ def _embed_distributed(args, embedder, word_lists, chunk_size, layers, output_fo
 
     folder = os.path.dirname(os.path.abspath(args.output))
     run_folder = distributed.broadcast(
-        tempfile.mkdtemp(prefix=f".{os.path.basename(args.output)}.shards.", dir=folder) if distributed.is_main else None
+        tempfile.mkdtemp(prefix=temporary_prefix(os.path.basename(args.output), "shards"), dir=folder) if distributed.is_main else None
     )
     try:
         shard_path = os.path.join(run_folder, f"rank{distributed.rank}.hdf5")

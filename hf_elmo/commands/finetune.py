@@ -116,7 +116,17 @@ def add_parser(subparsers) -> None:
 
 
 
+def after_interruption(args) -> str:
+    if args.finetune_command in ("train", "train-classifier"):
+        return f"nothing was written to {args.output_dir} (fine-tuning starts from the beginning when run again)"
+    return "no output was written"
+
+
 def run(args) -> int:
+    if getattr(args, "output_dir", None):
+        from .common import remove_leftovers
+
+        remove_leftovers(args.output_dir)
     from ..finetune import run as finetune
 
     return finetune(args)

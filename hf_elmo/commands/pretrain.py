@@ -6,6 +6,7 @@ import argparse
 import os
 import shlex
 import sys
+from pathlib import Path
 
 DESCRIPTION = """Pretrain an ELMo biLM from scratch on a word-segmented corpus, on top of `transformers.Trainer`.
 
@@ -105,6 +106,16 @@ def run(args) -> int:
     if advice:  # after the run, so that a refused run still ends in one error line
         print(advice, file=sys.stderr)
     return code
+
+
+def after_interruption(args) -> str:
+    """What an interrupted run leaves: the checkpoint the same command resumes from, if any."""
+    from ..pretrain import last_complete_checkpoint
+
+    checkpoint = last_complete_checkpoint(Path(args.output_dir)) if os.path.isdir(args.output_dir) else None
+    if checkpoint is None:
+        return "no checkpoint was written yet; the same command starts the run again"
+    return f"the same command resumes the run from {checkpoint}"
 
 
 def data_parallel_advice(environ, cpu_count: int, options: list[str]) -> str | None:

@@ -543,3 +543,23 @@ def test_convert_and_embed_refuse_a_missing_output_folder_alike(tmp_path, corpus
     convert_error = capsys.readouterr().err.strip()
     assert embed_error == convert_error == f"hf-elmo: error: output folder does not exist: {missing}"
     assert not (tmp_path / "no").exists()
+
+
+def test_commands_remove_what_killed_runs_left_and_say_so(tmp_path, corpus, model_dir, capsys):
+    """A SIGKILLed run cannot clean up: its temporaries (named for its process) go at the next run."""
+    import signal
+    import subprocess
+    import sys
+
+    leave = ("import os, sys, time\nfrom hf_elmo.file_io import temporary_name\n"
+             "os.mkdir(os.path.join(sys.argv[1], temporary_name('out.hdf5')))\n"
+             "open(os.path.join(sys.argv[1], temporary_name('out.hdf5')), 'w').close()\nprint('ok', flush=True)\n"
+             "time.sleep(60)\n")
+    process = subprocess.Popen([sys.executable, "-c", leave, str(tmp_path)], stdout=subprocess.PIPE, text=True)
+    assert process.stdout.readline().strip() == "ok"
+    process.send_signal(signal.SIGKILL)
+    process.wait()
+    assert len(list(tmp_path.glob(".out.hdf5.tmp-*"))) == 2
+    assert run("embed", corpus, tmp_path / "out.hdf5", model_dir=model_dir) == 0
+    assert "removed 2 temporary file(s) or folder(s) of killed runs" in capsys.readouterr().err
+    assert not list(tmp_path.glob(".out.hdf5.*"))

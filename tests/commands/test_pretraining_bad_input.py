@@ -276,3 +276,43 @@ def test_a_single_process_on_a_multi_core_cpu_is_shown_the_torchrun_command():
            "--output-dir run --threads 1" in advice
     assert data_parallel_advice({"WORLD_SIZE": "2"}, 2, argv) is None  # already data-parallel
     assert data_parallel_advice({}, 1, argv) is None
+
+
+@pytest.mark.parametrize("command", ["pretrain", "finetune"])
+def test_ctrl_c_ends_with_one_line_saying_what_remains(command, tmp_path):
+    """SIGINT while training: exit status 130 and one line, no traceback (45-76 lines before)."""
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    from finetune_helpers import save_tiny_base, toy_sentences, write_conll
+
+    run = tmp_path / "run"
+    if command == "pretrain":
+        argv = ["pretrain", "--train-file", DATA, "--min-count", "1", "--output-dir", str(run), "--batch-size", "2",
+                "--max-steps", "100000", "--save-steps", "3", *TINY_ARGS]
+        ready = lambda: any((path / "trainer_state.json").is_file() for path in run.glob("checkpoint-*"))  # noqa: E731
+        expected = "the same command resumes the run from"
+    else:
+        base = save_tiny_base(tmp_path / "base")
+        data = write_conll(tmp_path / "train.txt", toy_sentences(64, 1))
+        argv = ["finetune", "train", "--model", base, "--train", str(data), "--output-dir", str(run),
+                "--epochs", "10000", "--no-precompute-elmo", "--batch-size", "2", "--threads", "1"]
+        log = tmp_path / "stderr.txt"
+        ready = lambda: "trainable of" in log.read_text()  # noqa: E731
+        expected = f"nothing was written to {run}"
+    stderr = open(tmp_path / "stderr.txt", "w")
+    process = subprocess.Popen([sys.executable, "-m", "hf_elmo.cli", *argv], cwd=REPO, stderr=stderr,
+                               stdout=subprocess.DEVNULL)
+    deadline = time.time() + 240
+    while not ready() and process.poll() is None and time.time() < deadline:
+        time.sleep(0.5)
+    time.sleep(1.0)
+    process.send_signal(signal.SIGINT)
+    code = process.wait(timeout=120)
+    stderr.close()
+    text = (tmp_path / "stderr.txt").read_text()
+    assert code == 130, text[-3000:]
+    assert "Traceback" not in text, text[-3000:]
+    assert text.strip().splitlines()[-1].startswith(f"hf-elmo: interrupted; {expected}"), text[-1000:]
