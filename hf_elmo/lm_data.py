@@ -212,7 +212,7 @@ class LanguageModelCollator:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """`hf-elmo corpus segment|vocab`: prepare a pretraining corpus and its vocabulary."""
+    """`hf-elmo corpus segment|vocab|shopping`: prepare a pretraining corpus and its vocabulary."""
     import argparse
     import sys
 
@@ -234,7 +234,25 @@ def main(argv: list[str] | None = None) -> int:
         "--max-size", type=int, default=None, help="at most this many entries, the three specials included (>= 4)"
     )
     vocab.add_argument("--overwrite", action="store_true", help="replace --output if it exists")
+    shopping = commands.add_parser(
+        "shopping",
+        help="split online_shopping_10_cats.csv by a hash of each review into train/dev/test "
+        ".sentiment.tsv and .category.tsv (label<TAB>text) and pretrain.txt (train part only, jieba words)",
+    )
+    shopping.add_argument("--input", required=True, help="online_shopping_10_cats.csv (cat,label,review)")
+    shopping.add_argument("--output-dir", required=True, help="folder for the six .tsv files and pretrain.txt")
+    shopping.add_argument("--salt", default="", help="prefix hashed with each review: another salt, another split")
     args = parser.parse_args(argv)
+    if args.command == "shopping":
+        from .zh_corpora import write_online_shopping
+
+        try:
+            counts = write_online_shopping(args.input, args.output_dir, args.salt)
+        except (ValueError, FileNotFoundError) as error:
+            print(f"error: {error}", file=sys.stderr)
+            return 2
+        print(" ".join(f"{name}={count}" for name, count in counts.items()))
+        return 0
     try:
         # Everything that can be checked is checked before any work, so a refused run writes nothing.
         check_output_path(args.output, args.overwrite)
