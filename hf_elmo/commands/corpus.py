@@ -27,12 +27,20 @@ def add_parser(subparsers) -> None:
         "--max-size", type=int, default=None, help="at most this many entries, the three specials included (>= 4)"
     )
     vocab.add_argument("--overwrite", action="store_true", help="replace --output if it exists")
+    shopping = commands.add_parser(
+        "shopping",
+        help="split online_shopping_10_cats.csv by a hash of each review into train/dev/test "
+        ".sentiment.tsv and .category.tsv (label<TAB>text) and pretrain.txt (train part only, jieba words)",
+    )
+    shopping.add_argument("--input", required=True, help="online_shopping_10_cats.csv (cat,label,review)")
+    shopping.add_argument("--output-dir", required=True, help="folder for the six .tsv files and pretrain.txt")
+    shopping.add_argument("--salt", default="", help="prefix hashed with each review: another salt, another split")
 
 
 def run(args) -> int:
     from .common import remove_leftovers
 
-    remove_leftovers(args.output)
+    remove_leftovers(args.output if args.corpus_command != "shopping" else args.output_dir)
     from ..lm_data import run_corpus_command
 
     return run_corpus_command(args)

@@ -73,3 +73,72 @@ def test_write_pretraining_corpus_refuses_an_output_that_is_a_file(tmp_path):
     (tmp_path / "afile").write_text("mine\n", encoding="utf-8")
     with pytest.raises(ValueError, match="afile is a file, not a folder"):
         write_pretraining_corpus(tmp_path / "afile")
+
+
+SHOPPING_CSV = (
+    "cat,label,review\n"
+    "平板,1,\ufeff小米平板很好用，屏幕清楚\n"
+    "水果,0,苹果烂了\n"
+    "平板,0,\n"
+    "手机,1,\"小米手机,拍照好\"\n"
+    "水果,0,苹果烂了\n"
+)
+
+
+def test_shopping_review_part_is_a_fixed_hash_of_the_text():
+    from hf_elmo.zh_corpora import shopping_review_part
+
+    # Pinned values: a change of the hash would silently move reviews between pretraining and test.
+    texts = ("苹果烂了", "小米手机,拍照好", "很好", "房间干净", "一般")
+    assert [shopping_review_part(text) for text in texts] == ["train", "train", "test", "train", "dev"]
+    parts = [shopping_review_part(f"评论{i}") for i in range(2000)]
+    assert 0.77 < parts.count("train") / 2000 < 0.83 and 0.08 < parts.count("test") / 2000 < 0.12
+    assert parts != [shopping_review_part(f"评论{i}", salt="x") for i in range(2000)]
+
+
+def test_online_shopping_split_reads_labels_and_keeps_duplicates_together(tmp_path):
+    from hf_elmo.zh_corpora import online_shopping_reviews, shopping_review_part, split_online_shopping
+
+    path = tmp_path / "shop.csv"
+    path.write_text(SHOPPING_CSV, encoding="utf-8")
+    rows = online_shopping_reviews(path)
+    assert rows[0] == {"category": "平板", "label": 1, "text": "小米平板很好用，屏幕清楚"}  # BOM gone, empty row dropped
+    assert [row["text"] for row in rows] == ["小米平板很好用，屏幕清楚", "苹果烂了", "小米手机,拍照好", "苹果烂了"]
+    parts = split_online_shopping(path)
+    assert sum(map(len, parts.values())) == 4
+    for name, part in parts.items():
+        assert all(shopping_review_part(row["text"]) == name for row in part)
+    assert sum(row["text"] == "苹果烂了" for row in parts[shopping_review_part("苹果烂了")]) == 2
+
+
+def test_online_shopping_refuses_a_file_that_is_not_the_csv(tmp_path):
+    from hf_elmo.zh_corpora import online_shopping_reviews
+
+    path = tmp_path / "bad.csv"
+    path.write_text("label,text\n1,好\n", encoding="utf-8")
+    with pytest.raises(ValueError, match="expected the header"):
+        online_shopping_reviews(path)
+    path.write_text("cat,label,review\n水果,2,好\n", encoding="utf-8")
+    with pytest.raises(ValueError, match="bad.csv:2"):
+        online_shopping_reviews(path)
+
+
+def test_corpus_shopping_command_writes_labelled_parts_and_train_only_pretraining_text(tmp_path, monkeypatch, capsys):
+    import hf_elmo.lm_data
+    from hf_elmo import zh_corpora
+
+    monkeypatch.setattr(hf_elmo.lm_data, "segment_raw_text", lambda lines, segmenter: (" ".join(text) for text in lines))
+    path = tmp_path / "shop.csv"
+    path.write_text(SHOPPING_CSV, encoding="utf-8")
+    out = tmp_path / "out"
+    assert hf_elmo.lm_data.main(["shopping", "--input", str(path), "--output-dir", str(out)]) == 0
+    parts = zh_corpora.split_online_shopping(path)
+    for name, rows in parts.items():
+        sentiment = (out / f"{name}.sentiment.tsv").read_text(encoding="utf-8").splitlines()
+        assert sentiment == [f"{row['label']}\t{row['text']}" for row in rows]
+        category = (out / f"{name}.category.tsv").read_text(encoding="utf-8").splitlines()
+        assert category == [f"{row['category']}\t{row['text']}" for row in rows]
+    pretrain = (out / "pretrain.txt").read_text(encoding="utf-8").splitlines()
+    assert pretrain == [" ".join(row["text"]) for row in parts["train"]]
+    assert f"pretrain.txt={len(parts['train'])}" in capsys.readouterr().out
+    assert hf_elmo.lm_data.main(["shopping", "--input", str(tmp_path / "missing.csv"), "--output-dir", str(out)]) == 2

@@ -1,0 +1,56 @@
+import torch
+
+from hf_elmo.char_words import expand_to_tokens, group_tokens, words_and_positions
+from hf_elmo.tagging import tag_spans
+
+
+def fixed_segmenter(words):
+    """A stand-in for jieba that cuts the one expected text into `words`."""
+
+    def segment(text):
+        assert text == "".join(words), text
+        return list(words)
+
+    return segment
+
+
+def test_characters_are_grouped_into_the_segmenter_words_with_bmes_positions():
+    chars = list("张三在北京工作")
+    words, word_index, positions = words_and_positions(chars, fixed_segmenter(["张三在", "北京", "工作"]))
+    assert words == ["张三在", "北京", "工作"]
+    assert word_index == [0, 0, 0, 1, 1, 2, 2]
+    assert positions == ["B", "M", "E", "B", "E", "B", "E"]
+
+
+def test_an_entity_across_a_word_boundary_keeps_its_character_tags():
+    """张三 (PER) ends inside the jieba word 张三在: the characters keep their own tags, and the span read back
+    from the character tags is exactly the gold one, so nothing is lost by grouping."""
+    chars = list("张三在北京")
+    tags = ["B-PER", "I-PER", "O", "B-LOC", "I-LOC"]
+    words, word_index, positions = words_and_positions(chars, fixed_segmenter(["张三在", "北京"]))
+    assert len(word_index) == len(tags) == len(chars)
+    assert tag_spans(tags) == [("PER", 0, 2), ("LOC", 3, 5)]
+    assert ["".join(chars[i] for i in range(len(chars)) if word_index[i] == w) for w in range(len(words))] == words
+
+
+def test_a_word_ending_inside_a_token_is_extended_to_the_token():
+    tokens = ["我", "爱", "NLP", "很", "久"]  # a multi-character token, as in mixed files
+    groups = group_tokens(tokens, fixed_segmenter(["我爱N", "LP很", "久"]))
+    assert groups == [(0, 4), (4, 5)]
+    assert words_and_positions(tokens, fixed_segmenter(["我", "爱", "NLP", "很久"]))[2] == ["S", "S", "S", "B", "E"]
+
+
+def test_jieba_grouping_covers_every_character_once():
+    chars = list("中共中央致中国致公党十一大的贺词 ，")
+    words, word_index, positions = words_and_positions(chars)
+    assert "".join(words) == "".join(chars)
+    assert word_index == sorted(word_index) and len(word_index) == len(chars)
+    assert len(set(word_index)) == len(words)
+
+
+def test_expand_to_tokens_copies_each_word_vector_to_its_characters():
+    states = torch.arange(2 * 3 * 2, dtype=torch.float).view(2, 3, 2)
+    word_index = torch.tensor([[0, 0, 1, 2], [0, 1, 1, -100]])
+    expanded = expand_to_tokens(states, word_index)
+    assert torch.equal(expanded[0], states[0, [0, 0, 1, 2]])
+    assert torch.equal(expanded[1, :3], states[1, [0, 1, 1]])
