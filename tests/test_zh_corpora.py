@@ -73,3 +73,22 @@ def test_write_pretraining_corpus_refuses_an_output_that_is_a_file(tmp_path):
     (tmp_path / "afile").write_text("mine\n", encoding="utf-8")
     with pytest.raises(ValueError, match="afile is a file, not a folder"):
         write_pretraining_corpus(tmp_path / "afile")
+
+
+def test_split_reviews_is_seeded_and_its_test_part_stays_out_of_the_pretraining_corpus(tmp_path, monkeypatch):
+    import hf_elmo.lm_data
+    from hf_elmo import zh_corpora
+
+    fake_reviews = [(f"评论{i}", i % 2) for i in range(40)]
+    monkeypatch.setattr(zh_corpora, "reviews", lambda: list(fake_reviews))
+    split = zh_corpora.split_reviews(seed=7)
+    assert split == zh_corpora.split_reviews(seed=7)
+    assert split != zh_corpora.split_reviews(seed=8)
+    assert len(split["test"]) == 4 and sorted(split["train"] + split["test"]) == sorted(fake_reviews)
+    monkeypatch.setattr(zh_corpora, "split_peoples_daily", lambda seed: {"train": [], "dev": [(["好"], ["a"])], "test": []})
+    monkeypatch.setattr(zh_corpora, "msra_official_split", lambda: {"train": [], "test": []})
+    monkeypatch.setattr(hf_elmo.lm_data, "segment_raw_text", lambda lines, segmenter: iter(list(lines)))
+    zh_corpora.write_pretraining_corpus(tmp_path, seed=7)
+    written = set((tmp_path / "train.txt").read_text(encoding="utf-8").split())
+    assert written == {text for text, _ in split["train"]}
+    assert not written & {text for text, _ in split["test"]}
