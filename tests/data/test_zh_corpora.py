@@ -142,3 +142,21 @@ def test_corpus_shopping_command_writes_labelled_parts_and_train_only_pretrainin
     assert pretrain == [" ".join(row["text"]) for row in parts["train"]]
     assert f"pretrain.txt={len(parts['train'])}" in capsys.readouterr().out
     assert hf_elmo.lm_data.main(["shopping", "--input", str(tmp_path / "missing.csv"), "--output-dir", str(out)]) == 2
+
+def test_split_reviews_is_seeded_and_its_test_part_stays_out_of_the_pretraining_corpus(tmp_path, monkeypatch):
+    import hf_elmo.lm_data
+    from hf_elmo import zh_corpora
+
+    fake_reviews = [(f"评论{i}", i % 2) for i in range(40)]
+    monkeypatch.setattr(zh_corpora, "reviews", lambda: list(fake_reviews))
+    split = zh_corpora.split_reviews(seed=7)
+    assert split == zh_corpora.split_reviews(seed=7)
+    assert split != zh_corpora.split_reviews(seed=8)
+    assert len(split["test"]) == 4 and sorted(split["train"] + split["test"]) == sorted(fake_reviews)
+    monkeypatch.setattr(zh_corpora, "split_peoples_daily", lambda seed: {"train": [], "dev": [(["好"], ["a"])], "test": []})
+    monkeypatch.setattr(zh_corpora, "msra_official_split", lambda: {"train": [], "test": []})
+    monkeypatch.setattr(hf_elmo.lm_data, "segment_raw_text", lambda lines, segmenter: iter(list(lines)))
+    zh_corpora.write_pretraining_corpus(tmp_path, seed=7)
+    written = set((tmp_path / "train.txt").read_text(encoding="utf-8").split())
+    assert written == {text for text, _ in split["train"]}
+    assert not written & {text for text, _ in split["test"]}
