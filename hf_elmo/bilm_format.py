@@ -279,6 +279,11 @@ def state_dict_from_bilm_hdf5(config: ElmoConfig, weights_path: str | os.PathLik
     if problems:
         raise ValueError(f"{os.fspath(weights_path)} does not match the options: " + "; ".join(problems))
 
+    damaged = sorted(name for name, value in arrays.items() if value.dtype.kind == "f" and not np.isfinite(value).all())
+    if damaged:
+        raise ValueError(
+            f"{os.fspath(weights_path)}: datasets {damaged} hold NaN or infinite values; the weights are damaged"
+        )
     state = {}
     for rule in _rename_table(config):
         for name, value in zip(rule.ours, rule.to_ours(*(arrays[name] for name in rule.theirs))):

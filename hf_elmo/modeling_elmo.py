@@ -16,6 +16,9 @@ reshuffle and round-trips bit for bit.
 
 from __future__ import annotations
 
+import json
+import os
+import zlib
 from dataclasses import dataclass
 
 import torch
@@ -262,6 +265,63 @@ def _masked_layer_norm(layer: torch.Tensor, mask: torch.Tensor, eps: float = 1e-
 # 4. The model -------------------------------------------------------------------------------
 
 
+WEIGHT_CHECKSUMS_FILE = "weights_checksums.json"
+
+
+def _file_checksum(path: str) -> str:
+    """CRC-32 of a file's bytes, read in chunks: catches damaged or truncated weight files (not a security
+    digest: it guards against faults, and reads a 374 MB file in well under the load time)."""
+    checksum = 0
+    with open(path, "rb") as handle:
+        while chunk := handle.read(1 << 24):
+            checksum = zlib.crc32(chunk, checksum)
+    return f"{checksum:08x}"
+
+
+def write_weight_checksums(folder: str | os.PathLike, all_finite: bool) -> None:
+    """Record the size and checksum of every .safetensors file of `folder` in weights_checksums.json, and
+    whether every weight saved was finite (a verified folder then needs no NaN scan when loaded)."""
+    names = sorted(name for name in os.listdir(folder) if name.endswith(".safetensors"))
+    record = {
+        name: {"bytes": os.path.getsize(os.path.join(folder, name)), "crc32": _file_checksum(os.path.join(folder, name)),
+               "all_finite": all_finite}
+        for name in names
+    }
+    with open(os.path.join(folder, WEIGHT_CHECKSUMS_FILE), "w", encoding="utf-8") as handle:
+        json.dump(record, handle, indent=1, sort_keys=True)
+
+
+def verify_weight_checksums(folder: str | os.PathLike) -> bool:
+    """OSError naming the file when a weight file of `folder` differs from the checksum saved with it. Folders
+    without weights_checksums.json (older saves, other tools) pass. Returns whether the files were verified and
+    were saved with finite weights only."""
+    path = os.path.join(folder, WEIGHT_CHECKSUMS_FILE)
+    if not os.path.isfile(path):
+        return False
+    try:
+        with open(path, encoding="utf-8") as handle:
+            record = json.load(handle)
+    except (OSError, ValueError) as error:
+        raise OSError(f"{path} cannot be read ({error}); save or download the model again") from None
+    for name, expected in record.items():
+        weights = os.path.join(folder, name)
+        if not os.path.isfile(weights):
+            raise OSError(f"{weights} is missing (listed in {WEIGHT_CHECKSUMS_FILE}); save or download the model again")
+        if os.path.getsize(weights) != expected.get("bytes") or _file_checksum(weights) != expected.get("crc32"):
+            raise OSError(
+                f"{weights} is damaged: it differs from the checksum saved with it ({WEIGHT_CHECKSUMS_FILE}); "
+                "save, convert or download the model again (if you rewrote it on purpose, delete that file)"
+            )
+    return bool(record) and all(entry.get("all_finite") is True for entry in record.values())
+
+
+def check_finite_weights(model: nn.Module, source) -> None:
+    """ValueError naming the first tensor holding NaN or infinite values (damaged or diverged weights)."""
+    for name, tensor in model.state_dict().items():
+        if tensor.is_floating_point() and not bool(torch.isfinite(tensor).all()):
+            raise ValueError(f"{source}: the weight {name} holds NaN or infinite values; the weights are damaged")
+
+
 class ElmoWeightShapeError(ValueError):
     """Saved weights whose shapes differ from the model their config.json (with the caller's overrides) describes."""
 
@@ -277,8 +337,12 @@ class ElmoPreTrainedModel(PreTrainedModel):
     def from_pretrained(cls, pretrained_model_name_or_path, *args, **kwargs):
         # Weights come from safetensors only: never fall back to unpickling a pytorch_model.bin.
         kwargs.setdefault("use_safetensors", True)
+        known_finite = os.path.isdir(pretrained_model_name_or_path) and verify_weight_checksums(pretrained_model_name_or_path)
         try:
-            return super().from_pretrained(pretrained_model_name_or_path, *args, **kwargs)
+            model = super().from_pretrained(pretrained_model_name_or_path, *args, **kwargs)
+            if not known_finite:  # a NaN scan reads every weight (0.3 s at the standard size): only when unknown
+                check_finite_weights(model[0] if isinstance(model, tuple) else model, pretrained_model_name_or_path)
+            return model
         except RuntimeError as error:
             if "ignore_mismatched_sizes" not in str(error) and "size mismatch" not in str(error):
                 raise
@@ -312,7 +376,12 @@ class ElmoPreTrainedModel(PreTrainedModel):
             if not self.config.lm_vocab:  # the pretraining head needs the softmax's word list
                 auto_map.pop("AutoModelForPreTraining", None)
             self.config.auto_map = auto_map
-        return super().save_pretrained(save_directory, *args, **kwargs)
+        result = super().save_pretrained(save_directory, *args, **kwargs)
+        if kwargs.get("is_main_process", True):
+            state = kwargs.get("state_dict") or self.state_dict()
+            all_finite = all(bool(torch.isfinite(t).all()) for t in state.values() if t.is_floating_point())
+            write_weight_checksums(save_directory, all_finite)
+        return result
 
     @torch.no_grad()
     def _init_weights(self, module):

@@ -29,7 +29,7 @@ from .lm_data import (
     load_vocabulary,
     save_vocabulary,
 )
-from .modeling_elmo import ElmoForPreTraining
+from .modeling_elmo import ElmoForPreTraining, verify_weight_checksums
 from .tokenization_elmo import ElmoTokenizer
 
 # Fields that define the architecture: a checkpoint must agree on all of them to be resumed.
@@ -190,6 +190,10 @@ def check_checkpoint_readable(checkpoint: str) -> None:
     folder = Path(checkpoint)
     try:
         weight_names(folder / "model.safetensors")
+        try:
+            verify_weight_checksums(folder)
+        except OSError as error:
+            raise ValueError(str(error)) from None
         try:
             state = json.loads((folder / "trainer_state.json").read_text(encoding="utf-8"))
         except (OSError, UnicodeDecodeError, json.JSONDecodeError) as error:

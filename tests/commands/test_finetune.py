@@ -298,6 +298,7 @@ def test_a_base_folder_missing_biLM_weights_is_pointed_out(tmp_path, caplog):
     dropped = next(name for name in weights if "bilstm" in name)
     save_file({name: value for name, value in weights.items() if name != dropped}, f"{base}/model.safetensors",
               metadata={"format": "pt"})
+    (tmp_path / "base" / "weights_checksums.json").unlink()  # rewritten by another tool, which keeps no checksum
     options = FinetuneOptions(model=base, max_steps=1, batch_size=4, logging_steps=1000, task_encoder="linear")
     with caplog.at_level(logging.INFO, logger="hf_elmo"):
         train_tagger(read_conll(write_conll(tmp_path / "train.txt", toy_sentences(8, 1))), options=options)

@@ -321,7 +321,7 @@ def test_damaged_or_mismatched_model_folders_fail_with_a_clear_error(model, tmp_
     (tmp_path / "bigger_cells" / "config.json").write_text(json.dumps(config))
     (tmp_path / "list_config" / "config.json").write_text("[1, 2]")
     for name in ("truncated", "empty"):
-        with pytest.raises(OSError, match="model.safetensors is damaged or incomplete"):
+        with pytest.raises(OSError, match="model.safetensors is damaged"):
             ElmoModel.from_pretrained(tmp_path / name)
     with pytest.raises(ValueError, match="do not have the shapes its config.json"):
         ElmoModel.from_pretrained(tmp_path / "bigger_cells")
@@ -339,3 +339,69 @@ def test_a_misspelt_forward_argument_is_an_error_not_ignored():
         with pytest.raises(TypeError, match="unexpected keyword arguments: initial_states, return_states"):
             model(**batch, return_states=True, initial_states=None)
         model(**batch, output_attentions=False, token_type_ids=None)  # what transformers may pass: ignored
+
+
+@pytest.mark.parametrize("damage", ["256 bytes", "low bits"])
+def test_damaged_weights_are_refused_by_their_checksum(model, tmp_path, damage):
+    """A few changed bytes inside a tensor still parse as numbers (NaN, or outputs off by 1e-4): only the
+    checksum saved beside the weights tells."""
+    model.save_pretrained(tmp_path)
+    weights = tmp_path / "model.safetensors"
+    data = bytearray(weights.read_bytes())
+    middle = len(data) // 2
+    if damage == "256 bytes":
+        data[middle : middle + 256] = b"\xff" * 256
+    else:
+        for offset in range(0, 40, 4):
+            data[middle + offset] ^= 0x01
+    weights.write_bytes(bytes(data))
+    with pytest.raises(OSError, match="model.safetensors is damaged: it differs from the checksum"):
+        ElmoModel.from_pretrained(tmp_path)
+
+
+def test_folders_without_checksums_still_load_but_not_with_nan_weights(model, tmp_path):
+    from safetensors.torch import load_file, save_file
+
+    model.save_pretrained(tmp_path)
+    (tmp_path / "weights_checksums.json").unlink()  # an older save, or another tool
+    ElmoModel.from_pretrained(tmp_path)
+    weights = load_file(tmp_path / "model.safetensors")
+    name = next(key for key in weights if "recurrent_weight" in key)
+    weights[name][0, 0, 0] = float("nan")
+    save_file(weights, tmp_path / "model.safetensors", metadata={"format": "pt"})
+    with pytest.raises(ValueError, match=f"the weight {name} holds NaN or infinite values"):
+        ElmoModel.from_pretrained(tmp_path)
+
+
+def test_a_resumed_checkpoint_and_a_conversion_check_the_weights(model, tmp_path):
+    import h5py
+
+    from hf_elmo.bilm_format import convert_bilm_to_folder, write_bilm_files
+    from hf_elmo.pretrain import check_checkpoint_readable
+
+    checkpoint = tmp_path / "checkpoint-5"
+    model.save_pretrained(checkpoint)
+    (checkpoint / "trainer_state.json").write_text("{}")
+    check_checkpoint_readable(str(checkpoint))
+    data = bytearray((checkpoint / "model.safetensors").read_bytes())
+    data[len(data) // 2] ^= 0x01
+    (checkpoint / "model.safetensors").write_bytes(bytes(data))
+    with pytest.raises(ValueError, match="checkpoint-5 is damaged: .*differs from the checksum"):
+        check_checkpoint_readable(str(checkpoint))
+    write_bilm_files(model, tmp_path / "bilm")
+    with h5py.File(tmp_path / "bilm" / "weights.hdf5", "r+") as handle:
+        handle["CNN_proj/b_proj"][0] = float("nan")
+    with pytest.raises(ValueError, match=r"\['CNN_proj/b_proj'\] hold NaN or infinite values"):
+        convert_bilm_to_folder(tmp_path / "bilm" / "options.json", tmp_path / "bilm" / "weights.hdf5", tmp_path / "out")
+    assert not (tmp_path / "out").exists()
+
+
+def test_a_model_saved_with_nan_weights_is_refused_naming_the_tensor(model, tmp_path):
+    import copy
+
+    broken = copy.deepcopy(model)
+    with torch.no_grad():
+        broken.char_encoder.projection.bias[0] = float("inf")
+    broken.save_pretrained(tmp_path)
+    with pytest.raises(ValueError, match="the weight char_encoder.projection.bias holds NaN or infinite values"):
+        ElmoModel.from_pretrained(tmp_path)
