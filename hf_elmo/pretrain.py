@@ -186,7 +186,10 @@ def check_checkpoint_compatible(
 def check_checkpoint_readable(checkpoint: str) -> None:
     """Refuse, before training starts, a checkpoint to resume from whose files are damaged (e.g. truncated by a
     full disk or a copy cut short): otherwise the Trainer fails with a raw library error halfway through."""
-    advice = f"delete {checkpoint} to resume from an earlier checkpoint, or pass --no-resume to start over"
+    advice = (
+        f"delete {checkpoint} to resume from an earlier checkpoint, or start over in another --output-dir "
+        "(--no-resume refuses a folder that holds a run)"
+    )
     folder = Path(checkpoint)
     try:
         weight_names(folder / "model.safetensors")
@@ -375,6 +378,58 @@ def _exit_data_parallel_rank(code: int) -> None:
     os._exit(code)
 
 
+# What defines a run: resuming with other values would continue another run than the one asked for. Step counts,
+# time budgets and the checkpoint/eval/log cadence may change between sessions of the same run.
+RUN_IDENTITY_OPTIONS = (
+    "train_file", "dev_file", "vocab", "min_count", "max_vocab", "max_words", "projection_dim", "cell_dim", "layers",
+    "char_dim", "filters", "highway", "max_characters", "cell_clip", "proj_clip", "no_skip_connections", "softmax",
+    "num_sampled", "dropout", "segmenter", "batch_size", "gradient_accumulation_steps", "lr", "warmup_ratio",
+    "weight_decay", "max_grad_norm", "seed", "init_from", "group_by_length",
+)
+RUN_IDENTITY_FILE = "run_options.json"
+
+
+def run_identity(args) -> dict:
+    identity = {name: getattr(args, name) for name in RUN_IDENTITY_OPTIONS}
+    identity["train_file"] = [os.path.abspath(path) for path in args.train_file]
+    for name in ("dev_file", "vocab", "init_from"):
+        if identity[name] and os.path.exists(identity[name]):
+            identity[name] = os.path.abspath(identity[name])
+    return identity
+
+
+def check_run_identity(output_dir: Path, args) -> None:
+    """Refuse to touch a folder that holds another run: with --no-resume any run (its checkpoints would later be
+    resumed in place of this one), otherwise a run started with other options."""
+    held = sorted(path.name for path in output_dir.glob("checkpoint-*")) if output_dir.is_dir() else []
+    if (output_dir / "pretraining_summary.json").is_file():
+        held.append("pretraining_summary.json")
+    if not held:
+        return
+    shown = ", ".join(held[:3]) + (", ..." if len(held) > 3 else "")
+    if args.no_resume:
+        raise ValueError(
+            f"--no-resume: {output_dir} holds a run ({shown}); a later run of the same command would resume that "
+            "run's checkpoints instead of this one's: give another --output-dir, or delete that folder first"
+        )
+    recorded_path = output_dir / RUN_IDENTITY_FILE
+    if not recorded_path.is_file():
+        return  # a run from before identities were recorded
+    try:
+        recorded = json.loads(recorded_path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as error:
+        raise ValueError(f"{recorded_path} cannot be read ({error}); delete the run folder to start over") from None
+    current = json.loads(json.dumps(run_identity(args)))
+    differing = [name for name in RUN_IDENTITY_OPTIONS if recorded.get(name) != current.get(name)]
+    if differing:
+        changes = "; ".join(f"--{name.replace('_', '-')} {recorded.get(name)!r} there, {current.get(name)!r} now"
+                            for name in differing[:4])
+        raise ValueError(
+            f"{output_dir} holds a run started with other options ({changes}): continue it with its own options, "
+            "or give another --output-dir"
+        )
+
+
 def _run(args) -> int:
     from transformers import TrainingArguments, set_seed
 
@@ -384,6 +439,7 @@ def _run(args) -> int:
         torch.set_num_threads(args.threads)
     output_dir = Path(args.output_dir)
     check_output_dir(output_dir)
+    check_run_identity(output_dir, args)
     for path in args.train_file + ([args.dev_file] if args.dev_file else []):
         check_corpus_file(path)
 
@@ -464,6 +520,8 @@ def _run(args) -> int:
     if trainer.is_world_process_zero():
         output_dir.mkdir(parents=True, exist_ok=True)
         save_vocabulary(vocabulary, output_dir / "vocab.txt")
+        if resume is None:  # the options this run starts with; a resume is checked against them
+            atomic_write_text(output_dir / RUN_IDENTITY_FILE, json.dumps(run_identity(args), indent=1) + "\n")
 
     start = time.time()
     resumed_step = checkpoint_step(resume) if resume else None

@@ -212,6 +212,9 @@ def test_resuming_from_a_checkpoint_of_another_architecture_is_refused(tmp_path,
     assert pretrain_main(common + TINY_ARGS) == 0
     other = [arg if arg != "32" else "48" for arg in TINY_ARGS]  # another cell size
     assert pretrain_main(common + ["--max-steps", "4"] + other) == 2
+    assert "holds a run started with other options (--cell-dim 32 there, 48 now)" in capsys.readouterr().err
+    (tmp_path / "o" / "run_options.json").unlink()  # a run from before the options were recorded
+    assert pretrain_main(common + ["--max-steps", "4"] + other) == 2
     assert "another architecture (differs in lstm_cell_dim)" in capsys.readouterr().err
 
 

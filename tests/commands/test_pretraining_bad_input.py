@@ -217,7 +217,7 @@ def test_resuming_from_a_damaged_checkpoint_is_refused_naming_it(tmp_path, capsy
     assert pretrain_main(argv) == 2
     err = one_error_line(capsys)
     assert f"the checkpoint {run / 'checkpoint-2'} is damaged" in err and damaged in err
-    assert "--no-resume" in err and f"delete {run / 'checkpoint-2'}" in err
+    assert "another --output-dir" in err and f"delete {run / 'checkpoint-2'}" in err
     assert not (run / "checkpoint-4").exists()
 
 
@@ -316,3 +316,19 @@ def test_ctrl_c_ends_with_one_line_saying_what_remains(command, tmp_path):
     assert code == 130, text[-3000:]
     assert "Traceback" not in text, text[-3000:]
     assert text.strip().splitlines()[-1].startswith(f"hf-elmo: interrupted; {expected}"), text[-1000:]
+
+
+def test_a_run_folder_is_never_resumed_by_another_run(tmp_path, capsys, finished_run):
+    """--no-resume into a folder holding a run is refused (a later plain rerun would have resumed the old run's
+    checkpoints), and a resume with other options than the run was started with is refused too."""
+    run = tmp_path / "run"
+    shutil.copytree(finished_run, run)
+    before = leftovers(run)
+    argv = ["--train-file", DATA, "--vocab", str(TRAIN / "vocab.txt"), "--output-dir", str(run), "--max-steps", "4",
+            "--save-steps", "2", "--batch-size", "2", *TINY_ARGS]
+    assert pretrain_main([*argv, "--no-resume"]) == 2
+    assert "--no-resume: " in one_error_line(capsys) and leftovers(run) == before
+    assert pretrain_main([*argv, "--seed", "7"]) == 2
+    err = one_error_line(capsys)
+    assert "holds a run started with other options (--seed 42 there, 7 now)" in err, err
+    assert leftovers(run) == before
