@@ -145,15 +145,21 @@ def checkpoint_step(checkpoint: str | os.PathLike) -> int:
     return int(Path(checkpoint).name.split("-", 1)[1])
 
 
-def previous_train_loss(output_dir: Path, global_step: int) -> float | None:
-    """`train_loss` of the summary an earlier run of this folder wrote when it ended at `global_step`, else None."""
+TRAIN_LOSS_FILE = "train_loss.json"
+
+
+def checkpoint_loss_sum(checkpoint: str | os.PathLike) -> float | None:
+    """Sum over the run's steps (from its first, across resumes) of the per-step training loss averaged over
+    ranks, kept in a checkpoint so that a resumed run's `train_loss` is the mean over all its steps; None for
+    a checkpoint written before this was kept."""
     try:
-        summary = json.loads((output_dir / "pretraining_summary.json").read_text(encoding="utf-8"))
+        kept = json.loads((Path(checkpoint) / TRAIN_LOSS_FILE).read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError, json.JSONDecodeError):
         return None
-    if not isinstance(summary, dict) or summary.get("global_step") != global_step:
-        return None  # that summary belongs to another stopping point of the run
-    return summary.get("train_loss")
+    if not isinstance(kept, dict) or kept.get("global_step") != checkpoint_step(checkpoint):
+        return None
+    loss_sum = kept.get("loss_sum")
+    return float(loss_sum) if isinstance(loss_sum, (int, float)) and math.isfinite(loss_sum) else None
 
 
 def check_checkpoint_compatible(
@@ -318,9 +324,31 @@ def _make_trainer_class():
         which groups training sentences by length when `group_by_length` is set (the lengths come from the
         corpus index, so nothing is read twice)."""
 
-        def __init__(self, *args, group_by_length: bool = False, **kwargs):
+        def __init__(self, *args, group_by_length: bool = False, resumed_loss_sum: float | None = 0.0, **kwargs):
             super().__init__(*args, **kwargs)
             self.group_by_length = group_by_length
+            self.resumed_loss_sum = resumed_loss_sum  # None: the checkpoint resumed from did not keep it
+            self.loss_sum_this_process = torch.zeros((), dtype=torch.float64)
+
+        def training_step(self, model, inputs, num_items_in_batch=None):
+            loss = super().training_step(model, inputs, num_items_in_batch)
+            self.loss_sum_this_process += loss.to(torch.float64)  # stays a tensor: no device sync per step
+            return loss
+
+        def run_loss_sum(self) -> float | None:
+            """The run's loss sum so far (see `checkpoint_loss_sum`). Every rank must call it: it gathers."""
+            this_run = self.accelerator.gather(self.loss_sum_this_process.reshape(1)).mean()
+            return None if self.resumed_loss_sum is None else self.resumed_loss_sum + float(this_run)
+
+        def _save_checkpoint(self, model, trial):
+            # Written before Trainer's files: trainer_state.json, which marks a checkpoint complete, comes last.
+            loss_sum = self.run_loss_sum()
+            if self.args.should_save:
+                folder = Path(self._get_output_dir(trial=trial)) / f"checkpoint-{self.state.global_step}"
+                folder.mkdir(parents=True, exist_ok=True)
+                kept = {"global_step": self.state.global_step, "loss_sum": loss_sum}
+                atomic_write_text(folder / TRAIN_LOSS_FILE, json.dumps(kept) + "\n")
+            super()._save_checkpoint(model, trial)
 
         def _get_train_sampler(self, train_dataset=None):
             dataset = train_dataset if train_dataset is not None else self.train_dataset
@@ -510,6 +538,7 @@ def _run(args) -> int:
     )
     trainer = _make_trainer_class()(
         group_by_length=args.group_by_length,
+        resumed_loss_sum=checkpoint_loss_sum(resume) if resume else 0.0,
         model=model,
         args=training_args,
         train_dataset=train_dataset,
@@ -528,15 +557,16 @@ def _run(args) -> int:
     if resumed_step is not None and args.max_steps is not None and resumed_step >= args.max_steps:
         # Resumed at its last step, Trainer would take one more before it checks max_steps.
         model.load_state_dict(ElmoForPreTraining.from_pretrained(resume).state_dict())
-        global_step, train_loss = resumed_step, None
+        global_step = resumed_step
     else:
-        result = trainer.train(resume_from_checkpoint=resume)
-        global_step, train_loss = result.global_step, result.training_loss
+        global_step = trainer.train(resume_from_checkpoint=resume).global_step
     elapsed = time.time() - start
-    if global_step == resumed_step:  # nothing left to train: keep the loss the finished run reported
+    if global_step == resumed_step:
+        elapsed = 0.0
         if trainer.is_world_process_zero():
             print(f"{output_dir}: the run already finished at step {global_step}; nothing more to train", file=sys.stderr)
-        train_loss, elapsed = previous_train_loss(output_dir, global_step), 0.0
+    loss_sum = trainer.run_loss_sum()
+    train_loss = loss_sum / global_step if loss_sum is not None and global_step else None
     summary = {
         "train_loss": train_loss,
         "global_step": global_step,

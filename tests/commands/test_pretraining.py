@@ -356,6 +356,16 @@ def test_killed_run_resumes_and_ends_where_an_uninterrupted_run_ends(tmp_path):
     resumed = ElmoForPreTraining.from_pretrained(tmp_path / "killed").state_dict()
     for name, value in straight.items():
         torch.testing.assert_close(resumed[name], value, rtol=0, atol=1e-6, msg=name)
+    # train_loss is the mean over all 60 steps, not over the steps after the resume (the same float32 losses
+    # summed in float64 in the same order: equal to within the 1e-6 the weights are held to).
+    straight_loss = json.loads((tmp_path / "straight" / "pretraining_summary.json").read_text())["train_loss"]
+    assert math.isclose(summary["train_loss"], straight_loss, rel_tol=1e-6)
+
+    # Killed after the last checkpoint but before the summary: a rerun trains nothing and keeps the loss.
+    (tmp_path / "killed" / "pretraining_summary.json").unlink()
+    subprocess.run(_command(tmp_path / "killed", *steps), env=_env(), check=True, capture_output=True, timeout=300)
+    rerun = json.loads((tmp_path / "killed" / "pretraining_summary.json").read_text())
+    assert rerun["train_loss"] == summary["train_loss"]
 
 
 def test_two_cpu_processes_train_one_model(tmp_path):
@@ -389,13 +399,18 @@ def test_corpus_command_segments_chinese_and_builds_the_vocabulary(tmp_path, cap
     assert not (tmp_path / "d.txt").exists() and not (tmp_path / "d.txt.tmp").exists()
 
 
-def test_a_finished_runs_loss_is_kept_only_for_the_step_it_ended_at(tmp_path):
-    from hf_elmo.pretrain import previous_train_loss
+def test_a_checkpoints_loss_sum_is_read_only_for_its_own_step(tmp_path):
+    from hf_elmo.pretrain import TRAIN_LOSS_FILE, checkpoint_loss_sum
 
-    (tmp_path / "pretraining_summary.json").write_text(json.dumps({"global_step": 3, "train_loss": 2.5}))
-    assert previous_train_loss(tmp_path, 3) == 2.5
-    assert previous_train_loss(tmp_path, 4) is None  # a later checkpoint of an interrupted longer run
-    assert previous_train_loss(tmp_path / "nothing-here", 3) is None
+    checkpoint = tmp_path / "checkpoint-3"
+    checkpoint.mkdir()
+    assert checkpoint_loss_sum(checkpoint) is None  # written before the sum was kept
+    (checkpoint / TRAIN_LOSS_FILE).write_text(json.dumps({"global_step": 3, "loss_sum": 7.5}))
+    assert checkpoint_loss_sum(checkpoint) == 7.5
+    (checkpoint / TRAIN_LOSS_FILE).write_text(json.dumps({"global_step": 4, "loss_sum": 7.5}))
+    assert checkpoint_loss_sum(checkpoint) is None  # copied from another checkpoint
+    (checkpoint / TRAIN_LOSS_FILE).write_text("{")
+    assert checkpoint_loss_sum(checkpoint) is None
 
 
 def test_a_byte_order_mark_is_not_part_of_the_first_word(tmp_path, capsys):
