@@ -10,11 +10,16 @@ from ..file_io import read_input_bytes, remove_stale_temporaries
 from .errors import CommandError
 
 
-def read_lines(path: str, blank_lines: str = "error", what: str = "input") -> list[str]:
+DEFAULT_MAX_LINE_BYTES = 1_000_000
+DEFAULT_MAX_WORDS_PER_LINE = 10_000
+
+
+def read_lines(path: str, blank_lines: str = "error", what: str = "input", max_line_bytes: int | None = None) -> list[str]:
     """The stripped lines of a UTF-8 text file (`-` = stdin), checked for encoding and blank lines.
 
     `blank_lines="error"` refuses blank lines (naming them, as `allennlp elmo` did), `"keep"` keeps them
-    as sentences of zero words, `"skip"` drops them.
+    as sentences of zero words, `"skip"` drops them. A line over `max_line_bytes` is refused before it is
+    decoded or segmented: the model's memory grows with the longest sentence of a batch.
     """
     data = read_input_bytes(path, what)
     raw_lines = data.split(b"\n")
@@ -22,6 +27,11 @@ def read_lines(path: str, blank_lines: str = "error", what: str = "input") -> li
         raw_lines.pop()  # the newline that ends the last line
     lines = []
     for number, raw in enumerate(raw_lines, start=1):
+        if max_line_bytes is not None and len(raw) > max_line_bytes:
+            raise CommandError(
+                f"{path}: line {number} is {len(raw):,} bytes, over --max-line-bytes {max_line_bytes:,}; "
+                "put one sentence or paragraph on each line, or raise the limit"
+            )
         try:
             text = raw.decode("utf-8")
         except UnicodeDecodeError as error:
@@ -46,11 +56,20 @@ def read_lines(path: str, blank_lines: str = "error", what: str = "input") -> li
     return lines
 
 
-def split_lines(lines: Sequence[str], split: str, tokenizer) -> list[list[str]]:
-    """Words of each line: the model's tokenizer (`model`) or whitespace-separated (`whitespace`)."""
-    if split == "whitespace":
-        return [line.split() for line in lines]
-    return [tokenizer.tokenize(line) for line in lines]
+def split_lines(
+    lines: Sequence[str], split: str, tokenizer, max_words: int | None = None, what: str = "input"
+) -> list[list[str]]:
+    """Words of each line: the model's tokenizer (`model`) or whitespace-separated (`whitespace`); a line of
+    more than `max_words` words is refused before the model sees any of them."""
+    word_lists = [line.split() for line in lines] if split == "whitespace" else [tokenizer.tokenize(line) for line in lines]
+    if max_words is not None:
+        for number, words in enumerate(word_lists, start=1):
+            if len(words) > max_words:
+                raise CommandError(
+                    f"{what}: sentence {number} has {len(words):,} words, over --max-words-per-line {max_words:,}; "
+                    "split it, or raise the limit"
+                )
+    return word_lists
 
 
 def make_embedder(args, distributed=None):
@@ -83,6 +102,24 @@ def add_text_arguments(parser: argparse.ArgumentParser) -> None:
         help="how a line becomes words: the model's tokenizer (default; jieba for Chinese) or whitespace "
         "only, for text that is already segmented (what `allennlp elmo` did)",
     )
+    parser.add_argument(
+        "--max-words-per-line", type=positive_int, default=DEFAULT_MAX_WORDS_PER_LINE,
+        help=f"refuse a line of more words than this (default {DEFAULT_MAX_WORDS_PER_LINE:,}): memory grows with it",
+    )
+    parser.add_argument(
+        "--max-line-bytes", type=positive_int, default=DEFAULT_MAX_LINE_BYTES,
+        help=f"refuse a line of more bytes than this before reading it into words (default {DEFAULT_MAX_LINE_BYTES:,})",
+    )
+
+
+def positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number >= 1, got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected a whole number >= 1, got {value}")
+    return value
 
 
 def remove_leftovers(target) -> None:

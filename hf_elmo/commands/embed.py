@@ -209,7 +209,7 @@ def run(args) -> int:
         raise CommandError("--forget-sentences applies to hdf5 output (its sentence_to_index dataset); .npy has none")
     check_output_path(args.output, args.overwrite)
     remove_leftovers(args.output)
-    lines = read_lines(args.input, args.blank_lines)
+    lines = read_lines(args.input, args.blank_lines, max_line_bytes=args.max_line_bytes)
     distributed = Distributed()
     try:
         embedder = make_embedder(args, distributed)
@@ -219,7 +219,7 @@ def run(args) -> int:
             layers = check_layers(layers, embedder.num_layers)
         except (TypeError, ValueError) as error:
             raise CommandError(str(error)) from None
-        word_lists = split_lines(lines, args.split, embedder.tokenizer)
+        word_lists = split_lines(lines, args.split, embedder.tokenizer, args.max_words_per_line, args.input)
         chunk_size = args.batch_size * CHUNK_BATCHES
         progress = not args.no_progress and distributed.is_main and sys.stderr.isatty()
         sentence_to_index = None

@@ -49,7 +49,7 @@ def _normalise(matrix):
 
 def _query_vector(embedder, args):
     """The contextual vector of `--word` in `--sentence` (occurrence `--occurrence`)."""
-    words = split_lines([args.sentence], args.split, embedder.tokenizer)[0]
+    words = split_lines([args.sentence], args.split, embedder.tokenizer, args.max_words_per_line, "--sentence")[0]
     positions = [i for i, word in enumerate(words) if word == args.word]
     if not positions:
         raise CommandError(f"--word {args.word!r} is not one of the words of --sentence: {' '.join(words)}")
@@ -72,13 +72,13 @@ def run(args) -> int:
         raise CommandError(f"--top must be >= 1, got {args.top}")
     if args.min_count < 1:
         raise CommandError(f"--min-count must be >= 1, got {args.min_count}")
-    lines = read_lines(args.corpus, "skip", what="corpus")
+    lines = read_lines(args.corpus, "skip", what="corpus", max_line_bytes=args.max_line_bytes)
     embedder = make_embedder(args)
     try:
         args.layer = check_layers(args.layer, embedder.num_layers)
     except (TypeError, ValueError) as error:
         raise CommandError(str(error)) from None
-    word_lists = split_lines(lines, args.split, embedder.tokenizer)
+    word_lists = split_lines(lines, args.split, embedder.tokenizer, args.max_words_per_line, args.corpus)
     query = _query_vector(embedder, args) if args.sentence else None
     progress = not args.no_progress and sys.stderr.isatty()
     if args.types:

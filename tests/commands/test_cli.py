@@ -189,6 +189,28 @@ def test_utf8_bom_and_crlf_are_accepted(tmp_path, model_dir):
     assert json.loads(read_hdf5(tmp_path / "out.hdf5")["sentence_to_index"][0]) == {"a b": "0", "c": "1"}
 
 
+def test_over_long_lines_are_refused_before_the_model_sees_them(tmp_path, model_dir, capsys, monkeypatch):
+    text = tmp_path / "in.txt"
+    text.write_text("a b\n" + "长" * 400_000 + "\n", encoding="utf-8")  # line 2: 1.2 MB, one "word"
+    embedded = []
+    monkeypatch.setattr(Embedder, "embed", lambda self, *a, **k: embedded.append(1))
+    assert run("embed", text, tmp_path / "out.hdf5", "--split", "whitespace", model_dir=model_dir) == 2
+    error = capsys.readouterr().err
+    assert "in.txt: line 2 is 1,200,000 bytes, over --max-line-bytes 1,000,000" in error and "Traceback" not in error
+    assert run("embed", text, tmp_path / "out.hdf5", "--max-line-bytes", "1200000", "--split", "whitespace",
+               "--max-words-per-line", "1", model_dir=model_dir) == 2
+    assert "sentence 1 has 2 words, over --max-words-per-line 1" in capsys.readouterr().err
+    corpus = tmp_path / "corpus.txt"
+    corpus.write_text("a b c\n", encoding="utf-8")
+    assert run("similar", "--sentence", "a b c", "--word", "a", "--corpus", corpus, "--max-words-per-line", "2",
+               model_dir=model_dir) == 2
+    assert "sentence 1 has 3 words, over --max-words-per-line 2" in capsys.readouterr().err
+    assert embedded == [] and leftovers(tmp_path, {"in.txt", "corpus.txt"}) == []
+    with pytest.raises(SystemExit) as exit_status:
+        run("embed", text, tmp_path / "out.hdf5", "--max-words-per-line", "0")
+    assert exit_status.value.code == 2 and "expected a whole number >= 1, got 0" in capsys.readouterr().err
+
+
 def test_missing_and_empty_input(tmp_path, model_dir, capsys):
     assert run("embed", tmp_path / "nothing.txt", tmp_path / "out.hdf5", model_dir=model_dir) == 2
     assert "input file not found" in capsys.readouterr().err
