@@ -37,11 +37,14 @@ It is written atomically: a failed run leaves no half-written folder.
 from __future__ import annotations
 
 import argparse
+import contextlib
+import hashlib
 import json
 import logging
 import math
 import os
 import re
+import shutil
 import sys
 import tempfile
 import time
@@ -51,7 +54,7 @@ from pathlib import Path
 
 import torch
 
-from .file_io import AtomicDirectory, temporary_prefix
+from .file_io import AtomicDirectory, atomic_write_text
 from .conll import (  # noqa: F401  (re-exported: the data half of the fine-tuning API)
     DataError,
     TaggedSentence,
@@ -509,9 +512,8 @@ def _training_arguments(options: FinetuneOptions, checkpoint_dir: str, has_dev: 
         seed=options.seed,
         data_seed=options.seed,
         eval_strategy="epoch" if has_dev else "no",
-        save_strategy="epoch" if select_best else "no",
-        save_only_model=True,
-        save_total_limit=1 if select_best else None,
+        save_strategy="epoch",  # with the optimizer and RNG states: a killed run resumes from its last epoch
+        save_total_limit=1,  # with load_best_model_at_end, Trainer also keeps the best
         load_best_model_at_end=select_best,
         metric_for_best_model=metric if select_best else None,
         greater_is_better=True,
@@ -524,13 +526,65 @@ def _training_arguments(options: FinetuneOptions, checkpoint_dir: str, has_dev: 
     )
 
 
-def _checkpoint_dir(options: FinetuneOptions):
-    parent = Path(options.output_dir).resolve().parent if options.output_dir else None
-    if parent is not None:
-        parent.mkdir(parents=True, exist_ok=True)
-    # Named for the output folder and this process, so that a later run removes it if this one is killed.
-    name = Path(options.output_dir).name if options.output_dir else "hf-elmo-finetune"
-    return tempfile.TemporaryDirectory(prefix=temporary_prefix(name, "checkpoints"), dir=parent)
+RUN_IDENTITY_FILE = "run_options.json"
+_NOT_RUN_IDENTITY = ("output_dir", "overwrite", "threads", "logging_steps")
+
+
+def run_identity(options: FinetuneOptions, *datasets) -> dict:
+    """What defines a fine-tuning run: its options (not where it writes or how often it logs) and a digest of
+    its data. A checkpoint folder is resumed only by a run with the same identity."""
+    rows = [
+        [[item.words, item.tags] if isinstance(item, TaggedSentence) else [item[0] if isinstance(item[0], str)
+         else list(item[0]), item[1]] for item in data or []]
+        for data in datasets
+    ]
+    digest = hashlib.sha256(json.dumps(rows, ensure_ascii=False).encode("utf-8")).hexdigest()
+    options_kept = {k: v for k, v in asdict(options).items() if k not in _NOT_RUN_IDENTITY}
+    return json.loads(json.dumps({"options": options_kept, "data_sha256": digest}))  # tuples -> lists, as read back
+
+
+def checkpoint_folder_for(output_dir: str | os.PathLike) -> Path:
+    """Where `train_tagger` / `train_classifier` keep the checkpoints of a run writing `output_dir`."""
+    output = Path(output_dir).resolve()
+    return output.parent / f".{output.name}.checkpoints"
+
+
+@contextlib.contextmanager
+def _checkpoints(options: FinetuneOptions, identity: dict):
+    """Yields (folder for Trainer's checkpoints, checkpoint to resume from or None). With an output folder the
+    checkpoints live beside it under a fixed name, so the same command run again after a kill resumes; they
+    are removed once the output is written. Without one, a temporary folder."""
+    from .pretrain import last_complete_checkpoint
+
+    if not options.output_dir:
+        with tempfile.TemporaryDirectory(prefix="hf-elmo-finetune-") as folder:
+            yield folder, None
+        return
+    folder = checkpoint_folder_for(options.output_dir)
+    record = folder / RUN_IDENTITY_FILE
+    resume = None
+    if folder.is_dir():
+        try:
+            kept = json.loads(record.read_text(encoding="utf-8"))
+        except (OSError, UnicodeDecodeError, json.JSONDecodeError):
+            kept = None
+        if kept != identity:
+            differing = sorted(
+                key for key in identity["options"] if not isinstance(kept, dict) or kept.get("options", {}).get(key) != identity["options"][key]
+            ) + (["the training or dev data"] if not isinstance(kept, dict) or kept.get("data_sha256") != identity["data_sha256"] else [])
+            raise OptionError(
+                f"{folder} holds the checkpoints of an interrupted run with other settings ({', '.join(differing) or 'unreadable record'}); "
+                "run that command again to resume it, or delete the folder to start over"
+            )
+        resume = last_complete_checkpoint(folder)
+        if resume:
+            logger.info("resuming from %s", resume)
+    else:
+        folder.parent.mkdir(parents=True, exist_ok=True)
+        folder.mkdir()
+        atomic_write_text(record, json.dumps(identity, indent=1, ensure_ascii=False) + "\n")
+    yield str(folder), resume
+    shutil.rmtree(folder, ignore_errors=True)
 
 
 def save_folder(model, tokenizer, output_dir: str, results: dict, overwrite: bool = False) -> Path:
@@ -601,7 +655,7 @@ def train_tagger(
     )
 
     started = time.time()
-    with _checkpoint_dir(options) as checkpoint_dir:
+    with _checkpoints(options, run_identity(options, train, dev)) as (checkpoint_dir, resume):
         trainer = Trainer(
             model=model,
             args=_training_arguments(options, checkpoint_dir, dev_examples is not None, "f1"),
@@ -610,26 +664,27 @@ def train_tagger(
             data_collator=collator,
             compute_metrics=tag_metrics_function(id2label),
         )
-        train_output = trainer.train()
+        train_output = trainer.train(resume_from_checkpoint=resume)
         model = trainer.model
-    train_seconds = time.time() - started
+        train_seconds = time.time() - started
 
-    results = {
-        "task": "token-classification",
-        "labels": labels,
-        "train_sentences": len(train),
-        "trainable_parameters": trainable,
-        "train_seconds": round(train_seconds, 1),
-        "precompute_seconds": round(precompute_seconds, 1),
-        "train_loss": float(train_output.training_loss),
-        "options": {k: v for k, v in asdict(options).items() if k not in ("output_dir", "overwrite")},
-    }
-    if dev:
-        results["dev"] = evaluate_tagger(model, tokenizer, dev, options.eval_batch_size, options.unseen_label)
-    if test:
-        results["test"] = evaluate_tagger(model, tokenizer, test, options.eval_batch_size, options.unseen_label)
-    if options.output_dir:
-        save_folder(model, tokenizer, options.output_dir, results, options.overwrite)
+        results = {
+            "task": "token-classification",
+            "labels": labels,
+            "train_sentences": len(train),
+            "trainable_parameters": trainable,
+            "train_seconds": round(train_seconds, 1),
+            "precompute_seconds": round(precompute_seconds, 1),
+            "train_loss": float(train_output.training_loss),
+            "resumed_from": Path(resume).name if resume else None,
+            "options": {k: v for k, v in asdict(options).items() if k not in ("output_dir", "overwrite")},
+        }
+        if dev:
+            results["dev"] = evaluate_tagger(model, tokenizer, dev, options.eval_batch_size, options.unseen_label)
+        if test:
+            results["test"] = evaluate_tagger(model, tokenizer, test, options.eval_batch_size, options.unseen_label)
+        if options.output_dir:
+            save_folder(model, tokenizer, options.output_dir, results, options.overwrite)
     return {"model": model, "tokenizer": tokenizer, "results": results}
 
 
@@ -689,7 +744,7 @@ def train_classifier(
         return {"accuracy": float((logits.argmax(-1) == eval_prediction.label_ids).mean())}
 
     started = time.time()
-    with _checkpoint_dir(options) as checkpoint_dir:
+    with _checkpoints(options, run_identity(options, train, dev)) as (checkpoint_dir, resume):
         trainer = Trainer(
             model=model,
             args=_training_arguments(options, checkpoint_dir, bool(dev), "accuracy"),
@@ -698,13 +753,14 @@ def train_classifier(
             data_collator=collator,
             compute_metrics=accuracy,
         )
-        train_output = trainer.train()
+        train_output = trainer.train(resume_from_checkpoint=resume)
         results = {
             "task": "sequence-classification",
             "labels": labels,
             "train_examples": len(train),
             "train_seconds": round(time.time() - started, 1),
             "train_loss": float(train_output.training_loss),
+            "resumed_from": Path(resume).name if resume else None,
             "options": {k: v for k, v in asdict(options).items() if k not in ("output_dir", "overwrite")},
         }
         for split, pairs in (("dev", dev), ("test", test)):
@@ -712,8 +768,8 @@ def train_classifier(
                 metrics = trainer.evaluate(examples_for(pairs, split), metric_key_prefix=split)
                 results[split] = {"accuracy": metrics[f"{split}_accuracy"], "loss": metrics[f"{split}_loss"]}
         model = trainer.model
-    if options.output_dir:
-        save_folder(model, tokenizer, options.output_dir, results, options.overwrite)
+        if options.output_dir:
+            save_folder(model, tokenizer, options.output_dir, results, options.overwrite)
     return {"model": model, "tokenizer": tokenizer, "results": results}
 
 

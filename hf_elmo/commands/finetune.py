@@ -118,7 +118,12 @@ def add_parser(subparsers) -> None:
 
 def after_interruption(args) -> str:
     if args.finetune_command in ("train", "train-classifier"):
-        return f"nothing was written to {args.output_dir} (fine-tuning starts from the beginning when run again)"
+        from ..finetune import checkpoint_folder_for
+
+        return (
+            f"nothing was written to {args.output_dir}; the same command resumes from the last finished epoch "
+            f"kept in {checkpoint_folder_for(args.output_dir)} (or starts again if none had finished)"
+        )
     return "no output was written"
 
 

@@ -304,3 +304,51 @@ def test_a_base_folder_missing_biLM_weights_is_pointed_out(tmp_path, caplog):
         train_tagger(read_conll(write_conll(tmp_path / "train.txt", toy_sentences(8, 1))), options=options)
     assert f"lacks biLM weights, which start random: elmo.{dropped}" in caplog.text
     assert "new ElmoForTokenClassification weights" in caplog.text
+
+
+# Resume ---------------------------------------------------------------------------------------
+
+
+def test_killed_training_resumes_and_ends_bit_identical_to_an_uninterrupted_run(tmp_path):
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    from hf_elmo.finetune import checkpoint_folder_for
+
+    base = save_tiny_base(tmp_path / "base", **LEARNABLE)
+    train = write_conll(tmp_path / "train.txt", toy_sentences(160, 1))
+    dev = write_conll(tmp_path / "dev.txt", toy_sentences(30, 2))
+
+    def command(output, *extra):
+        return [sys.executable, "-m", "hf_elmo.cli", "finetune", "train", "--model", base, "--train", train,
+                "--dev", dev, "--output-dir", str(output), "--epochs", "8", "--batch-size", "4", "--dropout", "0.2",
+                "--no-precompute-elmo", "--threads", "1", "--seed", "3", *extra]
+
+    subprocess.run(command(tmp_path / "straight"), cwd=REPO_ROOT, check=True, capture_output=True, timeout=600)
+    assert not checkpoint_folder_for(tmp_path / "straight").exists()  # removed once the output is written
+
+    killed = tmp_path / "killed"
+    checkpoints = checkpoint_folder_for(killed)
+    process = subprocess.Popen(command(killed), cwd=REPO_ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.time() + 300
+    while not any((path / "trainer_state.json").is_file() for path in checkpoints.glob("checkpoint-*")):
+        assert process.poll() is None, "training ended before it could be interrupted"
+        assert time.time() < deadline
+        time.sleep(0.02)
+    process.send_signal(signal.SIGKILL)
+    process.wait()
+    assert not killed.exists() and checkpoints.is_dir()
+
+    other = subprocess.run(command(killed, "--lr", "0.01"), cwd=REPO_ROOT, capture_output=True, text=True)
+    assert other.returncode == 2 and "other settings (learning_rate)" in other.stderr, other.stderr[-2000:]
+    assert checkpoints.is_dir() and not killed.exists()
+
+    subprocess.run(command(killed), cwd=REPO_ROOT, check=True, capture_output=True, timeout=600)
+    assert json.loads((killed / "results.json").read_text())["resumed_from"].startswith("checkpoint-")
+    assert not checkpoints.exists()
+    straight = ElmoForTokenClassification.from_pretrained(tmp_path / "straight").state_dict()
+    resumed = ElmoForTokenClassification.from_pretrained(killed).state_dict()
+    for name, value in straight.items():
+        assert torch.equal(resumed[name], value), name

@@ -301,7 +301,7 @@ def test_ctrl_c_ends_with_one_line_saying_what_remains(command, tmp_path):
                 "--epochs", "10000", "--no-precompute-elmo", "--batch-size", "2", "--threads", "1"]
         log = tmp_path / "stderr.txt"
         ready = lambda: "trainable of" in log.read_text()  # noqa: E731
-        expected = f"nothing was written to {run}"
+        expected = f"nothing was written to {run}; the same command resumes from the last finished epoch"
     stderr = open(tmp_path / "stderr.txt", "w")
     process = subprocess.Popen([sys.executable, "-m", "hf_elmo.cli", *argv], cwd=REPO, stderr=stderr,
                                stdout=subprocess.DEVNULL)
