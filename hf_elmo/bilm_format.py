@@ -8,6 +8,7 @@ adds the forget bias at run time, so both directions of the conversion are pure 
 
 from __future__ import annotations
 
+import io
 import json
 import os
 from collections.abc import Callable
@@ -338,12 +339,17 @@ def write_bilm_files(model, output_dir: str | os.PathLike, overwrite: bool = Fal
     state = _encoder_state(model)
     datasets = bilm_hdf5_datasets_from_state_dict(config, state)
     options = allennlp_options(config)
+    # The HDF5 image is built in memory and written with one plain write: HDF5 writing to a disk that fills
+    # up fails inside its own cleanup (tracebacks, then a segmentation fault), a plain write raises ENOSPC.
+    image = io.BytesIO()
+    with h5py.File(image, "w") as handle:
+        for name, value in datasets.items():
+            handle.create_dataset(name, data=value)
     with AtomicDirectory(output_dir, overwrite=overwrite) as folder:
         with open(folder / "options.json", "w", encoding="utf-8") as handle:
             json.dump(options, handle, indent=2)
-        with h5py.File(folder / "weights.hdf5", "w") as handle:
-            for name, value in datasets.items():
-                handle.create_dataset(name, data=value)
+        with open(folder / "weights.hdf5", "wb") as handle:
+            handle.write(image.getbuffer())
     return Path(output_dir)
 
 

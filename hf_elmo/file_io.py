@@ -205,6 +205,28 @@ def is_disk_full(error: BaseException) -> bool:
     return getattr(error, "errno", None) in (errno.ENOSPC, errno.EDQUOT) or "No space left on device" in str(error)
 
 
+def disk_filled_up(error: BaseException, folder: str | os.PathLike) -> bool:
+    """Whether a failed write into `folder` was a full disk: the error says so, or (torch.save reports a short
+    write as a bare "unexpected pos" RuntimeError) the file system has under 1 MB left."""
+    if is_disk_full(error):
+        return True
+    try:
+        return shutil.disk_usage(folder).free < 1_000_000
+    except OSError:
+        return False
+
+
+def remove_incomplete_checkpoints(folder: str | os.PathLike) -> list[str]:
+    """Delete the Trainer checkpoints in `folder` that a failed save left without their trainer_state.json
+    (written last); returns their names."""
+    removed = []
+    for checkpoint in sorted(Path(folder).glob("checkpoint-*")):
+        if checkpoint.is_dir() and not (checkpoint / "trainer_state.json").is_file():
+            shutil.rmtree(checkpoint, ignore_errors=True)
+            removed.append(checkpoint.name)
+    return removed
+
+
 def atomic_write_text(path: str | os.PathLike, text: str, overwrite: bool = True) -> None:
     """Write `text` (UTF-8) to `path` atomically (`overwrite`: see `atomic_file`)."""
     with atomic_file(path, overwrite=overwrite) as temporary:

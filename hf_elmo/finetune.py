@@ -54,7 +54,7 @@ from pathlib import Path
 
 import torch
 
-from .file_io import AtomicDirectory, atomic_write_text
+from .file_io import AtomicDirectory, DiskFullError, atomic_write_text, disk_filled_up, remove_incomplete_checkpoints
 from .conll import (  # noqa: F401  (re-exported: the data half of the fine-tuning API)
     DataError,
     TaggedSentence,
@@ -583,7 +583,17 @@ def _checkpoints(options: FinetuneOptions, identity: dict):
         folder.parent.mkdir(parents=True, exist_ok=True)
         folder.mkdir()
         atomic_write_text(record, json.dumps(identity, indent=1, ensure_ascii=False) + "\n")
-    yield str(folder), resume
+    try:
+        yield str(folder), resume
+    except Exception as error:
+        if not disk_filled_up(error, folder.parent):
+            raise
+        remove_incomplete_checkpoints(folder)
+        resume = last_complete_checkpoint(folder)
+        raise DiskFullError(
+            f"the disk holding {options.output_dir} is full; nothing was written to it. Free some space and run the "
+            f"same command again: it resumes from {Path(resume).name + ' in ' + str(folder) if resume else 'the beginning'}"
+        ) from None
     shutil.rmtree(folder, ignore_errors=True)
 
 

@@ -17,7 +17,13 @@ import torch
 
 from .configuration_elmo import ElmoConfig
 from .loading import resolve_model_name
-from .file_io import atomic_write_text, check_output_folder
+from .file_io import (
+    DiskFullError,
+    atomic_write_text,
+    check_output_folder,
+    disk_filled_up,
+    remove_incomplete_checkpoints,
+)
 from .lm_data import (
     SPECIAL_WORDS,
     LanguageModelCollator,
@@ -348,7 +354,19 @@ def _make_trainer_class():
                 folder.mkdir(parents=True, exist_ok=True)
                 kept = {"global_step": self.state.global_step, "loss_sum": loss_sum}
                 atomic_write_text(folder / TRAIN_LOSS_FILE, json.dumps(kept) + "\n")
-            super()._save_checkpoint(model, trial)
+            try:
+                super()._save_checkpoint(model, trial)
+            except Exception as error:  # safetensors, torch.save and the OS each report a full disk their way
+                run_dir = self._get_output_dir(trial=trial)
+                if not disk_filled_up(error, run_dir):
+                    raise
+                removed = remove_incomplete_checkpoints(run_dir)
+                resume = last_complete_checkpoint(Path(run_dir))
+                raise DiskFullError(
+                    f"the disk holding {run_dir} is full: checkpoint-{self.state.global_step} could not be saved"
+                    f"{' (its partial files were removed)' if removed else ''}; free some space and run the same "
+                    f"command again to resume from {Path(resume).name if resume else 'the beginning'}"
+                ) from None
 
         def _get_train_sampler(self, train_dataset=None):
             dataset = train_dataset if train_dataset is not None else self.train_dataset

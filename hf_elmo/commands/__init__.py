@@ -60,15 +60,16 @@ def main(argv: Sequence[str] | None = None) -> int:
         what_remains = getattr(command, "after_interruption", lambda args: "no output was written")(args)
         print(f"hf-elmo: interrupted; {what_remains}", file=sys.stderr)
         return 130
-    except _user_errors() as error:
-        print(f"hf-elmo: error: {_one_line(error)}", file=sys.stderr)
-        return 2
-    except RuntimeError as error:  # h5py reports a failed write as RuntimeError
+    except (*_user_errors(), RuntimeError) as error:  # h5py reports a failed write as RuntimeError
         from ..file_io import is_disk_full
 
-        if not is_disk_full(error):
+        if is_disk_full(error):
+            print(f"hf-elmo: error: the disk is full ({_one_line(error)}); free some space and run the command "
+                  "again", file=sys.stderr)
+        elif isinstance(error, _user_errors()):
+            print(f"hf-elmo: error: {_one_line(error)}", file=sys.stderr)
+        else:
             raise
-        print(f"hf-elmo: error: the disk is full ({_one_line(error)}); no output was written", file=sys.stderr)
         return 2
 
 
