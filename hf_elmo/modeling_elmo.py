@@ -16,9 +16,7 @@ reshuffle and round-trips bit for bit.
 
 from __future__ import annotations
 
-import json
 import os
-import zlib
 from dataclasses import dataclass
 
 import torch
@@ -30,9 +28,18 @@ from transformers.modeling_outputs import SequenceClassifierOutput, TokenClassif
 from transformers.utils import ModelOutput, logging
 
 from .configuration_elmo import ElmoConfig
+from .elmo_char_encoder import ElmoCharacterEncoder, ElmoHighway, ElmoHighwayLayer  # noqa: F401 (public names)
 from .elmo_crf import ElmoCrf
+from .elmo_losses import classification_loss, tagging_loss
 from .elmo_lstm import ElmoBiLstm, ElmoBiLstmLayer
+from .elmo_scalar_mix import ElmoScalarMix
 from .elmo_token_cache import ElmoTokenCache
+from .weight_checksums import (  # noqa: F401 (public names)
+    WEIGHT_CHECKSUMS_FILE,
+    check_finite_weights,
+    verify_weight_checksums,
+    write_weight_checksums,
+)
 
 logger = logging.get_logger(__name__)
 
@@ -75,171 +82,13 @@ class ElmoModelOutput(ModelOutput):
     final_state: tuple[torch.FloatTensor, torch.FloatTensor] | None = None
 
 
-# 1. Characters -> token vectors -------------------------------------------------------------
-
-
-class ElmoHighwayLayer(nn.Linear):
-    """One highway layer's linear map, `size` -> `[transform; carry]` (2 * size)."""
-
-    def __init__(self, size: int):
-        super().__init__(size, 2 * size)
-
-
-class ElmoHighway(nn.Module):
-    """Highway layers (TensorFlow convention): ``x <- g * relu(x W_t + b_t) + (1 - g) * x``, ``g = sigmoid(x W_c + b_c)``.
-
-    Each layer is one linear map producing ``[transform; carry]`` side by side.
-    """
-
-    def __init__(self, size: int, num_layers: int):
-        super().__init__()
-        self.layers = nn.ModuleList([ElmoHighwayLayer(size) for _ in range(num_layers)])
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        for layer in self.layers:
-            transform, carry = layer(x).chunk(2, dim=-1)
-            gate = torch.sigmoid(carry)
-            x = gate * F.relu(transform) + (1 - gate) * x
-        return x
-
-
-class ElmoCharacterEncoder(nn.Module):
-    """Context-insensitive token representation (ELMo layer 0).
-
-    char ids `(num_tokens, max_characters_per_token)` -> embedding -> one Conv1d per filter width ->
-    max over positions -> activation -> highway -> linear projection -> `(num_tokens, projection_dim)`.
-    An optional word embedding (ELMoForManyLangs models) is concatenated before the projection.
-
-    With `config.token_cache_size > 0` the encoder holds a token-embedding cache (buffers saved with
-    the model, see `ElmoModel.build_token_cache`): in eval mode, tokens whose character ids are in the
-    cache take their stored vector and skip the CNN; all other tokens are computed as usual.
-    """
-
-    # Tokens go through the convolutions in chunks of `convolution_chunk_size` and through the highway and
-    # projection in chunks of `chunk_size`: the window products hold positions x filters values per token, and
-    # results that outgrow the cache run several times slower; larger highway chunks only raised peak memory
-    # (benchmarks/RESULTS.md, "Kernel choices").
-    convolution_chunk_size = 128
-    chunk_size = 256
-
-    def __init__(self, config: ElmoConfig, with_token_cache: bool = True):
-        super().__init__()
-        self.char_embedding = nn.Embedding(config.char_vocab_size, config.char_embedding_dim, padding_idx=0)
-        self.convolutions = nn.ModuleList(
-            [nn.Conv1d(config.char_embedding_dim, count, width) for width, count in config.char_cnn_filters]
-        )
-        self.activation = torch.tanh if config.char_cnn_activation == "tanh" else F.relu
-        num_filters = config.num_char_filters
-        self.highway = ElmoHighway(num_filters, config.num_highway_layers)
-        self.word_embedding = (
-            nn.Embedding(config.word_vocab_size, config.word_embedding_dim) if config.word_vocab_size else None
-        )
-        self.projection = nn.Linear(num_filters + (config.word_embedding_dim if config.word_vocab_size else 0), config.projection_dim)
-        self.token_cache: ElmoTokenCache | None = None
-        cache_size = getattr(config, "token_cache_size", 0) if with_token_cache else 0
-        if cache_size:
-            self.token_cache = ElmoTokenCache(cache_size, config.max_characters_per_token, config.projection_dim)
-
-    def forward(self, char_ids: torch.Tensor, word_ids: torch.Tensor | None = None) -> torch.Tensor:
-        """`char_ids` (N, max_characters_per_token) -> (N, projection_dim).
-
-        Each distinct token of the call is encoded once: every sentence's `<S>` and `</S>` and every
-        repeated word share one row of the CNN and highway work (sorting the ids costs ~1 ms per 700).
-        """
-        if self.word_embedding is not None:
-            if word_ids is None:
-                raise ValueError("this model has a word embedding: pass `word_ids` along with `input_ids`")
-            return self.encode(char_ids, word_ids)  # the same characters may carry different word ids
-        distinct, inverse = torch.unique(char_ids, dim=0, return_inverse=True)
-        if self._can_use_token_cache():
-            return self.token_cache.lookup(distinct, self.encode)[inverse]
-        return self.encode(distinct)[inverse]
-
-    def _can_use_token_cache(self) -> bool:
-        if self.token_cache is None or self.training or self.word_embedding is not None:
-            return False
-        if torch.is_grad_enabled() and any(p.requires_grad for p in self.parameters()):
-            return False  # cached vectors carry no gradient to the CNN
-        return self.token_cache.is_valid_for(self)
-
-    def encode(self, char_ids: torch.Tensor, word_ids: torch.Tensor | None = None) -> torch.Tensor:
-        """Run the character CNN, highway and projection (no cache)."""
-        if char_ids.shape[0] > self.chunk_size:
-            pieces = [
-                self.encode(char_ids[i : i + self.chunk_size], None if word_ids is None else word_ids[i : i + self.chunk_size])
-                for i in range(0, char_ids.shape[0], self.chunk_size)
-            ]
-            return torch.cat(pieces)
-        char_ids = self._drop_constant_tail(char_ids)
-        step = self.convolution_chunk_size
-        features = torch.cat([self._character_features(char_ids[i : i + step]) for i in range(0, len(char_ids), step)])
-        tokens = self.highway(self.activation(features))
-        if self.word_embedding is not None:
-            tokens = torch.cat([self.word_embedding(word_ids), tokens], dim=-1)
-        return self.projection(tokens)
-
-    def _character_features(self, char_ids: torch.Tensor) -> torch.Tensor:
-        """(N, positions) char ids -> (N, num_filters): every filter's max over positions, before the activation."""
-        chars = self.char_embedding(char_ids)  # (N, positions, d_char)
-        return torch.cat([self._convolve_and_pool(chars, conv) for conv in self.convolutions], dim=-1)
-
-    def _drop_constant_tail(self, char_ids: torch.Tensor) -> torch.Tensor:
-        """Cut the trailing columns in which every row just repeats its own last character id.
-
-        Past column L (after which each row only repeats its final id, the padding character), every
-        convolution window of a row has the same content and so the same value. Keeping
-        L + widest-filter columns keeps every distinct window, and one of those constant windows
-        wherever the full width had one, so the max over positions is unchanged exactly. Words are
-        short, so this typically halves the convolution work.
-        """
-        width = char_ids.shape[1]
-        varying = (char_ids != char_ids[:, -1:]).any(dim=0).nonzero()
-        last_varying = int(varying[-1]) + 1 if varying.numel() else 0
-        keep = min(width, last_varying + max(conv.kernel_size[0] for conv in self.convolutions))
-        return char_ids[:, :keep]
-
-    @staticmethod
-    def _convolve_and_pool(chars: torch.Tensor, conv: nn.Conv1d) -> torch.Tensor:
-        """`Conv1d` + max over positions as one matrix product over all windows (faster than the
-        convolution kernel for these thin 16-channel inputs); max-pooling before the activation is
-        equivalent for the monotone relu/tanh and cheaper, and the bias is added after the max, which
-        is exact because rounding is monotone."""
-        width = conv.kernel_size[0]
-        num_tokens, positions, channels = chars.shape
-        windows = chars.unfold(1, width, 1).reshape(num_tokens, positions - width + 1, channels * width)
-        weight = conv.weight.permute(1, 2, 0).reshape(channels * width, conv.out_channels)  # [channel][offset]
-        return torch.matmul(windows, weight).amax(dim=1) + conv.bias
+# 1. Characters -> token vectors: `ElmoCharacterEncoder` in elmo_char_encoder.py ----------------
 
 
 # 2. The biLSTM: `ElmoBiLstm` in elmo_lstm.py -------------------------------------------------
 
 
-# 3. Mixing the layers -----------------------------------------------------------------------
-
-
-class ElmoScalarMix(nn.Module):
-    """``gamma * sum_j softmax(w)_j * layer_j`` with w initialised to 0 and gamma to 1 (the paper's eq. 1).
-
-    With `layer_norm`, each layer is first normalised by one mean and variance over all of its
-    unmasked elements in the batch (AllenNLP's definition, not a per-token LayerNorm).
-    """
-
-    def __init__(self, num_layers: int, layer_norm: bool = False, trainable: bool = True):
-        super().__init__()
-        self.layer_norm = layer_norm
-        self.scalar_parameters = nn.Parameter(torch.zeros(num_layers), requires_grad=trainable)
-        self.gamma = nn.Parameter(torch.ones(1), requires_grad=trainable)
-
-    def forward(self, layers: list[torch.Tensor] | tuple[torch.Tensor, ...], mask: torch.Tensor | None = None):
-        if len(layers) != self.scalar_parameters.numel():
-            raise ValueError(f"expected {self.scalar_parameters.numel()} layers, got {len(layers)}")
-        weights = torch.softmax(self.scalar_parameters, dim=0)
-        if self.layer_norm:
-            if mask is None:
-                raise ValueError("layer-normalised mixing needs the word mask")
-            layers = [_masked_layer_norm(layer, mask) for layer in layers]
-        mixed = sum(weight * layer for weight, layer in zip(weights, layers))
-        return self.gamma * mixed
+# 3. Mixing the layers: `ElmoScalarMix` in elmo_scalar_mix.py ------------------------------------
 
 
 def _remote_code_auto_map() -> dict[str, str]:
@@ -254,72 +103,7 @@ def _remote_code_auto_map() -> dict[str, str]:
     return auto_map
 
 
-def _masked_layer_norm(layer: torch.Tensor, mask: torch.Tensor, eps: float = 1e-12) -> torch.Tensor:
-    mask = mask.unsqueeze(-1).to(layer.dtype)
-    count = mask.sum() * layer.shape[-1]
-    mean = (layer * mask).sum() / count
-    variance = (((layer - mean) * mask) ** 2).sum() / count
-    return (layer - mean) / torch.sqrt(variance + eps)
-
-
 # 4. The model -------------------------------------------------------------------------------
-
-
-WEIGHT_CHECKSUMS_FILE = "weights_checksums.json"
-
-
-def _file_checksum(path: str) -> str:
-    """CRC-32 of a file's bytes, read in chunks: catches damaged or truncated weight files (not a security
-    digest: it guards against faults, and reads a 374 MB file in well under the load time)."""
-    checksum = 0
-    with open(path, "rb") as handle:
-        while chunk := handle.read(1 << 24):
-            checksum = zlib.crc32(chunk, checksum)
-    return f"{checksum:08x}"
-
-
-def write_weight_checksums(folder: str | os.PathLike, all_finite: bool) -> None:
-    """Record the size and checksum of every .safetensors file of `folder` in weights_checksums.json, and
-    whether every weight saved was finite (a verified folder then needs no NaN scan when loaded)."""
-    names = sorted(name for name in os.listdir(folder) if name.endswith(".safetensors"))
-    record = {
-        name: {"bytes": os.path.getsize(os.path.join(folder, name)), "crc32": _file_checksum(os.path.join(folder, name)),
-               "all_finite": all_finite}
-        for name in names
-    }
-    with open(os.path.join(folder, WEIGHT_CHECKSUMS_FILE), "w", encoding="utf-8") as handle:
-        json.dump(record, handle, indent=1, sort_keys=True)
-
-
-def verify_weight_checksums(folder: str | os.PathLike) -> bool:
-    """OSError naming the file when a weight file of `folder` differs from the checksum saved with it. Folders
-    without weights_checksums.json (older saves, other tools) pass. Returns whether the files were verified and
-    were saved with finite weights only."""
-    path = os.path.join(folder, WEIGHT_CHECKSUMS_FILE)
-    if not os.path.isfile(path):
-        return False
-    try:
-        with open(path, encoding="utf-8") as handle:
-            record = json.load(handle)
-    except (OSError, ValueError) as error:
-        raise OSError(f"{path} cannot be read ({error}); save or download the model again") from None
-    for name, expected in record.items():
-        weights = os.path.join(folder, name)
-        if not os.path.isfile(weights):
-            raise OSError(f"{weights} is missing (listed in {WEIGHT_CHECKSUMS_FILE}); save or download the model again")
-        if os.path.getsize(weights) != expected.get("bytes") or _file_checksum(weights) != expected.get("crc32"):
-            raise OSError(
-                f"{weights} is damaged: it differs from the checksum saved with it ({WEIGHT_CHECKSUMS_FILE}); "
-                "save, convert or download the model again (if you rewrote it on purpose, delete that file)"
-            )
-    return bool(record) and all(entry.get("all_finite") is True for entry in record.values())
-
-
-def check_finite_weights(model: nn.Module, source) -> None:
-    """ValueError naming the first tensor holding NaN or infinite values (damaged or diverged weights)."""
-    for name, tensor in model.state_dict().items():
-        if tensor.is_floating_point() and not bool(torch.isfinite(tensor).all()):
-            raise ValueError(f"{source}: the weight {name} holds NaN or infinite values; the weights are damaged")
 
 
 class ElmoWeightShapeError(ValueError):
@@ -838,14 +622,6 @@ def _refuse_unknown_arguments(model_name: str, kwargs: dict) -> None:
         raise TypeError(f"{model_name}.forward() got unexpected keyword arguments: {', '.join(unknown)}")
 
 
-def _reduce_loss(total: torch.Tensor, count: torch.Tensor, num_items_in_batch=None) -> torch.Tensor:
-    """Sum over labelled items -> mean. Under gradient accumulation `Trainer` passes the labelled count of the
-    whole accumulated batch, so that the summed micro-batch losses equal the loss of one large batch."""
-    if num_items_in_batch is not None:
-        return total / num_items_in_batch
-    return total / count.clamp(min=1)
-
-
 class _ElmoHeadMixin:
     """What both heads share: the biLM (optionally frozen), an own learned mix, optional own word vectors x_k,
     dropout, weight init."""
@@ -1042,44 +818,17 @@ class ElmoForTokenClassification(_ElmoHeadMixin, ElmoPreTrainedModel):
         mixed, mask, elmo_layers = self._mixed_representation(input_ids, attention_mask, word_ids, elmo_hidden_states)
         logits = self.classifier(self._encode(mixed, mask))
 
-        loss = None
-        if labels is not None:
-            labels = self._check_labels(labels, mask)
-            labelled = (labels != -100) & mask
-            if self.crf is not None:
-                total = -self.crf.log_likelihood(logits, labels.masked_fill(~mask, -100), mask).sum()
-            else:
-                total = F.cross_entropy(
-                    logits[labelled].float(), labels[labelled], reduction="sum"
-                )
-            loss = _reduce_loss(total, labelled.sum(), num_items_in_batch)
-
+        loss = None if labels is None else tagging_loss(logits, labels, mask, self.crf, num_items_in_batch)
         predictions = None
         if not self.training:
             with torch.no_grad():
-                if self.crf is not None:
-                    predictions = self.crf.viterbi_decode(logits, mask)
-                else:
-                    predictions = logits.argmax(dim=-1).masked_fill(~mask, -100)
+                predictions = self.decode(logits, mask)
 
         hidden_states = elmo_layers if output_hidden_states else None
         output = ElmoTokenClassifierOutput(
             loss=loss, logits=logits, predictions=predictions, hidden_states=hidden_states
         )
         return output if return_dict else output.to_tuple()
-
-    def _check_labels(self, labels: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
-        if tuple(labels.shape) != tuple(mask.shape):
-            raise ValueError(
-                f"labels must have shape (batch, words) = {tuple(mask.shape)}, one label per word; "
-                f"got {tuple(labels.shape)}"
-            )
-        labels = labels.to(device=mask.device, dtype=torch.long)
-        real = labels[mask & (labels != -100)]
-        if real.numel() and (int(real.min()) < 0 or int(real.max()) >= self.num_labels):
-            bad = int(real.min()) if int(real.min()) < 0 else int(real.max())
-            raise ValueError(f"label id {bad} is outside [0, {self.num_labels}) (use -100 for 'no label')")
-        return labels
 
     def decode(self, logits: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
         """Best tags (batch, words) from `logits`, -100 at padding: Viterbi with a CRF, argmax otherwise."""
@@ -1149,45 +898,11 @@ class ElmoForSequenceClassification(_ElmoHeadMixin, ElmoPreTrainedModel):
             pooled = self.dropout(F.relu(self.pre_classifier(pooled)))
         logits = self.classifier(pooled)
 
-        loss = None if labels is None else self._loss(logits, labels, num_items_in_batch)
+        loss = None if labels is None else classification_loss(logits, labels, self.config.problem_type, num_items_in_batch)
 
         hidden_states = elmo_layers if output_hidden_states else None
         output = SequenceClassifierOutput(loss=loss, logits=logits, hidden_states=hidden_states)
         return output if return_dict else output.to_tuple()
-
-    def _loss(self, logits: torch.Tensor, labels: torch.Tensor, num_items_in_batch=None) -> torch.Tensor:
-        batch = logits.shape[0]
-        problem = self.config.problem_type
-        if problem is None:
-            if self.num_labels == 1:
-                problem = "regression"
-            else:
-                problem = "multi_label_classification" if labels.is_floating_point() else "single_label_classification"
-        if problem == "regression":
-            shapes = [(batch, self.num_labels)] + ([(batch,)] if self.num_labels == 1 else [])
-            if tuple(labels.shape) not in shapes:
-                raise ValueError(f"regression labels must have shape {' or '.join(map(str, shapes))}, got {tuple(labels.shape)}")
-            targets = labels.to(device=logits.device, dtype=torch.float32).reshape(batch, self.num_labels)
-            total = F.mse_loss(logits.float(), targets, reduction="sum")
-            return _reduce_loss(total, torch.tensor(targets.numel()), num_items_in_batch)
-        if problem == "multi_label_classification":
-            if tuple(labels.shape) != (batch, self.num_labels):
-                raise ValueError(
-                    f"multi-label classification (floating-point labels) needs labels of shape ({batch}, {self.num_labels}), "
-                    f"got {tuple(labels.shape)}; for one class id per sentence pass integer labels"
-                )
-            targets = labels.to(device=logits.device, dtype=torch.float32)
-            total = F.binary_cross_entropy_with_logits(logits.float(), targets, reduction="sum")
-            return _reduce_loss(total, torch.tensor(targets.numel()), num_items_in_batch)
-        if tuple(labels.shape) != (batch,):
-            raise ValueError(f"labels must have shape (batch,) = ({batch},), got {tuple(labels.shape)}")
-        labels = labels.to(device=logits.device, dtype=torch.long)
-        labelled = labels != -100
-        real = labels[labelled]
-        if real.numel() and (int(real.min()) < 0 or int(real.max()) >= self.num_labels):
-            raise ValueError(f"class ids must be in [0, {self.num_labels}) or -100, got {real.tolist()}")
-        total = F.cross_entropy(logits[labelled].float(), real, reduction="sum")
-        return _reduce_loss(total, labelled.sum(), num_items_in_batch)
 
 
 __all__ = [

@@ -53,6 +53,11 @@ def link_remote_code(folder: Path) -> None:
         (folder / name).symlink_to(Path("..") / ".." / name)
 
 
+def newest_trainer_state(run: Path) -> dict:
+    newest = max(run.glob("checkpoint-*/trainer_state.json"), key=lambda p: int(p.parent.name.split("-")[1]), default=None)
+    return json.loads(newest.read_text(encoding="utf-8")) if newest else {}
+
+
 def perplexity(run: Path, corpus: Path, batch_size: int = 64) -> dict:
     model = ElmoForPreTraining.from_pretrained(run).eval()
     collator = LanguageModelCollator(ElmoTokenizer.from_pretrained(run), model.config.lm_vocab)
@@ -71,7 +76,7 @@ def main() -> None:
     torch.set_num_threads(1)
 
     summary = json.loads((args.run / "pretraining_summary.json").read_text(encoding="utf-8"))
-    state = json.loads(max(args.run.glob("checkpoint-*/trainer_state.json"), key=lambda p: int(p.parent.name.split("-")[1])).read_text())
+    state = newest_trainer_state(args.run)
     encoder = ElmoModel.from_pretrained(args.run)
     # The shipped folder is the encoder only: the softmax's word list is not needed to embed text.
     encoder.config.lm_vocab = None
@@ -91,12 +96,14 @@ def main() -> None:
             stages[:0] = previous.get("stages") or [previous_stage(previous)]
             break
         stage = json.loads((Path(run) / "pretraining_summary.json").read_text(encoding="utf-8"))
-        stages.insert(0, {key: stage.get(key) for key in STAGE_FIELDS} | {"output_dir": str(run)})
+        stage_state = newest_trainer_state(Path(run))
+        per_step = stage_state.get("train_batch_size", 64) * stage.get("world_size", 1)
+        stages.insert(0, {key: stage.get(key) for key in STAGE_FIELDS} | {"sentences_per_step": per_step, "output_dir": str(run)})
         run = stage.get("initialized_from")
     details = {
         "stages": stages,
         "training_steps": sum(stage["global_step"] for stage in stages),
-        "training_sentences_seen": sum(stage["global_step"] for stage in stages) * 64,
+        "training_sentences_seen": sum(stage["global_step"] * stage.get("sentences_per_step", 64) for stage in stages),
         "train_loss_sampled_softmax": round(summary["train_loss"], 4),
         "dev1000_perplexity": round(summary["eval_perplexity"], 2),
         "dev1000_forward_perplexity": round(summary["eval_forward_perplexity"], 2),

@@ -1,0 +1,1 @@
+../../elmo_char_encoder.py

@@ -1,0 +1,1 @@
+../../elmo_losses.py

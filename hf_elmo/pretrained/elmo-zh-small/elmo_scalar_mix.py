@@ -1,0 +1,1 @@
+../../elmo_scalar_mix.py

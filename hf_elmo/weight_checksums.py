@@ -1,0 +1,70 @@
+"""Checksums saved beside the weights (weights_checksums.json): damaged or truncated files are refused on load."""
+
+from __future__ import annotations
+
+import json
+import os
+import zlib
+
+import torch
+from torch import nn
+
+
+WEIGHT_CHECKSUMS_FILE = "weights_checksums.json"
+
+
+def _file_checksum(path: str) -> str:
+    """CRC-32 of a file's bytes, read in chunks: catches damaged or truncated weight files (not a security
+    digest: it guards against faults, and reads a 374 MB file in well under the load time)."""
+    checksum = 0
+    with open(path, "rb") as handle:
+        while chunk := handle.read(1 << 24):
+            checksum = zlib.crc32(chunk, checksum)
+    return f"{checksum:08x}"
+
+
+def write_weight_checksums(folder: str | os.PathLike, all_finite: bool) -> None:
+    """Record the size and checksum of every .safetensors file of `folder` in weights_checksums.json, and
+    whether every weight saved was finite (a verified folder then needs no NaN scan when loaded)."""
+    names = sorted(name for name in os.listdir(folder) if name.endswith(".safetensors"))
+    record = {
+        name: {"bytes": os.path.getsize(os.path.join(folder, name)), "crc32": _file_checksum(os.path.join(folder, name)),
+               "all_finite": all_finite}
+        for name in names
+    }
+    with open(os.path.join(folder, WEIGHT_CHECKSUMS_FILE), "w", encoding="utf-8") as handle:
+        json.dump(record, handle, indent=1, sort_keys=True)
+
+
+def verify_weight_checksums(folder: str | os.PathLike) -> bool:
+    """OSError naming the file when a weight file of `folder` differs from the checksum saved with it. Folders
+    without weights_checksums.json (older saves, other tools) pass. Returns whether the files were verified and
+    were saved with finite weights only."""
+    path = os.path.join(folder, WEIGHT_CHECKSUMS_FILE)
+    if not os.path.isfile(path):
+        return False
+    try:
+        with open(path, encoding="utf-8") as handle:
+            record = json.load(handle)
+    except (OSError, ValueError) as error:
+        raise OSError(f"{path} cannot be read ({error}); save or download the model again") from None
+    for name, expected in record.items():
+        weights = os.path.join(folder, name)
+        if not os.path.isfile(weights):
+            raise OSError(f"{weights} is missing (listed in {WEIGHT_CHECKSUMS_FILE}); save or download the model again")
+        if os.path.getsize(weights) != expected.get("bytes") or _file_checksum(weights) != expected.get("crc32"):
+            raise OSError(
+                f"{weights} is damaged: it differs from the checksum saved with it ({WEIGHT_CHECKSUMS_FILE}); "
+                "save, convert or download the model again (if you rewrote it on purpose, delete that file)"
+            )
+    return bool(record) and all(entry.get("all_finite") is True for entry in record.values())
+
+
+def check_finite_weights(model: nn.Module, source) -> None:
+    """ValueError naming the first tensor holding NaN or infinite values (damaged or diverged weights)."""
+    for name, tensor in model.state_dict().items():
+        if tensor.is_floating_point() and not bool(torch.isfinite(tensor).all()):
+            raise ValueError(f"{source}: the weight {name} holds NaN or infinite values; the weights are damaged")
+
+
+__all__ = ["WEIGHT_CHECKSUMS_FILE", "check_finite_weights", "verify_weight_checksums", "write_weight_checksums"]
