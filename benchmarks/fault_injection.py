@@ -9,7 +9,7 @@ shows as an exit status. What counts as a pass:
   `finetune train` end with the weights of an uninterrupted run (pretrain within 1e-6, finetune bit for bit)
   and pretrain's train_loss equals the uninterrupted one; `embed` and `convert` leave either nothing or the
   complete output under the final name, and the rerun removes what the killed run left behind.
-- full disk (a tmpfs of a random size, root only): exit 0 with a complete output, or exit 2 with one
+- full disk (a tmpfs of a random size from 16 kB to 1 MB, root only): exit 0 with a complete output, or exit 2 with one
   `hf-elmo: error:` line and no traceback, and no temporary file left.
 - damaged weights (256 random bytes, or a few flipped low bits, somewhere in model.safetensors): `embed`
   refuses with exit 2 naming the file; it never exits 0 with vectors that differ from the undamaged model's.
@@ -188,14 +188,15 @@ def full_disk_trials(commands: dict, work: Path, trials: int, rng: random.Random
     }
     rows = []
     for label, (argv, output_name) in cases.items():
-        passed, notes, sizes = 0, [], []
+        passed, notes, sizes, exits = 0, [], [], {0: 0, 2: 0}
         for trial in range(trials):
-            size = rng.randint(16, 2048) * 1024
+            size = rng.randint(16, 1024) * 1024
             sizes.append(size // 1024)
             folder = Path(tempfile.mkdtemp(prefix="fault-disk-"))
             subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(folder)], check=True)
             try:
                 result = hf_elmo(with_output(argv, folder / output_name))
+                exits[result.returncode] = exits.get(result.returncode, 0) + 1
                 lines = result.stderr.strip().splitlines()
                 clean = "Traceback" not in result.stderr and not leftovers(folder)
                 if result.returncode == 0:
@@ -209,7 +210,8 @@ def full_disk_trials(commands: dict, work: Path, trials: int, rng: random.Random
                 subprocess.run(["umount", "-l", str(folder)], check=False)
                 folder.rmdir()
         rows.append({"scenario": f"full disk: `{label}`", "trials": trials, "passed": passed,
-                     "notes": "; ".join(notes) or f"tmpfs sizes {min(sizes)}-{max(sizes)} kB"})
+                     "notes": "; ".join(notes) or f"tmpfs of {min(sizes)}-{max(sizes)} kB: {exits[0]} finished (exit 0), "
+                              f"{exits[2]} refused with one error line (exit 2), nothing left behind"})
     return rows
 
 
