@@ -137,7 +137,8 @@ def kill_trials(commands: dict, work: Path, trials: int, rng: random.Random) -> 
             status, sent = killed_at_random(with_output(commands[name], output), rng, duration)
             partial = output.exists() and not _complete(name, output)
             if name in ("pretrain", "finetune"):
-                again = hf_elmo(with_output(commands[name], output))
+                finished_first = name == "finetune" and output.exists()  # a finished output is replaced only on request
+                again = hf_elmo(with_output(commands[name], output) + (["--overwrite"] if finished_first else []))
                 ok = again.returncode == 0
                 difference = max_difference(weights(output), weights(reference)) if ok else float("inf")
                 ok = ok and difference <= (1e-6 if name == "pretrain" else 0.0)
