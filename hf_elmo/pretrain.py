@@ -477,7 +477,7 @@ def check_run_identity(output_dir: Path, args) -> None:
 
 
 def _run(args) -> int:
-    from transformers import TrainingArguments, set_seed
+    from transformers import set_seed
 
     # Every check that can fail runs before the first file is written, so a refused run leaves nothing behind.
     check_arguments(args)
@@ -488,28 +488,11 @@ def _run(args) -> int:
     check_run_identity(output_dir, args)
     for path in args.train_file + ([args.dev_file] if args.dev_file else []):
         check_corpus_file(path)
-
-    if args.vocab:
-        vocabulary = load_vocabulary(args.vocab)
-    elif (output_dir / "vocab.txt").exists() and not args.no_resume:
-        vocabulary = load_vocabulary(output_dir / "vocab.txt")
-    else:
-        vocabulary = build_vocabulary(args.train_file, min_count=args.min_count, max_size=args.max_vocab)
-    if len(vocabulary) <= len(SPECIAL_WORDS):
-        source = args.vocab or output_dir / "vocab.txt"
-        raise ValueError(f"the vocabulary {source} has no words besides {', '.join(SPECIAL_WORDS)}")
+    vocabulary = _vocabulary(args, output_dir)
     config = _config_from_args(args, vocabulary)
-    if args.softmax == "sampled" and args.num_sampled >= len(vocabulary):
-        print(
-            f"note: --num-sampled {args.num_sampled} is not below the vocabulary size ({len(vocabulary)} words), "
-            "so the sampled softmax costs more than the exact one; --softmax full is cheaper",
-            file=sys.stderr,
-        )
-
     train_parts = [LineDataset(path, max_words=args.max_words) for path in args.train_file]
     train_dataset = train_parts[0] if len(train_parts) == 1 else torch.utils.data.ConcatDataset(train_parts)
     dev_dataset = LineDataset(args.dev_file, max_words=args.max_words) if args.dev_file else None
-
     resume = None
     if output_dir.is_dir() and not args.no_resume:
         resume = last_complete_checkpoint(output_dir)
@@ -524,8 +507,59 @@ def _run(args) -> int:
     if args.init_from and resume is None:
         initialized = initialize_from(model, args.init_from)
         print(f"initialised the {initialized} from {args.init_from}", file=sys.stderr)
+    trainer = _make_trainer_class()(
+        group_by_length=args.group_by_length,
+        resumed_loss_sum=checkpoint_loss_sum(resume) if resume else 0.0,
+        model=model,
+        args=_training_arguments(args, output_dir, dev_dataset is not None),
+        train_dataset=train_dataset,
+        eval_dataset=dev_dataset,
+        data_collator=LanguageModelCollator(tokenizer, vocabulary),
+        callbacks=[_time_budget_callback(args.time_budget_minutes)] if args.time_budget_minutes else None,
+    )
+    if trainer.is_world_process_zero():
+        output_dir.mkdir(parents=True, exist_ok=True)
+        save_vocabulary(vocabulary, output_dir / "vocab.txt")
+        if resume is None:  # the options this run starts with; a resume is checked against them
+            atomic_write_text(output_dir / RUN_IDENTITY_FILE, json.dumps(run_identity(args), indent=1) + "\n")
+    summary = _train(trainer, model, output_dir, resume, args)
+    summary.update({
+        "initialized_from": args.init_from,
+        "initialized_weights": initialized,
+        "train_sentences": len(train_dataset),
+        "vocabulary_size": len(vocabulary),
+        "parameters_encoder": sum(p.numel() for p in model.elmo.parameters()),
+        "parameters_softmax": sum(p.numel() for p in model.softmax.parameters()),
+    })
+    _finish(trainer, model, tokenizer, output_dir, summary, dev_dataset is not None)
+    return 0
+
+
+def _vocabulary(args, output_dir: Path) -> list[str]:
+    """--vocab, else the run's own vocab.txt when resuming, else one built from the training files."""
+    if args.vocab:
+        vocabulary = load_vocabulary(args.vocab)
+    elif (output_dir / "vocab.txt").exists() and not args.no_resume:
+        vocabulary = load_vocabulary(output_dir / "vocab.txt")
+    else:
+        vocabulary = build_vocabulary(args.train_file, min_count=args.min_count, max_size=args.max_vocab)
+    if len(vocabulary) <= len(SPECIAL_WORDS):
+        source = args.vocab or output_dir / "vocab.txt"
+        raise ValueError(f"the vocabulary {source} has no words besides {', '.join(SPECIAL_WORDS)}")
+    if args.softmax == "sampled" and args.num_sampled >= len(vocabulary):
+        print(
+            f"note: --num-sampled {args.num_sampled} is not below the vocabulary size ({len(vocabulary)} words), "
+            "so the sampled softmax costs more than the exact one; --softmax full is cheaper",
+            file=sys.stderr,
+        )
+    return vocabulary
+
+
+def _training_arguments(args, output_dir: Path, has_dev: bool):
+    from transformers import TrainingArguments
+
     use_cpu = not torch.cuda.is_available()
-    training_args = TrainingArguments(
+    return TrainingArguments(
         output_dir=str(output_dir),
         num_train_epochs=args.epochs,
         max_steps=args.max_steps if args.max_steps is not None else -1,  # -1: --epochs decides
@@ -538,7 +572,7 @@ def _run(args) -> int:
         max_grad_norm=args.max_grad_norm,
         lr_scheduler_type="linear",
         optim="adamw_torch",
-        eval_strategy="steps" if dev_dataset is not None else "no",
+        eval_strategy="steps" if has_dev else "no",
         eval_steps=args.eval_steps,
         save_strategy="steps",
         save_steps=args.save_steps,
@@ -554,22 +588,10 @@ def _run(args) -> int:
         ddp_backend="gloo" if use_cpu and int(os.environ.get("WORLD_SIZE", "1")) > 1 else None,
         ddp_find_unused_parameters=False,
     )
-    trainer = _make_trainer_class()(
-        group_by_length=args.group_by_length,
-        resumed_loss_sum=checkpoint_loss_sum(resume) if resume else 0.0,
-        model=model,
-        args=training_args,
-        train_dataset=train_dataset,
-        eval_dataset=dev_dataset,
-        data_collator=LanguageModelCollator(tokenizer, vocabulary),
-        callbacks=[_time_budget_callback(args.time_budget_minutes)] if args.time_budget_minutes else None,
-    )
-    if trainer.is_world_process_zero():
-        output_dir.mkdir(parents=True, exist_ok=True)
-        save_vocabulary(vocabulary, output_dir / "vocab.txt")
-        if resume is None:  # the options this run starts with; a resume is checked against them
-            atomic_write_text(output_dir / RUN_IDENTITY_FILE, json.dumps(run_identity(args), indent=1) + "\n")
 
+
+def _train(trainer, model, output_dir: Path, resume: str | None, args) -> dict:
+    """Train (or, resumed at its last step, load the finished weights); the summary's training part."""
     start = time.time()
     resumed_step = checkpoint_step(resume) if resume else None
     if resumed_step is not None and args.max_steps is not None and resumed_step >= args.max_steps:
@@ -584,25 +606,22 @@ def _run(args) -> int:
         if trainer.is_world_process_zero():
             print(f"{output_dir}: the run already finished at step {global_step}; nothing more to train", file=sys.stderr)
     loss_sum = trainer.run_loss_sum()
-    train_loss = loss_sum / global_step if loss_sum is not None and global_step else None
-    summary = {
-        "train_loss": train_loss,
+    return {
+        "train_loss": loss_sum / global_step if loss_sum is not None and global_step else None,
         "global_step": global_step,
         "train_seconds_this_run": round(elapsed, 1),
         "resumed_from": resume,
-        "initialized_from": args.init_from,
-        "initialized_weights": initialized,
-        "train_sentences": len(train_dataset),
-        "vocabulary_size": len(vocabulary),
-        "parameters_encoder": sum(p.numel() for p in model.elmo.parameters()),
-        "parameters_softmax": sum(p.numel() for p in model.softmax.parameters()),
     }
-    # Evidence that data-parallel ranks trained one model: every rank's parameter checksum.
+
+
+def _finish(trainer, model, tokenizer, output_dir: Path, summary: dict, has_dev: bool) -> None:
+    """Evidence that data-parallel ranks trained one model (every rank's parameter checksum), the exact dev
+    perplexity, then the final model, tokenizer and pretraining_summary.json."""
     with torch.no_grad():
         checksum = torch.tensor([float(sum(p.double().sum() for p in model.parameters()))])
-    summary["world_size"] = training_args.world_size
+    summary["world_size"] = trainer.args.world_size
     summary["rank_parameter_checksums"] = trainer.accelerator.gather(checksum).tolist()
-    if dev_dataset is not None:
+    if has_dev:
         dev = trainer.evaluate()
         summary.update({key: value for key, value in dev.items() if key.startswith("eval_")})
     trainer.save_model(str(output_dir))
@@ -610,7 +629,6 @@ def _run(args) -> int:
         tokenizer.save_pretrained(str(output_dir))
         atomic_write_text(output_dir / "pretraining_summary.json", json.dumps(summary, indent=2, ensure_ascii=False))
         print(json.dumps(summary, indent=2, ensure_ascii=False))
-    return 0
 
 
 if __name__ == "__main__":
