@@ -555,7 +555,7 @@ def _checkpoints(options: FinetuneOptions, identity: dict):
     """Yields (folder for Trainer's checkpoints, checkpoint to resume from or None). With an output folder the
     checkpoints live beside it under a fixed name, so the same command run again after a kill resumes; they
     are removed once the output is written. Without one, a temporary folder."""
-    from .pretrain import last_complete_checkpoint
+    from .checkpoints import last_complete_checkpoint
 
     if not options.output_dir:
         with tempfile.TemporaryDirectory(prefix="hf-elmo-finetune-") as folder:

@@ -17,13 +17,7 @@ import torch
 
 from .configuration_elmo import ElmoConfig
 from .loading import resolve_model_name
-from .file_io import (
-    DiskFullError,
-    atomic_write_text,
-    check_output_folder,
-    disk_filled_up,
-    remove_incomplete_checkpoints,
-)
+from .file_io import atomic_write_text, check_output_folder
 from .lm_data import (
     SPECIAL_WORDS,
     LanguageModelCollator,
@@ -31,12 +25,13 @@ from .lm_data import (
     build_vocabulary,
     check_corpus_file,
     check_vocabulary_limits,
-    item_lengths,
     load_vocabulary,
     save_vocabulary,
 )
 from .modeling_elmo import ElmoForPreTraining, verify_weight_checksums
 from .tokenization_elmo import ElmoTokenizer
+from .checkpoints import TRAIN_LOSS_FILE, checkpoint_loss_sum, checkpoint_step, last_complete_checkpoint  # noqa: F401
+from .lm_trainer import LanguageModelTrainer, TimeBudget, exact_perplexity  # noqa: F401 (exact_perplexity: public)
 
 # Fields that define the architecture: a checkpoint must agree on all of them to be resumed.
 ARCHITECTURE_FIELDS = (
@@ -136,38 +131,6 @@ def _config_from_args(args, vocabulary: list[str]) -> ElmoConfig:
     )
 
 
-def last_complete_checkpoint(output_dir: Path) -> str | None:
-    """Newest ``checkpoint-N`` that was fully written (its trainer_state.json is saved last)."""
-    candidates = []
-    for path in output_dir.glob("checkpoint-*"):
-        step = path.name.split("-", 1)[1]
-        if step.isdigit() and (path / "trainer_state.json").is_file() and (path / "model.safetensors").is_file():
-            candidates.append((int(step), path))
-    return str(max(candidates)[1]) if candidates else None
-
-
-def checkpoint_step(checkpoint: str | os.PathLike) -> int:
-    """The global step a complete checkpoint was saved at (its folder is named after it)."""
-    return int(Path(checkpoint).name.split("-", 1)[1])
-
-
-TRAIN_LOSS_FILE = "train_loss.json"
-
-
-def checkpoint_loss_sum(checkpoint: str | os.PathLike) -> float | None:
-    """Sum over the run's steps (from its first, across resumes) of the per-step training loss averaged over
-    ranks, kept in a checkpoint so that a resumed run's `train_loss` is the mean over all its steps; None for
-    a checkpoint written before this was kept."""
-    try:
-        kept = json.loads((Path(checkpoint) / TRAIN_LOSS_FILE).read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError):
-        return None
-    if not isinstance(kept, dict) or kept.get("global_step") != checkpoint_step(checkpoint):
-        return None
-    loss_sum = kept.get("loss_sum")
-    return float(loss_sum) if isinstance(loss_sum, (int, float)) and math.isfinite(loss_sum) else None
-
-
 def check_checkpoint_compatible(
     checkpoint: str | os.PathLike,
     config: ElmoConfig,
@@ -258,135 +221,6 @@ def initialize_from(model: ElmoForPreTraining, folder: str) -> str:
     if missing or unexpected:
         raise ValueError(f"--init-from {folder}: weights do not fit (missing {missing}, unexpected {unexpected})")
     return "encoder (softmax starts fresh)"
-
-
-@torch.no_grad()
-def exact_perplexity(model, dataloader, accelerator=None) -> dict[str, float]:
-    """Token-weighted mean cross-entropy of both directions over a whole dataset, and exp of it."""
-    was_training = model.training
-    model.eval()
-    device = next(model.parameters()).device
-    totals = torch.zeros(3, dtype=torch.float64, device=device)  # forward, backward, predictions
-    for batch in dataloader:
-        batch = {key: value.to(device) for key, value in batch.items()}
-        output = model(**batch)
-        count = output.num_predictions.double()
-        totals += torch.stack([output.forward_loss.double() * count, output.backward_loss.double() * count, count])
-    if accelerator is not None:
-        totals = accelerator.reduce(totals, reduction="sum")
-    model.train(was_training)
-    forward, backward, count = (float(x) for x in totals)
-    if count == 0:
-        raise ValueError("no predictions to evaluate")
-    loss = (forward + backward) / (2 * count)
-    return {
-        "loss": loss,
-        "perplexity": math.exp(loss),
-        "forward_perplexity": math.exp(forward / count),
-        "backward_perplexity": math.exp(backward / count),
-        "tokens": count,
-    }
-
-
-def _time_budget_callback(minutes: float):
-    from transformers import TrainerCallback
-
-    class TimeBudget(TrainerCallback):
-        """Ends training gracefully, saving a checkpoint, when the wall-clock budget is spent."""
-
-        def on_train_begin(self, args, state, control, **kwargs):
-            self.deadline = time.time() + 60 * minutes
-
-        def on_step_end(self, args, state, control, **kwargs):
-            if time.time() > self.deadline:
-                control.should_training_stop = True
-                control.should_save = True
-            return control
-
-    return TimeBudget()
-
-
-def _make_trainer_class():
-    from transformers import Trainer
-    from transformers.trainer_pt_utils import LengthGroupedSampler
-
-    class EpochSeededLengthGroupedSampler(LengthGroupedSampler):
-        """Length-grouped order drawn from `seed` + epoch alone, so that a resumed run skips exactly the
-        batches the interrupted one had trained on (as the Trainer does for its own random sampler)."""
-
-        def __init__(self, batch_size: int, lengths: list[int], seed: int):
-            super().__init__(batch_size, lengths=lengths)
-            self.seed, self.epoch = seed, 0
-
-        def set_epoch(self, epoch: int) -> None:
-            self.epoch = epoch
-
-        def __iter__(self):
-            self.generator = torch.Generator().manual_seed(self.seed + self.epoch)
-            return super().__iter__()
-
-    class LanguageModelTrainer(Trainer):
-        """Trainer whose evaluation reports the exact, token-weighted perplexity (bilm-tf's definition), and
-        which groups training sentences by length when `group_by_length` is set (the lengths come from the
-        corpus index, so nothing is read twice)."""
-
-        def __init__(self, *args, group_by_length: bool = False, resumed_loss_sum: float | None = 0.0, **kwargs):
-            super().__init__(*args, **kwargs)
-            self.group_by_length = group_by_length
-            self.resumed_loss_sum = resumed_loss_sum  # None: the checkpoint resumed from did not keep it
-            self.loss_sum_this_process = torch.zeros((), dtype=torch.float64)
-
-        def training_step(self, model, inputs, num_items_in_batch=None):
-            loss = super().training_step(model, inputs, num_items_in_batch)
-            self.loss_sum_this_process += loss.to(torch.float64)  # stays a tensor: no device sync per step
-            return loss
-
-        def run_loss_sum(self) -> float | None:
-            """The run's loss sum so far (see `checkpoint_loss_sum`). Every rank must call it: it gathers."""
-            this_run = self.accelerator.gather(self.loss_sum_this_process.reshape(1)).mean()
-            return None if self.resumed_loss_sum is None else self.resumed_loss_sum + float(this_run)
-
-        def _save_checkpoint(self, model, trial):
-            # Written before Trainer's files: trainer_state.json, which marks a checkpoint complete, comes last.
-            loss_sum = self.run_loss_sum()
-            if self.args.should_save:
-                folder = Path(self._get_output_dir(trial=trial)) / f"checkpoint-{self.state.global_step}"
-                folder.mkdir(parents=True, exist_ok=True)
-                kept = {"global_step": self.state.global_step, "loss_sum": loss_sum}
-                atomic_write_text(folder / TRAIN_LOSS_FILE, json.dumps(kept) + "\n")
-            try:
-                super()._save_checkpoint(model, trial)
-            except Exception as error:  # safetensors, torch.save and the OS each report a full disk their way
-                run_dir = self._get_output_dir(trial=trial)
-                if not disk_filled_up(error, run_dir):
-                    raise
-                removed = remove_incomplete_checkpoints(run_dir)
-                resume = last_complete_checkpoint(Path(run_dir))
-                raise DiskFullError(
-                    f"the disk holding {run_dir} is full: checkpoint-{self.state.global_step} could not be saved"
-                    f"{' (its partial files were removed)' if removed else ''}; free some space and run the same "
-                    f"command again to resume from {Path(resume).name if resume else 'the beginning'}"
-                ) from None
-
-        def _get_train_sampler(self, train_dataset=None):
-            dataset = train_dataset if train_dataset is not None else self.train_dataset
-            lengths = item_lengths(dataset) if self.group_by_length else None
-            if lengths is None:
-                return super()._get_train_sampler(dataset)
-            batch = self.args.train_batch_size * self.args.gradient_accumulation_steps
-            return EpochSeededLengthGroupedSampler(batch, lengths, seed=self.args.data_seed or self.args.seed)
-
-        def evaluate(self, eval_dataset=None, ignore_keys=None, metric_key_prefix="eval"):
-            dataloader = self.get_eval_dataloader(eval_dataset)
-            start = time.time()
-            metrics = exact_perplexity(self.model, dataloader, self.accelerator)
-            metrics = {f"{metric_key_prefix}_{key}": value for key, value in metrics.items()}
-            metrics[f"{metric_key_prefix}_runtime"] = round(time.time() - start, 3)
-            self.log(metrics)
-            self.control = self.callback_handler.on_evaluate(self.args, self.state, self.control, metrics)
-            return metrics
-
-    return LanguageModelTrainer
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -507,7 +341,7 @@ def _run(args) -> int:
     if args.init_from and resume is None:
         initialized = initialize_from(model, args.init_from)
         print(f"initialised the {initialized} from {args.init_from}", file=sys.stderr)
-    trainer = _make_trainer_class()(
+    trainer = LanguageModelTrainer(
         group_by_length=args.group_by_length,
         resumed_loss_sum=checkpoint_loss_sum(resume) if resume else 0.0,
         model=model,
@@ -515,7 +349,7 @@ def _run(args) -> int:
         train_dataset=train_dataset,
         eval_dataset=dev_dataset,
         data_collator=LanguageModelCollator(tokenizer, vocabulary),
-        callbacks=[_time_budget_callback(args.time_budget_minutes)] if args.time_budget_minutes else None,
+        callbacks=[TimeBudget(args.time_budget_minutes)] if args.time_budget_minutes else None,
     )
     if trainer.is_world_process_zero():
         output_dir.mkdir(parents=True, exist_ok=True)
