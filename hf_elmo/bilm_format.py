@@ -258,6 +258,21 @@ def _read_datasets(weights_path: str | os.PathLike) -> dict[str, np.ndarray]:
     return arrays
 
 
+def layout_problems(found: dict, expected: dict, kind: str, name_format: str = "{}") -> list[str]:
+    """What keeps named arrays of the shapes `found` from being the `expected` layout: missing and unexpected
+    names (`kind`: "datasets", "keys") and wrong shapes, each as a phrase for an error message."""
+    problems = []
+    missing, unexpected = sorted(set(expected) - set(found)), sorted(set(found) - set(expected))
+    if missing:
+        problems.append(f"missing {kind} {missing}")
+    if unexpected:
+        problems.append(f"unexpected {kind} {unexpected}")
+    for name, shape in expected.items():
+        if name in found and tuple(found[name]) != tuple(shape):
+            problems.append(f"{name_format.format(name)} has shape {tuple(found[name])}, expected {tuple(shape)}")
+    return problems
+
+
 def state_dict_from_bilm_hdf5(config: ElmoConfig, weights_path: str | os.PathLike) -> dict[str, torch.Tensor]:
     """Load a bilm-tf ``weights.hdf5`` as an `ElmoModel` state dict (scalar mixes not included).
 
@@ -267,16 +282,7 @@ def state_dict_from_bilm_hdf5(config: ElmoConfig, weights_path: str | os.PathLik
     expected = expected_datasets(config)
     # bilm-tf training checkpoints may carry the softmax; it is not part of the encoder.
     arrays = {name: value for name, value in arrays.items() if not name.startswith("softmax")}
-    missing = sorted(set(expected) - set(arrays))
-    extra = sorted(set(arrays) - set(expected))
-    problems = []
-    if missing:
-        problems.append(f"missing datasets {missing}")
-    if extra:
-        problems.append(f"unexpected datasets {extra}")
-    for name, shape in expected.items():
-        if name in arrays and tuple(arrays[name].shape) != shape:
-            problems.append(f"dataset {name} has shape {tuple(arrays[name].shape)}, expected {shape}")
+    problems = layout_problems({name: value.shape for name, value in arrays.items()}, expected, "datasets", "dataset {}")
     if problems:
         raise ValueError(f"{os.fspath(weights_path)} does not match the options: " + "; ".join(problems))
 

@@ -248,6 +248,70 @@ def encode_tags(
     return examples
 
 
+_MIN_EXAMPLES_FOR_LABEL_RULE = 20
+
+
+def check_classification_labels(
+    pairs: Sequence[tuple[str | Sequence[str], str]], source: str = "the training data"
+) -> None:
+    """Refuse training pairs that cannot be meant as classification data (`DataError`).
+
+    * a single label: nothing to learn;
+    * from 20 examples on, more distinct labels than half the examples (fewer than two examples per label on
+      average) or than distinct texts. This is what a ``word<TAB>tag`` (CoNLL) file read as ``label<TAB>text`` looks like: every
+      word becomes a class, and the few tags are the "texts".
+    """
+    labels: dict[str, None] = {}
+    for _, label in pairs:
+        labels.setdefault(label, None)
+    if len(labels) == 1:
+        raise DataError(
+            f"{source}: only one label ({next(iter(labels))!r}) in {len(pairs)} examples; a classifier needs at "
+            "least two"
+        )
+    texts = {text if isinstance(text, str) else tuple(text) for text, _ in pairs}
+    # Only from 20 examples on: a handful of hand-written examples may well have a label each.
+    if len(pairs) >= _MIN_EXAMPLES_FOR_LABEL_RULE and (len(labels) > len(pairs) / 2 or len(labels) > len(texts)):
+        text, label = pairs[0]
+        raise DataError(
+            f"{source}: {len(labels)} distinct labels for {len(pairs)} examples ({len(texts)} distinct texts; the "
+            f"first example gives label {label!r} to text {text!r}): this does not look like a label<TAB>text "
+            "file, and a classifier needs at least two examples per label on average. A word<TAB>tag (CoNLL) file "
+            "is for tagging: `hf-elmo finetune train`"
+        )
+
+
+def check_tagging_labels(sentences: Sequence[TaggedSentence], source: str = "the training data") -> None:
+    """Refuse training sentences that cannot be meant as tagging data (`DataError`): from 20 words on, more
+    distinct tags than half the words or than distinct words. This is what a ``label<TAB>text`` file read as
+    ``word<TAB>tag`` looks like: every text becomes a tag of one of the few labels."""
+    words = [word for sentence in sentences for word in sentence.words]
+    tags = {tag for sentence in sentences for tag in sentence.tags}
+    if len(words) >= _MIN_EXAMPLES_FOR_LABEL_RULE and (len(tags) > len(words) / 2 or len(tags) > len(set(words))):
+        first = next(sentence for sentence in sentences if sentence.words)
+        raise DataError(
+            f"{source}: {len(tags)} distinct tags for {len(words)} words ({len(set(words))} distinct words; the "
+            f"first word, {first.words[0]!r}, has the tag {first.tags[0]!r}): this does not look like a "
+            "word<TAB>tag (CoNLL) file. A label<TAB>text file is for classification: "
+            "`hf-elmo finetune train-classifier`"
+        )
+
+
+def read_classification_file(path: str) -> list[tuple[str, str]]:
+    """`label<TAB>text` per line (blank lines are skipped); `DataError` naming file and line on bad input."""
+    pairs = []
+    for number, line in enumerate(read_text_lines(path), start=1):
+        if not line.strip():
+            continue
+        label, sep, text = line.partition("\t")
+        if not sep or not label.strip() or not text.strip():
+            raise DataError(f"{path}:{number}: expected 'label<TAB>text', got {line!r}")
+        pairs.append((text, label.strip()))
+    if not pairs:
+        raise DataError(f"{path}: no examples found (empty file?)")
+    return pairs
+
+
 __all__ = [
     "DataError",
     "TaggedSentence",

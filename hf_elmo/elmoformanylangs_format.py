@@ -30,6 +30,7 @@ from typing import Any
 import torch
 
 from .file_io import AtomicDirectory
+from .bilm_format import layout_problems
 from .configuration_elmo import ElmoConfig
 
 CHAR_SPECIALS = ("<bos>", "<eos>", "<oov>", "<pad>", "<bow>", "<eow>")
@@ -296,18 +297,13 @@ def expected_shapes(config: ElmoConfig) -> tuple[dict[str, tuple[int, ...]], dic
 
 
 def _check_state(state: dict[str, torch.Tensor], expected: dict[str, tuple[int, ...]], source: str) -> None:
-    problems = []
-    missing = sorted(set(expected) - set(state))
-    unexpected = sorted(set(state) - set(expected))
-    if missing:
-        problems.append(f"missing keys {missing}")
-    if unexpected:
-        problems.append(f"unexpected keys {unexpected}")
-    for name, shape in expected.items():
-        if name in state and tuple(state[name].shape) != shape:
-            problems.append(f"'{name}' has shape {tuple(state[name].shape)}, expected {shape}")
-        elif name in state and not state[name].is_floating_point():
-            problems.append(f"'{name}' has dtype {state[name].dtype}, expected floating point")
+    found = {name: tuple(value.shape) for name, value in state.items()}
+    problems = layout_problems(found, expected, "keys", "'{}'")
+    problems += [
+        f"'{name}' has dtype {state[name].dtype}, expected floating point"
+        for name, shape in expected.items()
+        if found.get(name) == tuple(shape) and not state[name].is_floating_point()
+    ]
     if problems:
         raise ValueError(f"{source} does not match the model config: " + "; ".join(problems))
 

@@ -36,7 +36,6 @@ It is written atomically: a failed run leaves no half-written folder.
 
 from __future__ import annotations
 
-import argparse
 import contextlib
 import hashlib
 import json
@@ -64,6 +63,9 @@ from .conll import (  # noqa: F401  (re-exported: the data half of the fine-tuni
     read_conll,
     read_jsonl,
     read_text_lines,
+    check_classification_labels,
+    check_tagging_labels,
+    read_classification_file,
     sentences_from_dataset,
     sentences_from_pairs,
 )
@@ -72,7 +74,6 @@ from .data_collator import LABEL_KEYS, ElmoDataCollator, example_label, is_sente
 from .loading import ModelNotFoundError, check_model_location, load_tokenizer, resolve_model_name
 from .file_io import check_output_folder
 from .modeling_elmo import ElmoForSequenceClassification, ElmoForTokenClassification, ElmoWeightShapeError
-from .tagging import tag as tag_text
 
 logger = logging.getLogger("hf_elmo.finetune")
 
@@ -554,7 +555,7 @@ def _checkpoints(options: FinetuneOptions, identity: dict):
     """Yields (folder for Trainer's checkpoints, checkpoint to resume from or None). With an output folder the
     checkpoints live beside it under a fixed name, so the same command run again after a kill resumes; they
     are removed once the output is written. Without one, a temporary folder."""
-    from .pretrain import last_complete_checkpoint
+    from .checkpoints import last_complete_checkpoint
 
     if not options.output_dir:
         with tempfile.TemporaryDirectory(prefix="hf-elmo-finetune-") as folder:
@@ -608,7 +609,8 @@ def save_folder(model, tokenizer, output_dir: str, results: dict, overwrite: boo
 
 def _start_training(options: FinetuneOptions | None) -> FinetuneOptions:
     """What `train_tagger` and `train_classifier` do first: check the options and the output folder, name the
-    shipped model for `"default"`, set the thread count. Returns the options to train with."""
+    shipped model for `"default"`, set the thread count and the seed. Returns the options to train with."""
+    from transformers import set_seed
     options = options or FinetuneOptions()
     options.check()
     options = replace(options, model=resolve_model_name(options.model))
@@ -616,7 +618,39 @@ def _start_training(options: FinetuneOptions | None) -> FinetuneOptions:
         raise FileExistsError(f"{options.output_dir} already exists (pass --overwrite to replace it)")
     if options.threads:
         torch.set_num_threads(options.threads)
+    set_seed(options.seed)  # before the head's weights are drawn
     return options
+
+
+@contextlib.contextmanager
+def _trained(options: FinetuneOptions, data: tuple, labels: list[str], model, train_dataset, eval_dataset, collator,
+             metrics, metric: str):
+    """Train `model` with `Trainer`, resuming a killed run of the same command; yields (trainer, the results
+    both heads report). The caller evaluates and saves inside the block, before the checkpoints are removed."""
+    from transformers import Trainer
+
+    trainable = sum(p.numel() for p in model.parameters() if p.requires_grad)
+    logger.info("labels %s; %d trainable of %d parameters", labels, trainable,
+                sum(p.numel() for p in model.parameters()))
+    started = time.time()
+    with _checkpoints(options, run_identity(options, *data)) as (checkpoint_dir, resume):
+        trainer = Trainer(
+            model=model,
+            args=_training_arguments(options, checkpoint_dir, eval_dataset is not None, metric),
+            train_dataset=train_dataset,
+            eval_dataset=eval_dataset,
+            data_collator=collator,
+            compute_metrics=metrics,
+        )
+        output = trainer.train(resume_from_checkpoint=resume)
+        yield trainer, {
+            "labels": labels,
+            "trainable_parameters": trainable,
+            "train_seconds": round(time.time() - started, 1),
+            "train_loss": float(output.training_loss),
+            "resumed_from": Path(resume).name if resume else None,
+            "options": {k: v for k, v in asdict(options).items() if k not in ("output_dir", "overwrite")},
+        }
 
 
 def train_tagger(
@@ -630,69 +664,34 @@ def train_tagger(
     `results` holds the label list, dev / test seqeval scores (`dev`, `test`), training time and the options.
     With `options.output_dir` the folder is written (model, tokenizer, results.json).
     """
-    from transformers import Trainer, set_seed
-
     options = _start_training(options)
     if not train:
         raise DataError("no training sentences")
     check_tagging_labels(train)
-    set_seed(options.seed)
-    labels = label_list(train)
-    label2id = {label: i for i, label in enumerate(labels)}
-    id2label = dict(enumerate(labels))
-    train_examples = encode_tags(train, label2id, "error", "train")
-    dev_examples = encode_tags(dev, label2id, options.unseen_label, "dev") if dev else None
-
+    label2id = {label: i for i, label in enumerate(label_list(train))}
     head = {"task_encoder": options.task_encoder, "use_crf": options.use_crf}
     if options.task_encoder_hidden_size is not None:
         head["task_encoder_hidden_size"] = options.task_encoder_hidden_size
-    model = build_model(
-        ElmoForTokenClassification,
-        options,
-        num_labels=len(labels),
-        id2label=id2label,
-        label2id=label2id,
-        **_head_config(options, head),
-    )
+    model = build_model(ElmoForTokenClassification, options, num_labels=len(label2id),
+                        id2label={i: label for label, i in label2id.items()}, label2id=label2id,
+                        **_head_config(options, head))
     tokenizer = load_tokenizer(options.model, model.config)
     collator = ElmoDataCollator(tokenizer, max_words=options.max_words)
     started = time.time()
-    train_examples, dev_examples = _maybe_precompute(model, collator, options, train_examples, dev_examples)
-    precompute_seconds = time.time() - started
-    trainable = sum(p.numel() for p in model.parameters() if p.requires_grad)
-    logger.info(
-        "labels %s; %d trainable of %d parameters", labels, trainable, sum(p.numel() for p in model.parameters())
+    train_examples, dev_examples = _maybe_precompute(
+        model, collator, options, encode_tags(train, label2id, "error", "train"),
+        encode_tags(dev, label2id, options.unseen_label, "dev") if dev else None,
     )
-
-    started = time.time()
-    with _checkpoints(options, run_identity(options, train, dev)) as (checkpoint_dir, resume):
-        trainer = Trainer(
-            model=model,
-            args=_training_arguments(options, checkpoint_dir, dev_examples is not None, "f1"),
-            train_dataset=ListDataset(train_examples),
-            eval_dataset=ListDataset(dev_examples) if dev_examples else None,
-            data_collator=collator,
-            compute_metrics=tag_metrics_function(id2label),
-        )
-        train_output = trainer.train(resume_from_checkpoint=resume)
+    precompute_seconds = round(time.time() - started, 1)
+    with _trained(options, (train, dev), list(label2id), model, ListDataset(train_examples),
+                  ListDataset(dev_examples) if dev_examples else None, collator,
+                  tag_metrics_function(model.config.id2label), "f1") as (trainer, results):
         model = trainer.model
-        train_seconds = time.time() - started
-
-        results = {
-            "task": "token-classification",
-            "labels": labels,
-            "train_sentences": len(train),
-            "trainable_parameters": trainable,
-            "train_seconds": round(train_seconds, 1),
-            "precompute_seconds": round(precompute_seconds, 1),
-            "train_loss": float(train_output.training_loss),
-            "resumed_from": Path(resume).name if resume else None,
-            "options": {k: v for k, v in asdict(options).items() if k not in ("output_dir", "overwrite")},
-        }
-        if dev:
-            results["dev"] = evaluate_tagger(model, tokenizer, dev, options.eval_batch_size, options.unseen_label)
-        if test:
-            results["test"] = evaluate_tagger(model, tokenizer, test, options.eval_batch_size, options.unseen_label)
+        results = {"task": "token-classification", "train_sentences": len(train),
+                   "precompute_seconds": precompute_seconds, **results}
+        for split, sentences in (("dev", dev), ("test", test)):
+            if sentences:
+                results[split] = evaluate_tagger(model, tokenizer, sentences, options.eval_batch_size, options.unseen_label)
         if options.output_dir:
             save_folder(model, tokenizer, options.output_dir, results, options.overwrite)
     return {"model": model, "tokenizer": tokenizer, "results": results}
@@ -709,70 +708,31 @@ def train_classifier(
     Returns `{"model", "tokenizer", "results"}`; `results["dev"/"test"]["accuracy"]`.
     The training pairs are checked with [`check_classification_labels`] first.
     """
-    from transformers import Trainer, set_seed
-
     options = _start_training(options)
     if not train:
         raise DataError("no training examples")
     check_classification_labels(train)
-    set_seed(options.seed)
     labels = sorted({label for _, label in train})
     label2id = {label: i for i, label in enumerate(labels)}
-
-    def encode(pairs, split):
-        examples = []
-        for index, (text, label) in enumerate(pairs):
-            if label not in label2id:
-                raise DataError(
-                    f"{split}: example {index + 1} has label {label!r}, unseen in training (known: {labels})"
-                )
-            key = "text" if isinstance(text, str) else "words"
-            examples.append({key: text if isinstance(text, str) else list(text), "labels": label2id[label]})
-        return examples
-
-    model = build_model(
-        ElmoForSequenceClassification,
-        options,
-        num_labels=len(labels),
-        id2label=dict(enumerate(labels)),
-        label2id=label2id,
-        **_head_config(options, {}),
-    )
+    model = build_model(ElmoForSequenceClassification, options, num_labels=len(labels),
+                        id2label=dict(enumerate(labels)), label2id=label2id, **_head_config(options, {}))
     tokenizer = load_tokenizer(options.model, model.config)
     collator = ElmoDataCollator(tokenizer, max_words=options.max_words)
 
     def examples_for(pairs, split):
-        examples = encode(pairs, split)
-        if examples and "text" in examples[0]:  # the same words the collator would make of the text
-            examples = [{"words": tokenizer.tokenize(e["text"]), "labels": e["labels"]} for e in examples]
+        examples = []
+        for index, (text, label) in enumerate(pairs):
+            if label not in label2id:
+                raise DataError(f"{split}: example {index + 1} has label {label!r}, unseen in training (known: {labels})")
+            words = tokenizer.tokenize(text) if isinstance(text, str) else list(text)  # as the collator would
+            examples.append({"words": words, "labels": label2id[label]})
         (computed,) = _maybe_precompute(model, collator, options, examples)
         return ListDataset(computed)
 
-    def accuracy(eval_prediction) -> dict[str, float]:
-        logits = eval_prediction.predictions
-        logits = logits[0] if isinstance(logits, (tuple, list)) else logits
-        return {"accuracy": float((logits.argmax(-1) == eval_prediction.label_ids).mean())}
-
-    started = time.time()
-    with _checkpoints(options, run_identity(options, train, dev)) as (checkpoint_dir, resume):
-        trainer = Trainer(
-            model=model,
-            args=_training_arguments(options, checkpoint_dir, bool(dev), "accuracy"),
-            train_dataset=examples_for(train, "train"),
-            eval_dataset=examples_for(dev, "dev") if dev else None,
-            data_collator=collator,
-            compute_metrics=accuracy,
-        )
-        train_output = trainer.train(resume_from_checkpoint=resume)
-        results = {
-            "task": "sequence-classification",
-            "labels": labels,
-            "train_examples": len(train),
-            "train_seconds": round(time.time() - started, 1),
-            "train_loss": float(train_output.training_loss),
-            "resumed_from": Path(resume).name if resume else None,
-            "options": {k: v for k, v in asdict(options).items() if k not in ("output_dir", "overwrite")},
-        }
+    with _trained(options, (train, dev), labels, model, examples_for(train, "train"),
+                  examples_for(dev, "dev") if dev else None, collator, classification_accuracy,
+                  "accuracy") as (trainer, results):
+        results = {"task": "sequence-classification", "train_examples": len(train), **results}
         for split, pairs in (("dev", dev), ("test", test)):
             if pairs:
                 metrics = trainer.evaluate(examples_for(pairs, split), metric_key_prefix=split)
@@ -783,109 +743,13 @@ def train_classifier(
     return {"model": model, "tokenizer": tokenizer, "results": results}
 
 
-_MIN_EXAMPLES_FOR_LABEL_RULE = 20
+def classification_accuracy(eval_prediction) -> dict[str, float]:
+    logits = eval_prediction.predictions
+    logits = logits[0] if isinstance(logits, (tuple, list)) else logits
+    return {"accuracy": float((logits.argmax(-1) == eval_prediction.label_ids).mean())}
 
 
-def check_classification_labels(
-    pairs: Sequence[tuple[str | Sequence[str], str]], source: str = "the training data"
-) -> None:
-    """Refuse training pairs that cannot be meant as classification data (`DataError`).
-
-    * a single label: nothing to learn;
-    * from 20 examples on, more distinct labels than half the examples (fewer than two examples per label on
-      average) or than distinct texts. This is what a ``word<TAB>tag`` (CoNLL) file read as ``label<TAB>text`` looks like: every
-      word becomes a class, and the few tags are the "texts".
-    """
-    labels: dict[str, None] = {}
-    for _, label in pairs:
-        labels.setdefault(label, None)
-    if len(labels) == 1:
-        raise DataError(
-            f"{source}: only one label ({next(iter(labels))!r}) in {len(pairs)} examples; a classifier needs at "
-            "least two"
-        )
-    texts = {text if isinstance(text, str) else tuple(text) for text, _ in pairs}
-    # Only from 20 examples on: a handful of hand-written examples may well have a label each.
-    if len(pairs) >= _MIN_EXAMPLES_FOR_LABEL_RULE and (len(labels) > len(pairs) / 2 or len(labels) > len(texts)):
-        text, label = pairs[0]
-        raise DataError(
-            f"{source}: {len(labels)} distinct labels for {len(pairs)} examples ({len(texts)} distinct texts; the "
-            f"first example gives label {label!r} to text {text!r}): this does not look like a label<TAB>text "
-            "file, and a classifier needs at least two examples per label on average. A word<TAB>tag (CoNLL) file "
-            "is for tagging: `hf-elmo finetune train`"
-        )
-
-
-def check_tagging_labels(sentences: Sequence[TaggedSentence], source: str = "the training data") -> None:
-    """Refuse training sentences that cannot be meant as tagging data (`DataError`): from 20 words on, more
-    distinct tags than half the words or than distinct words. This is what a ``label<TAB>text`` file read as
-    ``word<TAB>tag`` looks like: every text becomes a tag of one of the few labels."""
-    words = [word for sentence in sentences for word in sentence.words]
-    tags = {tag for sentence in sentences for tag in sentence.tags}
-    if len(words) >= _MIN_EXAMPLES_FOR_LABEL_RULE and (len(tags) > len(words) / 2 or len(tags) > len(set(words))):
-        first = next(sentence for sentence in sentences if sentence.words)
-        raise DataError(
-            f"{source}: {len(tags)} distinct tags for {len(words)} words ({len(set(words))} distinct words; the "
-            f"first word, {first.words[0]!r}, has the tag {first.tags[0]!r}): this does not look like a "
-            "word<TAB>tag (CoNLL) file. A label<TAB>text file is for classification: "
-            "`hf-elmo finetune train-classifier`"
-        )
-
-
-def read_classification_file(path: str) -> list[tuple[str, str]]:
-    """`label<TAB>text` per line (blank lines are skipped); `DataError` naming file and line on bad input."""
-    pairs = []
-    for number, line in enumerate(read_text_lines(path), start=1):
-        if not line.strip():
-            continue
-        label, sep, text = line.partition("\t")
-        if not sep or not label.strip() or not text.strip():
-            raise DataError(f"{path}:{number}: expected 'label<TAB>text', got {line!r}")
-        pairs.append((text, label.strip()))
-    if not pairs:
-        raise DataError(f"{path}: no examples found (empty file?)")
-    return pairs
-
-
-# Command line --------------------------------------------------------------------------------
-
-
-def format_scores(title: str, scores: dict[str, float]) -> str:
-    """A small P/R/F1 table: overall, then each entity type."""
-    types = sorted({key.rsplit("_", 1)[0] for key in scores if key.endswith("_f1")})
-    rows = [f"{title}", f"{'type':<10} {'P':>7} {'R':>7} {'F1':>7} {'support':>8}"]
-    rows.append(f"{'overall':<10} {scores['precision']:7.4f} {scores['recall']:7.4f} {scores['f1']:7.4f}")
-    for name in types:
-        rows.append(
-            f"{name:<10} {scores[name + '_precision']:7.4f} {scores[name + '_recall']:7.4f} "
-            f"{scores[name + '_f1']:7.4f} {scores[name + '_support']:8d}"
-        )
-    return "\n".join(rows)
-
-
-def _options(args: argparse.Namespace, **extra) -> FinetuneOptions:
-    return FinetuneOptions(
-        model=args.model,
-        output_dir=args.output_dir,
-        overwrite=args.overwrite,
-        freeze=args.freeze,
-        random_init=args.random_init,
-        task_token_features=args.task_token_features,
-        dropout=args.dropout,
-        epochs=args.epochs,
-        max_steps=args.max_steps,
-        learning_rate=args.lr,
-        weight_decay=args.weight_decay,
-        batch_size=args.batch_size,
-        eval_batch_size=args.eval_batch_size,
-        gradient_accumulation_steps=args.grad_accum,
-        max_words=args.max_words,
-        seed=args.seed,
-        threads=args.threads,
-        select_best=args.select_best,
-        precompute_elmo=args.precompute_elmo,
-        **extra,
-    )
+# Command line: hf_elmo/commands/finetune.py ------------------------------------------------
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -893,69 +757,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     from .commands import main as command_main
 
     return command_main(["finetune", *(sys.argv[1:] if argv is None else argv)])
-
-
-def run(args) -> int:
-    """Run a parsed `hf-elmo finetune` sub-command (train, train-classifier, predict, evaluate)."""
-    logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
-    logging.getLogger("hf_elmo").setLevel(logging.INFO)
-    if args.finetune_command == "train":
-        options = _options(
-            args,
-            task_encoder=args.task_encoder,
-            task_encoder_hidden_size=args.hidden_size,
-            use_crf=args.use_crf,
-            unseen_label=args.unseen_label,
-        )
-        options.check()  # before any file is read or model loaded
-        if args.dataset:
-            splits = load_hub_dataset(args.dataset, args.dataset_config, args.words_column, args.tags_column)
-        else:
-            splits = {"train": read_conll(args.train)}
-            for split in ("dev", "test"):
-                if getattr(args, split):
-                    splits[split] = read_conll(getattr(args, split))
-        check_tagging_labels(splits["train"], args.train or args.dataset)
-        results = train_tagger(splits["train"], splits.get("dev"), splits.get("test"), options)["results"]
-        for split in ("dev", "test"):
-            if split in results:
-                print(format_scores(f"{split}:", results[split]))
-        print(f"saved to {args.output_dir}")
-    elif args.finetune_command == "train-classifier":
-        options = _options(args, classifier_hidden_size=args.classifier_hidden_size)
-        options.check()
-        splits = {
-            name: read_classification_file(getattr(args, name))
-            for name in ("train", "dev", "test")
-            if getattr(args, name)
-        }
-        check_classification_labels(splits["train"], args.train)
-        results = train_classifier(splits["train"], splits.get("dev"), splits.get("test"), options)["results"]
-        for split in ("dev", "test"):
-            if split in results:
-                print(f"{split}: accuracy {results[split]['accuracy']:.4f}")
-        print(f"saved to {args.output_dir}")
-    elif args.finetune_command == "predict":
-        check_batch_size(args.batch_size)
-        texts = list(args.text)
-        if args.input:
-            texts += read_text_lines(args.input)  # blank lines too: one output line per input line
-        if not texts:
-            raise DataError("nothing to tag: give texts as arguments or --input FILE")
-        model, tokenizer = load_tagger(args.model)
-        inputs = [text.split() for text in texts] if args.split_into_words else texts
-        for result in tag_text(
-            model, tokenizer, inputs, is_split_into_words=args.split_into_words, batch_size=args.batch_size
-        ):
-            print(json.dumps(result, ensure_ascii=False))
-    elif args.finetune_command == "evaluate":
-        check_batch_size(args.batch_size)
-        test = read_conll(args.test)
-        model, tokenizer = load_tagger(args.model)
-        scores = evaluate_tagger(model, tokenizer, test, args.batch_size, args.unseen_label)
-        print(format_scores(f"{args.test}:", scores))
-        print(json.dumps(scores, ensure_ascii=False))
-    return 0
 
 
 if __name__ == "__main__":

@@ -17,13 +17,7 @@ import torch
 
 from .configuration_elmo import ElmoConfig
 from .loading import resolve_model_name
-from .file_io import (
-    DiskFullError,
-    atomic_write_text,
-    check_output_folder,
-    disk_filled_up,
-    remove_incomplete_checkpoints,
-)
+from .file_io import atomic_write_text, check_output_folder
 from .lm_data import (
     SPECIAL_WORDS,
     LanguageModelCollator,
@@ -31,12 +25,13 @@ from .lm_data import (
     build_vocabulary,
     check_corpus_file,
     check_vocabulary_limits,
-    item_lengths,
     load_vocabulary,
     save_vocabulary,
 )
 from .modeling_elmo import ElmoForPreTraining, verify_weight_checksums
 from .tokenization_elmo import ElmoTokenizer
+from .checkpoints import TRAIN_LOSS_FILE, checkpoint_loss_sum, checkpoint_step, last_complete_checkpoint  # noqa: F401
+from .lm_trainer import LanguageModelTrainer, TimeBudget, exact_perplexity  # noqa: F401 (exact_perplexity: public)
 
 # Fields that define the architecture: a checkpoint must agree on all of them to be resumed.
 ARCHITECTURE_FIELDS = (
@@ -136,38 +131,6 @@ def _config_from_args(args, vocabulary: list[str]) -> ElmoConfig:
     )
 
 
-def last_complete_checkpoint(output_dir: Path) -> str | None:
-    """Newest ``checkpoint-N`` that was fully written (its trainer_state.json is saved last)."""
-    candidates = []
-    for path in output_dir.glob("checkpoint-*"):
-        step = path.name.split("-", 1)[1]
-        if step.isdigit() and (path / "trainer_state.json").is_file() and (path / "model.safetensors").is_file():
-            candidates.append((int(step), path))
-    return str(max(candidates)[1]) if candidates else None
-
-
-def checkpoint_step(checkpoint: str | os.PathLike) -> int:
-    """The global step a complete checkpoint was saved at (its folder is named after it)."""
-    return int(Path(checkpoint).name.split("-", 1)[1])
-
-
-TRAIN_LOSS_FILE = "train_loss.json"
-
-
-def checkpoint_loss_sum(checkpoint: str | os.PathLike) -> float | None:
-    """Sum over the run's steps (from its first, across resumes) of the per-step training loss averaged over
-    ranks, kept in a checkpoint so that a resumed run's `train_loss` is the mean over all its steps; None for
-    a checkpoint written before this was kept."""
-    try:
-        kept = json.loads((Path(checkpoint) / TRAIN_LOSS_FILE).read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError):
-        return None
-    if not isinstance(kept, dict) or kept.get("global_step") != checkpoint_step(checkpoint):
-        return None
-    loss_sum = kept.get("loss_sum")
-    return float(loss_sum) if isinstance(loss_sum, (int, float)) and math.isfinite(loss_sum) else None
-
-
 def check_checkpoint_compatible(
     checkpoint: str | os.PathLike,
     config: ElmoConfig,
@@ -260,135 +223,6 @@ def initialize_from(model: ElmoForPreTraining, folder: str) -> str:
     return "encoder (softmax starts fresh)"
 
 
-@torch.no_grad()
-def exact_perplexity(model, dataloader, accelerator=None) -> dict[str, float]:
-    """Token-weighted mean cross-entropy of both directions over a whole dataset, and exp of it."""
-    was_training = model.training
-    model.eval()
-    device = next(model.parameters()).device
-    totals = torch.zeros(3, dtype=torch.float64, device=device)  # forward, backward, predictions
-    for batch in dataloader:
-        batch = {key: value.to(device) for key, value in batch.items()}
-        output = model(**batch)
-        count = output.num_predictions.double()
-        totals += torch.stack([output.forward_loss.double() * count, output.backward_loss.double() * count, count])
-    if accelerator is not None:
-        totals = accelerator.reduce(totals, reduction="sum")
-    model.train(was_training)
-    forward, backward, count = (float(x) for x in totals)
-    if count == 0:
-        raise ValueError("no predictions to evaluate")
-    loss = (forward + backward) / (2 * count)
-    return {
-        "loss": loss,
-        "perplexity": math.exp(loss),
-        "forward_perplexity": math.exp(forward / count),
-        "backward_perplexity": math.exp(backward / count),
-        "tokens": count,
-    }
-
-
-def _time_budget_callback(minutes: float):
-    from transformers import TrainerCallback
-
-    class TimeBudget(TrainerCallback):
-        """Ends training gracefully, saving a checkpoint, when the wall-clock budget is spent."""
-
-        def on_train_begin(self, args, state, control, **kwargs):
-            self.deadline = time.time() + 60 * minutes
-
-        def on_step_end(self, args, state, control, **kwargs):
-            if time.time() > self.deadline:
-                control.should_training_stop = True
-                control.should_save = True
-            return control
-
-    return TimeBudget()
-
-
-def _make_trainer_class():
-    from transformers import Trainer
-    from transformers.trainer_pt_utils import LengthGroupedSampler
-
-    class EpochSeededLengthGroupedSampler(LengthGroupedSampler):
-        """Length-grouped order drawn from `seed` + epoch alone, so that a resumed run skips exactly the
-        batches the interrupted one had trained on (as the Trainer does for its own random sampler)."""
-
-        def __init__(self, batch_size: int, lengths: list[int], seed: int):
-            super().__init__(batch_size, lengths=lengths)
-            self.seed, self.epoch = seed, 0
-
-        def set_epoch(self, epoch: int) -> None:
-            self.epoch = epoch
-
-        def __iter__(self):
-            self.generator = torch.Generator().manual_seed(self.seed + self.epoch)
-            return super().__iter__()
-
-    class LanguageModelTrainer(Trainer):
-        """Trainer whose evaluation reports the exact, token-weighted perplexity (bilm-tf's definition), and
-        which groups training sentences by length when `group_by_length` is set (the lengths come from the
-        corpus index, so nothing is read twice)."""
-
-        def __init__(self, *args, group_by_length: bool = False, resumed_loss_sum: float | None = 0.0, **kwargs):
-            super().__init__(*args, **kwargs)
-            self.group_by_length = group_by_length
-            self.resumed_loss_sum = resumed_loss_sum  # None: the checkpoint resumed from did not keep it
-            self.loss_sum_this_process = torch.zeros((), dtype=torch.float64)
-
-        def training_step(self, model, inputs, num_items_in_batch=None):
-            loss = super().training_step(model, inputs, num_items_in_batch)
-            self.loss_sum_this_process += loss.to(torch.float64)  # stays a tensor: no device sync per step
-            return loss
-
-        def run_loss_sum(self) -> float | None:
-            """The run's loss sum so far (see `checkpoint_loss_sum`). Every rank must call it: it gathers."""
-            this_run = self.accelerator.gather(self.loss_sum_this_process.reshape(1)).mean()
-            return None if self.resumed_loss_sum is None else self.resumed_loss_sum + float(this_run)
-
-        def _save_checkpoint(self, model, trial):
-            # Written before Trainer's files: trainer_state.json, which marks a checkpoint complete, comes last.
-            loss_sum = self.run_loss_sum()
-            if self.args.should_save:
-                folder = Path(self._get_output_dir(trial=trial)) / f"checkpoint-{self.state.global_step}"
-                folder.mkdir(parents=True, exist_ok=True)
-                kept = {"global_step": self.state.global_step, "loss_sum": loss_sum}
-                atomic_write_text(folder / TRAIN_LOSS_FILE, json.dumps(kept) + "\n")
-            try:
-                super()._save_checkpoint(model, trial)
-            except Exception as error:  # safetensors, torch.save and the OS each report a full disk their way
-                run_dir = self._get_output_dir(trial=trial)
-                if not disk_filled_up(error, run_dir):
-                    raise
-                removed = remove_incomplete_checkpoints(run_dir)
-                resume = last_complete_checkpoint(Path(run_dir))
-                raise DiskFullError(
-                    f"the disk holding {run_dir} is full: checkpoint-{self.state.global_step} could not be saved"
-                    f"{' (its partial files were removed)' if removed else ''}; free some space and run the same "
-                    f"command again to resume from {Path(resume).name if resume else 'the beginning'}"
-                ) from None
-
-        def _get_train_sampler(self, train_dataset=None):
-            dataset = train_dataset if train_dataset is not None else self.train_dataset
-            lengths = item_lengths(dataset) if self.group_by_length else None
-            if lengths is None:
-                return super()._get_train_sampler(dataset)
-            batch = self.args.train_batch_size * self.args.gradient_accumulation_steps
-            return EpochSeededLengthGroupedSampler(batch, lengths, seed=self.args.data_seed or self.args.seed)
-
-        def evaluate(self, eval_dataset=None, ignore_keys=None, metric_key_prefix="eval"):
-            dataloader = self.get_eval_dataloader(eval_dataset)
-            start = time.time()
-            metrics = exact_perplexity(self.model, dataloader, self.accelerator)
-            metrics = {f"{metric_key_prefix}_{key}": value for key, value in metrics.items()}
-            metrics[f"{metric_key_prefix}_runtime"] = round(time.time() - start, 3)
-            self.log(metrics)
-            self.control = self.callback_handler.on_evaluate(self.args, self.state, self.control, metrics)
-            return metrics
-
-    return LanguageModelTrainer
-
-
 def main(argv: list[str] | None = None) -> int:
     """`python -m hf_elmo.pretrain ...`: the same as `hf-elmo pretrain ...`."""
     from .commands import main as command_main
@@ -477,7 +311,7 @@ def check_run_identity(output_dir: Path, args) -> None:
 
 
 def _run(args) -> int:
-    from transformers import TrainingArguments, set_seed
+    from transformers import set_seed
 
     # Every check that can fail runs before the first file is written, so a refused run leaves nothing behind.
     check_arguments(args)
@@ -488,28 +322,11 @@ def _run(args) -> int:
     check_run_identity(output_dir, args)
     for path in args.train_file + ([args.dev_file] if args.dev_file else []):
         check_corpus_file(path)
-
-    if args.vocab:
-        vocabulary = load_vocabulary(args.vocab)
-    elif (output_dir / "vocab.txt").exists() and not args.no_resume:
-        vocabulary = load_vocabulary(output_dir / "vocab.txt")
-    else:
-        vocabulary = build_vocabulary(args.train_file, min_count=args.min_count, max_size=args.max_vocab)
-    if len(vocabulary) <= len(SPECIAL_WORDS):
-        source = args.vocab or output_dir / "vocab.txt"
-        raise ValueError(f"the vocabulary {source} has no words besides {', '.join(SPECIAL_WORDS)}")
+    vocabulary = _vocabulary(args, output_dir)
     config = _config_from_args(args, vocabulary)
-    if args.softmax == "sampled" and args.num_sampled >= len(vocabulary):
-        print(
-            f"note: --num-sampled {args.num_sampled} is not below the vocabulary size ({len(vocabulary)} words), "
-            "so the sampled softmax costs more than the exact one; --softmax full is cheaper",
-            file=sys.stderr,
-        )
-
     train_parts = [LineDataset(path, max_words=args.max_words) for path in args.train_file]
     train_dataset = train_parts[0] if len(train_parts) == 1 else torch.utils.data.ConcatDataset(train_parts)
     dev_dataset = LineDataset(args.dev_file, max_words=args.max_words) if args.dev_file else None
-
     resume = None
     if output_dir.is_dir() and not args.no_resume:
         resume = last_complete_checkpoint(output_dir)
@@ -524,8 +341,59 @@ def _run(args) -> int:
     if args.init_from and resume is None:
         initialized = initialize_from(model, args.init_from)
         print(f"initialised the {initialized} from {args.init_from}", file=sys.stderr)
+    trainer = LanguageModelTrainer(
+        group_by_length=args.group_by_length,
+        resumed_loss_sum=checkpoint_loss_sum(resume) if resume else 0.0,
+        model=model,
+        args=_training_arguments(args, output_dir, dev_dataset is not None),
+        train_dataset=train_dataset,
+        eval_dataset=dev_dataset,
+        data_collator=LanguageModelCollator(tokenizer, vocabulary),
+        callbacks=[TimeBudget(args.time_budget_minutes)] if args.time_budget_minutes else None,
+    )
+    if trainer.is_world_process_zero():
+        output_dir.mkdir(parents=True, exist_ok=True)
+        save_vocabulary(vocabulary, output_dir / "vocab.txt")
+        if resume is None:  # the options this run starts with; a resume is checked against them
+            atomic_write_text(output_dir / RUN_IDENTITY_FILE, json.dumps(run_identity(args), indent=1) + "\n")
+    summary = _train(trainer, model, output_dir, resume, args)
+    summary.update({
+        "initialized_from": args.init_from,
+        "initialized_weights": initialized,
+        "train_sentences": len(train_dataset),
+        "vocabulary_size": len(vocabulary),
+        "parameters_encoder": sum(p.numel() for p in model.elmo.parameters()),
+        "parameters_softmax": sum(p.numel() for p in model.softmax.parameters()),
+    })
+    _finish(trainer, model, tokenizer, output_dir, summary, dev_dataset is not None)
+    return 0
+
+
+def _vocabulary(args, output_dir: Path) -> list[str]:
+    """--vocab, else the run's own vocab.txt when resuming, else one built from the training files."""
+    if args.vocab:
+        vocabulary = load_vocabulary(args.vocab)
+    elif (output_dir / "vocab.txt").exists() and not args.no_resume:
+        vocabulary = load_vocabulary(output_dir / "vocab.txt")
+    else:
+        vocabulary = build_vocabulary(args.train_file, min_count=args.min_count, max_size=args.max_vocab)
+    if len(vocabulary) <= len(SPECIAL_WORDS):
+        source = args.vocab or output_dir / "vocab.txt"
+        raise ValueError(f"the vocabulary {source} has no words besides {', '.join(SPECIAL_WORDS)}")
+    if args.softmax == "sampled" and args.num_sampled >= len(vocabulary):
+        print(
+            f"note: --num-sampled {args.num_sampled} is not below the vocabulary size ({len(vocabulary)} words), "
+            "so the sampled softmax costs more than the exact one; --softmax full is cheaper",
+            file=sys.stderr,
+        )
+    return vocabulary
+
+
+def _training_arguments(args, output_dir: Path, has_dev: bool):
+    from transformers import TrainingArguments
+
     use_cpu = not torch.cuda.is_available()
-    training_args = TrainingArguments(
+    return TrainingArguments(
         output_dir=str(output_dir),
         num_train_epochs=args.epochs,
         max_steps=args.max_steps if args.max_steps is not None else -1,  # -1: --epochs decides
@@ -538,7 +406,7 @@ def _run(args) -> int:
         max_grad_norm=args.max_grad_norm,
         lr_scheduler_type="linear",
         optim="adamw_torch",
-        eval_strategy="steps" if dev_dataset is not None else "no",
+        eval_strategy="steps" if has_dev else "no",
         eval_steps=args.eval_steps,
         save_strategy="steps",
         save_steps=args.save_steps,
@@ -554,22 +422,10 @@ def _run(args) -> int:
         ddp_backend="gloo" if use_cpu and int(os.environ.get("WORLD_SIZE", "1")) > 1 else None,
         ddp_find_unused_parameters=False,
     )
-    trainer = _make_trainer_class()(
-        group_by_length=args.group_by_length,
-        resumed_loss_sum=checkpoint_loss_sum(resume) if resume else 0.0,
-        model=model,
-        args=training_args,
-        train_dataset=train_dataset,
-        eval_dataset=dev_dataset,
-        data_collator=LanguageModelCollator(tokenizer, vocabulary),
-        callbacks=[_time_budget_callback(args.time_budget_minutes)] if args.time_budget_minutes else None,
-    )
-    if trainer.is_world_process_zero():
-        output_dir.mkdir(parents=True, exist_ok=True)
-        save_vocabulary(vocabulary, output_dir / "vocab.txt")
-        if resume is None:  # the options this run starts with; a resume is checked against them
-            atomic_write_text(output_dir / RUN_IDENTITY_FILE, json.dumps(run_identity(args), indent=1) + "\n")
 
+
+def _train(trainer, model, output_dir: Path, resume: str | None, args) -> dict:
+    """Train (or, resumed at its last step, load the finished weights); the summary's training part."""
     start = time.time()
     resumed_step = checkpoint_step(resume) if resume else None
     if resumed_step is not None and args.max_steps is not None and resumed_step >= args.max_steps:
@@ -584,25 +440,22 @@ def _run(args) -> int:
         if trainer.is_world_process_zero():
             print(f"{output_dir}: the run already finished at step {global_step}; nothing more to train", file=sys.stderr)
     loss_sum = trainer.run_loss_sum()
-    train_loss = loss_sum / global_step if loss_sum is not None and global_step else None
-    summary = {
-        "train_loss": train_loss,
+    return {
+        "train_loss": loss_sum / global_step if loss_sum is not None and global_step else None,
         "global_step": global_step,
         "train_seconds_this_run": round(elapsed, 1),
         "resumed_from": resume,
-        "initialized_from": args.init_from,
-        "initialized_weights": initialized,
-        "train_sentences": len(train_dataset),
-        "vocabulary_size": len(vocabulary),
-        "parameters_encoder": sum(p.numel() for p in model.elmo.parameters()),
-        "parameters_softmax": sum(p.numel() for p in model.softmax.parameters()),
     }
-    # Evidence that data-parallel ranks trained one model: every rank's parameter checksum.
+
+
+def _finish(trainer, model, tokenizer, output_dir: Path, summary: dict, has_dev: bool) -> None:
+    """Evidence that data-parallel ranks trained one model (every rank's parameter checksum), the exact dev
+    perplexity, then the final model, tokenizer and pretraining_summary.json."""
     with torch.no_grad():
         checksum = torch.tensor([float(sum(p.double().sum() for p in model.parameters()))])
-    summary["world_size"] = training_args.world_size
+    summary["world_size"] = trainer.args.world_size
     summary["rank_parameter_checksums"] = trainer.accelerator.gather(checksum).tolist()
-    if dev_dataset is not None:
+    if has_dev:
         dev = trainer.evaluate()
         summary.update({key: value for key, value in dev.items() if key.startswith("eval_")})
     trainer.save_model(str(output_dir))
@@ -610,7 +463,6 @@ def _run(args) -> int:
         tokenizer.save_pretrained(str(output_dir))
         atomic_write_text(output_dir / "pretraining_summary.json", json.dumps(summary, indent=2, ensure_ascii=False))
         print(json.dumps(summary, indent=2, ensure_ascii=False))
-    return 0
 
 
 if __name__ == "__main__":

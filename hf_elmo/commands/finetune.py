@@ -1,4 +1,4 @@
-"""`hf-elmo finetune` (also `python -m hf_elmo.finetune`): the options; the work is hf_elmo.finetune.run."""
+"""`hf-elmo finetune` (also `python -m hf_elmo.finetune`): its options, and the sub-commands driving hf_elmo.finetune."""
 
 from __future__ import annotations
 
@@ -127,11 +127,128 @@ def after_interruption(args) -> str:
     return "no output was written"
 
 
+# Command line --------------------------------------------------------------------------------
+
+
+def format_scores(title: str, scores: dict[str, float]) -> str:
+    """A small P/R/F1 table: overall, then each entity type."""
+    types = sorted({key.rsplit("_", 1)[0] for key in scores if key.endswith("_f1")})
+    rows = [f"{title}", f"{'type':<10} {'P':>7} {'R':>7} {'F1':>7} {'support':>8}"]
+    rows.append(f"{'overall':<10} {scores['precision']:7.4f} {scores['recall']:7.4f} {scores['f1']:7.4f}")
+    for name in types:
+        rows.append(
+            f"{name:<10} {scores[name + '_precision']:7.4f} {scores[name + '_recall']:7.4f} "
+            f"{scores[name + '_f1']:7.4f} {scores[name + '_support']:8d}"
+        )
+    return "\n".join(rows)
+
+
+def _options(args: argparse.Namespace, **extra):
+    from ..finetune import FinetuneOptions
+
+    options = FinetuneOptions(
+        model=args.model,
+        output_dir=args.output_dir,
+        overwrite=args.overwrite,
+        freeze=args.freeze,
+        random_init=args.random_init,
+        task_token_features=args.task_token_features,
+        dropout=args.dropout,
+        epochs=args.epochs,
+        max_steps=args.max_steps,
+        learning_rate=args.lr,
+        weight_decay=args.weight_decay,
+        batch_size=args.batch_size,
+        eval_batch_size=args.eval_batch_size,
+        gradient_accumulation_steps=args.grad_accum,
+        max_words=args.max_words,
+        seed=args.seed,
+        threads=args.threads,
+        select_best=args.select_best,
+        precompute_elmo=args.precompute_elmo,
+        **extra,
+    )
+    options.check()  # before any file is read or model loaded
+    return options
+
+
+def _train(args) -> None:
+    from ..conll import check_tagging_labels, load_hub_dataset, read_conll
+    from ..finetune import train_tagger
+
+    options = _options(args, task_encoder=args.task_encoder, task_encoder_hidden_size=args.hidden_size,
+                       use_crf=args.use_crf, unseen_label=args.unseen_label)
+    if args.dataset:
+        splits = load_hub_dataset(args.dataset, args.dataset_config, args.words_column, args.tags_column)
+    else:
+        splits = {split: read_conll(getattr(args, split)) for split in ("train", "dev", "test") if getattr(args, split)}
+    check_tagging_labels(splits["train"], args.train or args.dataset)
+    results = train_tagger(splits["train"], splits.get("dev"), splits.get("test"), options)["results"]
+    for split in ("dev", "test"):
+        if split in results:
+            print(format_scores(f"{split}:", results[split]))
+    print(f"saved to {args.output_dir}")
+
+
+def _train_classifier(args) -> None:
+    from ..conll import check_classification_labels, read_classification_file
+    from ..finetune import train_classifier
+
+    options = _options(args, classifier_hidden_size=args.classifier_hidden_size)
+    splits = {name: read_classification_file(getattr(args, name)) for name in ("train", "dev", "test") if getattr(args, name)}
+    check_classification_labels(splits["train"], args.train)
+    results = train_classifier(splits["train"], splits.get("dev"), splits.get("test"), options)["results"]
+    for split in ("dev", "test"):
+        if split in results:
+            print(f"{split}: accuracy {results[split]['accuracy']:.4f}")
+    print(f"saved to {args.output_dir}")
+
+
+def _predict(args) -> None:
+    import json
+
+    from ..conll import DataError, read_text_lines
+    from ..finetune import check_batch_size, load_tagger
+    from ..tagging import tag
+
+    check_batch_size(args.batch_size)
+    texts = list(args.text)
+    if args.input:
+        texts += read_text_lines(args.input)  # blank lines too: one output line per input line
+    if not texts:
+        raise DataError("nothing to tag: give texts as arguments or --input FILE")
+    model, tokenizer = load_tagger(args.model)
+    inputs = [text.split() for text in texts] if args.split_into_words else texts
+    for result in tag(model, tokenizer, inputs, is_split_into_words=args.split_into_words, batch_size=args.batch_size):
+        print(json.dumps(result, ensure_ascii=False))
+
+
+def _evaluate(args) -> None:
+    import json
+
+    from ..conll import read_conll
+    from ..finetune import check_batch_size, evaluate_tagger, load_tagger
+
+    check_batch_size(args.batch_size)
+    test = read_conll(args.test)
+    model, tokenizer = load_tagger(args.model)
+    scores = evaluate_tagger(model, tokenizer, test, args.batch_size, args.unseen_label)
+    print(format_scores(f"{args.test}:", scores))
+    print(json.dumps(scores, ensure_ascii=False))
+
+
+SUB_COMMANDS = {"train": _train, "train-classifier": _train_classifier, "predict": _predict, "evaluate": _evaluate}
+
+
 def run(args) -> int:
+    """Run a parsed `hf-elmo finetune` sub-command."""
+    import logging
+
     if getattr(args, "output_dir", None):
         from .common import remove_leftovers
 
         remove_leftovers(args.output_dir)
-    from ..finetune import run as finetune
-
-    return finetune(args)
+    logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+    logging.getLogger("hf_elmo").setLevel(logging.INFO)
+    SUB_COMMANDS[args.finetune_command](args)
+    return 0

@@ -110,7 +110,7 @@ def run(args) -> int:
 
 def after_interruption(args) -> str:
     """What an interrupted run leaves: the checkpoint the same command resumes from, if any."""
-    from ..pretrain import last_complete_checkpoint
+    from ..checkpoints import last_complete_checkpoint
 
     checkpoint = last_complete_checkpoint(Path(args.output_dir)) if os.path.isdir(args.output_dir) else None
     if checkpoint is None:

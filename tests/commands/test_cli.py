@@ -423,7 +423,7 @@ def test_the_word_default_names_the_shipped_model_for_every_command(tmp_path, co
     import hf_elmo
     from hf_elmo.loading import resolve_model_name
     from hf_elmo.commands import build_parser
-    from hf_elmo.finetune import _options
+    from hf_elmo.commands.finetune import _options
 
     assert run("info", "--json", "--model", "default") == 0
     assert json.loads(capsys.readouterr().out)["model"] == hf_elmo.DEFAULT_MODEL

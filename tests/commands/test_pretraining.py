@@ -400,7 +400,7 @@ def test_corpus_command_segments_chinese_and_builds_the_vocabulary(tmp_path, cap
 
 
 def test_a_checkpoints_loss_sum_is_read_only_for_its_own_step(tmp_path):
-    from hf_elmo.pretrain import TRAIN_LOSS_FILE, checkpoint_loss_sum
+    from hf_elmo.checkpoints import TRAIN_LOSS_FILE, checkpoint_loss_sum
 
     checkpoint = tmp_path / "checkpoint-3"
     checkpoint.mkdir()
@@ -435,7 +435,7 @@ def test_training_batches_group_sentences_of_similar_length(tmp_path):
     per epoch, in an order fixed by seed and epoch (what resuming relies on) that changes between epochs."""
     from transformers import TrainingArguments
 
-    from hf_elmo.pretrain import _make_trainer_class
+    from hf_elmo.lm_trainer import LanguageModelTrainer
 
     generator = torch.Generator().manual_seed(0)
     lengths = torch.randint(1, 41, (400,), generator=generator).tolist()
@@ -447,8 +447,8 @@ def test_training_batches_group_sentences_of_similar_length(tmp_path):
     def epoch_batches(group_by_length: bool, epoch: int) -> list[list[int]]:
         args = TrainingArguments(output_dir=str(tmp_path / "run"), per_device_train_batch_size=8, seed=3,
                                  use_cpu=True, report_to="none", remove_unused_columns=False)
-        trainer = _make_trainer_class()(model=torch.nn.Linear(1, 1), args=args, train_dataset=dataset,
-                                        data_collator=lambda items: items, group_by_length=group_by_length)
+        trainer = LanguageModelTrainer(model=torch.nn.Linear(1, 1), args=args, train_dataset=dataset,
+                                       data_collator=lambda items: items, group_by_length=group_by_length)
         loader = trainer.get_train_dataloader()
         loader.set_epoch(epoch)
         return [[len(sentence) for sentence in batch] for batch in loader]
