@@ -101,11 +101,29 @@ def add_parser(subparsers) -> None:
 def run(args) -> int:
     from ..pretrain import run as pretrain
 
+    if os.environ.get("RANK", "0") == "0":
+        _remove_what_killed_runs_left(Path(args.output_dir))
     code = pretrain(args)
     advice = data_parallel_advice(os.environ, os.cpu_count() or 1, args.command_line) if code == 0 else None
     if advice:  # after the run, so that a refused run still ends in one error line
         print(advice, file=sys.stderr)
     return code
+
+
+def _remove_what_killed_runs_left(output_dir: Path) -> None:
+    """The temporaries of killed runs beside the run's own files, and checkpoints whose save never finished
+    (no trainer_state.json, which Trainer writes last; resuming skips them, but they take space)."""
+    from ..file_io import remove_incomplete_checkpoints
+    from .common import remove_leftovers
+
+    if not output_dir.is_dir():
+        return
+    for name in ("run_options.json", "pretraining_summary.json", "vocab.txt"):
+        remove_leftovers(output_dir / name)
+    removed = remove_incomplete_checkpoints(output_dir)
+    if removed:
+        print(f"hf-elmo: removed {len(removed)} incomplete checkpoint(s) of killed runs: {', '.join(removed)}",
+              file=sys.stderr)
 
 
 def after_interruption(args) -> str:

@@ -72,6 +72,23 @@ def test_pretrain_leaves_user_files_named_like_its_outputs_tmp_alone(tmp_path):
     assert not [name for name in leftovers(run) if name.startswith(".")]  # no stray temporary
 
 
+def test_pretrain_removes_what_killed_runs_left_and_says_so(tmp_path, capsys):
+    from hf_elmo.cli import main as cli_main
+
+    run = tmp_path / "run"
+    (run / "checkpoint-3").mkdir(parents=True)  # a save that never finished: no trainer_state.json
+    (run / "checkpoint-3" / "model.safetensors").write_bytes(b"partial")
+    dead = ".pretraining_summary.json.tmp-999999999-1-0123abcd"  # a process that cannot exist
+    (run / dead).write_text("half")
+    argv = ["pretrain", "--train-file", DATA, "--min-count", "1", "--output-dir", str(run), "--max-steps", "1",
+            "--batch-size", "2", "--save-steps", "100", *TINY_ARGS]
+    assert cli_main(argv) == 0
+    error = capsys.readouterr().err
+    assert "removed 1 temporary file(s) or folder(s) of killed runs beside" in error
+    assert "removed 1 incomplete checkpoint(s) of killed runs: checkpoint-3" in error
+    assert not (run / dead).exists() and not (run / "checkpoint-3").exists()
+
+
 # Folders and missing folders ---------------------------------------------------------------------
 
 
