@@ -356,29 +356,13 @@ class ElmoTokenizer(PreTrainedTokenizerBase):
         if self.word_vocab is not None:
             word_ids = [[self.word_to_id(word) for word in words] for words in sentences]
 
-        if padding is True or padding == "longest":
-            target = max(len(ids) for ids in input_ids)
-        elif padding == "max_length":
-            if max_length is None:
-                raise ValueError("padding='max_length' needs max_length")
-            target = max_length
-            longest = max(len(ids) for ids in input_ids)
-            if longest > target:
-                raise ValueError(
-                    f"a sentence has {longest} words, more than max_length={max_length}: pass truncation=True"
-                )
-        elif padding in (False, None, "do_not_pad"):
-            target = None
-        else:
-            raise ValueError(f"padding must be True, False, 'longest' or 'max_length', got {padding!r}")
+        target = self._padded_length(input_ids, padding, max_length, return_tensors)
         if target is not None:
             pad_word = [0] * self.max_characters_per_token
             input_ids = [ids + [pad_word] * (target - len(ids)) for ids in input_ids]
             masks = [mask + [0] * (target - len(mask)) for mask in masks]
             if word_ids is not None:
                 word_ids = [ids + [self._word_pad_id] * (target - len(ids)) for ids in word_ids]
-        elif return_tensors is not None and len({len(ids) for ids in input_ids}) > 1:
-            raise ValueError("sentences have different numbers of words: pass padding=True to make a tensor")
 
         data = {"input_ids": input_ids if batched else input_ids[0]}
         if return_attention_mask is not False:
@@ -391,6 +375,26 @@ class ElmoTokenizer(PreTrainedTokenizerBase):
         if return_words:
             encoding["words"] = sentences if batched else sentences[0]
         return encoding
+
+    @staticmethod
+    def _padded_length(input_ids: list, padding, max_length: int | None, return_tensors) -> int | None:
+        """How many words every sentence is padded to, or None for no padding."""
+        if padding is True or padding == "longest":
+            return max(len(ids) for ids in input_ids)
+        if padding == "max_length":
+            if max_length is None:
+                raise ValueError("padding='max_length' needs max_length")
+            longest = max(len(ids) for ids in input_ids)
+            if longest > max_length:
+                raise ValueError(
+                    f"a sentence has {longest} words, more than max_length={max_length}: pass truncation=True"
+                )
+            return max_length
+        if padding not in (False, None, "do_not_pad"):
+            raise ValueError(f"padding must be True, False, 'longest' or 'max_length', got {padding!r}")
+        if return_tensors is not None and len({len(ids) for ids in input_ids}) > 1:
+            raise ValueError("sentences have different numbers of words: pass padding=True to make a tensor")
+        return None
 
     def _to_tensors(self, encoding: BatchEncoding, return_tensors, batched: bool) -> BatchEncoding:
         import numpy as np
