@@ -139,12 +139,8 @@ _KNOWN_CHAR_CNN_KEYS = {"embedding", "filters", "n_highway", "activation", "n_ch
 _KNOWN_LSTM_KEYS = {"dim", "projection_dim", "n_layers", "cell_clip", "proj_clip", "use_skip_connections"}
 
 
-def config_from_allennlp_options(path_or_dict: str | os.PathLike | dict[str, Any], **kwargs) -> ElmoConfig:
-    """Build a config from an AllenNLP / bilm-tf ``options.json`` (path or parsed dict).
-
-    Training-only keys (dropout, batch size, ...) are ignored; missing or contradictory
-    architecture keys raise `ValueError` naming the key.
-    """
+def _read_options(path_or_dict: str | os.PathLike | dict[str, Any]) -> tuple[dict[str, Any], str]:
+    """The parsed options and what to call them in messages."""
     if isinstance(path_or_dict, dict):
         options, source = path_or_dict, "options"
     else:
@@ -158,6 +154,16 @@ def config_from_allennlp_options(path_or_dict: str | os.PathLike | dict[str, Any
             raise ValueError(f"{source} is not valid JSON: {error}") from None
     if not isinstance(options, dict):
         raise ValueError(f"{source}: expected a JSON object with 'char_cnn' and 'lstm'")
+    return options, source
+
+
+def config_from_allennlp_options(path_or_dict: str | os.PathLike | dict[str, Any], **kwargs) -> ElmoConfig:
+    """Build a config from an AllenNLP / bilm-tf ``options.json`` (path or parsed dict).
+
+    Training-only keys (dropout, batch size, ...) are ignored; missing or contradictory
+    architecture keys raise `ValueError` naming the key.
+    """
+    options, source = _read_options(path_or_dict)
 
     def require(section: dict, section_name: str, key: str):
         if key not in section:
@@ -211,6 +217,7 @@ def config_from_allennlp_options(path_or_dict: str | os.PathLike | dict[str, Any
         return ElmoConfig(**architecture, **kwargs)
     except ValueError as error:  # say which file the inconsistent values came from
         raise ValueError(f"{source}: {error}") from None
+
 
 def allennlp_options(config: ElmoConfig) -> dict[str, Any]:
     """The prediction-time ``options.json`` that AllenNLP and bilm-tf read."""
