@@ -21,6 +21,7 @@ import torch
 from transformers.utils import logging
 
 from .configuration_elmo import ElmoConfig
+from .field_types import load_json_file
 from .file_io import AtomicDirectory
 
 logger = logging.get_logger(__name__)
@@ -145,13 +146,7 @@ def _read_options(path_or_dict: str | os.PathLike | dict[str, Any]) -> tuple[dic
         options, source = path_or_dict, "options"
     else:
         source = os.fspath(path_or_dict)
-        try:
-            with open(source, encoding="utf-8-sig") as handle:
-                options = json.load(handle)
-        except FileNotFoundError:
-            raise ValueError(f"options file not found: {source}") from None
-        except (json.JSONDecodeError, UnicodeDecodeError) as error:
-            raise ValueError(f"{source} is not valid JSON: {error}") from None
+        options = load_json_file(source, "options file")
     if not isinstance(options, dict):
         raise ValueError(f"{source}: expected a JSON object with 'char_cnn' and 'lstm'")
     return options, source

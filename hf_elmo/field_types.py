@@ -7,7 +7,9 @@ field's type, and a value of another type is refused naming the field, the value
 
 from __future__ import annotations
 
+import json
 import numbers
+import os
 from collections.abc import Callable, Mapping
 from typing import Any, NamedTuple
 
@@ -57,3 +59,16 @@ def type_problems(values: Mapping[str, Any], table: Mapping[str, FieldType]) -> 
         for name, field_type in table.items()
         if name in values and not field_type.accepts(values[name])
     ]
+
+
+def load_json_file(path: str | os.PathLike, what: str) -> Any:
+    """A hand-edited JSON file (options, vocabularies, results); a missing file or broken JSON is a ValueError
+    naming `what` and the path. A UTF-8 byte order mark is accepted."""
+    try:
+        with open(path, encoding="utf-8-sig") as handle:
+            return json.load(handle)
+    except FileNotFoundError:
+        raise ValueError(f"{what} not found: {os.fspath(path)}") from None
+    except (json.JSONDecodeError, UnicodeDecodeError) as error:
+        raise ValueError(f"{what} {os.fspath(path)} is not valid JSON: {error}") from None
+

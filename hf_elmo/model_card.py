@@ -19,12 +19,13 @@ Results whose ``metric_value`` is still ``null`` are listed as pending in the te
 
 from __future__ import annotations
 
-import json
 import os
 from dataclasses import dataclass, field
 from typing import Any
 
 from huggingface_hub import EvalResult, ModelCard, ModelCardData
+
+from .field_types import load_json_file
 
 DEFAULT_NAMESPACE = "hf-elmo"
 _RESULT_KEYS = {
@@ -201,13 +202,7 @@ python conversion/convert_allennlp.py \\
 def load_results(path: str | os.PathLike) -> dict[str, Any]:
     """Read and check a results JSON file (see the module docstring)."""
     path = os.fspath(path)
-    try:
-        with open(path, encoding="utf-8") as handle:
-            data = json.load(handle)
-    except FileNotFoundError:
-        raise ValueError(f"results file not found: {path}") from None
-    except json.JSONDecodeError as error:
-        raise ValueError(f"{path} is not valid JSON: {error}") from None
+    data = load_json_file(path, "results file")
     if not isinstance(data, dict) or not isinstance(data.get("results", []), list):
         raise ValueError(f'{path}: expected an object with a "results" list')
     for index, result in enumerate(data.get("results", [])):

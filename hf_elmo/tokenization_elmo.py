@@ -39,7 +39,7 @@ from tokenizers.pre_tokenizers import BertPreTokenizer
 from transformers import BatchEncoding, PreTrainedTokenizerBase
 from transformers.utils import TensorType
 
-from .field_types import BOOLEAN, INTEGER, MAPPING, TEXT, one_of, optional, type_problems
+from .field_types import BOOLEAN, INTEGER, MAPPING, TEXT, load_json_file, one_of, optional, type_problems
 
 BEGINNING_OF_WORD_CHARACTER = 258
 END_OF_WORD_CHARACTER = 259
@@ -71,13 +71,7 @@ DICTIONARY_WORD_SPECIALS = ("<oov>", "<pad>")
 
 
 def _load_vocabulary(path: str | os.PathLike, what: str) -> dict[str, int]:
-    try:
-        with open(path, encoding="utf-8") as handle:
-            vocab = json.load(handle)
-    except FileNotFoundError:
-        raise ValueError(f"{what} vocabulary file not found: {path}") from None
-    except (json.JSONDecodeError, UnicodeDecodeError) as error:
-        raise ValueError(f"{what} vocabulary {path} is not valid JSON: {error}") from None
+    vocab = load_json_file(path, f"{what} vocabulary file")
     return _check_vocabulary(vocab, f"{what} vocabulary {path}")
 
 
