@@ -87,6 +87,18 @@ def _check_vocabulary(vocab, source: str) -> dict[str, int]:
 _NON_CHARACTERS = {"<bow>", "<eow>", "<pad>", "<bos>", "<eos>"}
 
 
+def _check_specials(vocab, kind: str, specials, lowest_id: int, why: str = "") -> dict[str, int]:
+    """A dictionary-scheme vocabulary (`kind`: "character" or "word") with its special entries and ids from
+    `lowest_id` on."""
+    vocab = _check_vocabulary(vocab, f"the {kind} vocabulary")
+    missing = [name for name in specials if name not in vocab]
+    if missing:
+        raise ValueError(f"the {kind} vocabulary lacks the special entries {missing}")
+    if min(vocab.values()) < lowest_id:
+        raise ValueError(f"{kind} ids must be >= {lowest_id}{why}")
+    return vocab
+
+
 def _load_jieba():
     try:
         import jieba
@@ -199,23 +211,13 @@ class ElmoTokenizer(PreTrainedTokenizerBase):
             return
         if char_vocab is None:
             raise ValueError("char_scheme='dictionary' needs a character vocabulary (char_vocab_file or char_vocab)")
-        char_vocab = _check_vocabulary(char_vocab, "the character vocabulary")
-        missing = [name for name in DICTIONARY_CHAR_SPECIALS if name not in char_vocab]
-        if missing:
-            raise ValueError(f"the character vocabulary lacks the special entries {missing}")
-        if min(char_vocab.values()) < 1:
-            raise ValueError("character ids must be >= 1 (0 marks a padded word position)")
+        char_vocab = _check_specials(char_vocab, "character", DICTIONARY_CHAR_SPECIALS, 1, " (0 marks a padded word position)")
         self.char_vocab = char_vocab
         self._id_to_char = {index: char for char, index in char_vocab.items()}
         self._bow_id, self._eow_id = char_vocab["<bow>"], char_vocab["<eow>"]
         self._char_pad_id, self._char_oov_id = char_vocab["<pad>"], char_vocab["<oov>"]
         if word_vocab is not None:
-            word_vocab = _check_vocabulary(word_vocab, "the word vocabulary")
-            missing = [name for name in DICTIONARY_WORD_SPECIALS if name not in word_vocab]
-            if missing:
-                raise ValueError(f"the word vocabulary lacks the special entries {missing}")
-            if min(word_vocab.values()) < 0:
-                raise ValueError("word ids must be >= 0")
+            word_vocab = _check_specials(word_vocab, "word", DICTIONARY_WORD_SPECIALS, 0)
             self.word_vocab = word_vocab
             self._word_oov_id, self._word_pad_id = word_vocab["<oov>"], word_vocab["<pad>"]
 
