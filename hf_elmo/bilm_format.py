@@ -326,10 +326,15 @@ def bilm_hdf5_datasets_from_state_dict(config: ElmoConfig, state: dict[str, torc
 
 def load_model_from_bilm(options_path, weights_path, **config_overrides):
     """An `ElmoModel` (eval mode) built from ``options.json`` + ``weights.hdf5``."""
+    config = config_from_allennlp_options(options_path, **config_overrides)
+    return model_from_encoder_state(config, state_dict_from_bilm_hdf5(config, weights_path))
+
+
+def model_from_encoder_state(config: ElmoConfig, state: dict[str, torch.Tensor]):
+    """An `ElmoModel` (eval mode) holding a converted encoder state dict; its scalar mixes start fresh (neither
+    format stores them). A name left out or left over is a bug in a converter's rename table."""
     from .modeling_elmo import ElmoModel
 
-    config = config_from_allennlp_options(options_path, **config_overrides)
-    state = state_dict_from_bilm_hdf5(config, weights_path)
     model = ElmoModel(config)
     missing, unexpected = model.load_state_dict(state, strict=False)
     not_loaded = [name for name in missing if not name.startswith("scalar_mixes.")]

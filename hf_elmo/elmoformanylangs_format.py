@@ -30,7 +30,7 @@ from typing import Any
 import torch
 
 from .file_io import AtomicDirectory
-from .bilm_format import layout_problems
+from .bilm_format import layout_problems, model_from_encoder_state
 from .configuration_elmo import ElmoConfig
 
 CHAR_SPECIALS = ("<bos>", "<eos>", "<oov>", "<pad>", "<bow>", "<eow>")
@@ -369,17 +369,11 @@ def tokenizer_vocabularies(folder: ElmoForManyLangsFolder) -> dict[str, dict[str
 
 def load_model_from_elmoformanylangs(model_dir, config_path=None, **tokenizer_kwargs):
     """``(ElmoModel in eval mode, ElmoTokenizer)`` from an ELMoForManyLangs model folder."""
-    from .modeling_elmo import ElmoModel
     from .tokenization_elmo import ElmoTokenizer
 
     folder = read_model_folder(model_dir, config_path)
     config = elmo_config_from_folder(folder)
-    state = state_dict_from_folder(config, folder)
-    model = ElmoModel(config)
-    missing, unexpected = model.load_state_dict(state, strict=False)
-    not_loaded = [name for name in missing if not name.startswith("scalar_mixes.")]
-    if not_loaded or unexpected:
-        raise RuntimeError(f"conversion bug: missing {not_loaded}, unexpected {unexpected}")
+    model = model_from_encoder_state(config, state_dict_from_folder(config, folder))
     tokenizer = ElmoTokenizer(
         max_characters_per_token=config.max_characters_per_token,
         char_scheme="dictionary",
