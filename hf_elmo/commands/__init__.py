@@ -60,7 +60,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         what_remains = getattr(command, "after_interruption", lambda args: "no output was written")(args)
         print(f"hf-elmo: interrupted; {what_remains}", file=sys.stderr)
         return 130
-    except (*_user_errors(), RuntimeError) as error:  # h5py reports a failed write as RuntimeError
+    except Exception as error:  # a full disk comes as OSError, h5py's RuntimeError, safetensors' own error, ...
         from ..file_io import is_disk_full
 
         if is_disk_full(error):

@@ -57,6 +57,29 @@ def test_convert_from_allennlp_on_a_full_disk(tiny_model, small_disk, tmp_path):
     assert list(small_disk.iterdir()) == []
 
 
+def test_convert_from_allennlp_on_disks_that_fill_at_any_file(tiny_model, tmp_path):
+    """Sizes around the output's: the disk fills in whichever file is being written (the modelling files, the
+    safetensors weights, the tokenizer files); each is either a complete folder or one error line."""
+    assert hf_elmo("convert", "--to", "allennlp", "--model", tiny_model, tmp_path / "bilm").returncode == 0
+    assert hf_elmo("convert", "--from", "allennlp", "--options", tmp_path / "bilm" / "options.json", "--weights",
+                   tmp_path / "bilm" / "weights.hdf5", tmp_path / "reference").returncode == 0
+    needed = sum(path.stat().st_size for path in (tmp_path / "reference").iterdir())
+    outcomes = set()
+    for fraction in (0.2, 0.4, 0.6, 0.8, 0.9, 1.0):
+        with small_file_system(int(needed * fraction) // 4096 * 4096 + 4096) as folder:
+            if folder is None:
+                pytest.skip("mounting a small tmpfs needs root; the disk-full checks run where it can be mounted (CI)")
+            result = hf_elmo("convert", "--from", "allennlp", "--options", tmp_path / "bilm" / "options.json",
+                             "--weights", tmp_path / "bilm" / "weights.hdf5", folder / "out")
+            outcomes.add(result.returncode)
+            if result.returncode == 0:
+                assert sorted(p.name for p in folder.iterdir()) == ["out"]
+            else:
+                assert_one_error_line(result, "the disk is full")
+                assert list(folder.iterdir()) == []
+    assert 2 in outcomes
+
+
 def test_pretrain_checkpoint_on_a_full_disk(small_disk):
     run = small_disk / "run"
     result = hf_elmo("pretrain", "--train-file", TRAIN / "data.txt", "--vocab", TRAIN / "vocab.txt", "--output-dir",
