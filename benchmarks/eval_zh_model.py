@@ -196,11 +196,27 @@ def elmo_accuracies(embedder, train: list, test: list) -> dict[str, float]:
     return accuracies
 
 
-def classification_figures(embedder, train: list, test: list, max_train: int, max_test: int) -> dict:
+def finetuned_accuracy(model: str, train: list, test: list, epochs: float) -> dict:
+    """`hf-elmo finetune train-classifier` defaults (frozen biLM, its layers precomputed; the head's own mix,
+    mean over words, linear layer) for `epochs`, scored on the test part."""
+    from hf_elmo.finetune import FinetuneOptions, train_classifier
+
+    options = FinetuneOptions(model=model, epochs=epochs, seed=SEED, logging_steps=10**6)
+    started = time.perf_counter()
+    run = train_classifier([(text, str(label)) for text, label in train], None,
+                           [(text, str(label)) for text, label in test], options)
+    return {"accuracy": run["results"]["test"]["accuracy"], "epochs": epochs,
+            "seconds": round(time.perf_counter() - started, 1)}
+
+
+def classification_figures(embedder, train: list, test: list, max_train: int, max_test: int,
+                           finetune: tuple[str, float] | None = None) -> dict:
+    """Frozen features + LR and char TF-IDF + LR on seeded samples; with `finetune` (model, epochs) also a
+    fine-tuned classifier on the same samples."""
     train, test = subsample(train, max_train), subsample(test, max_test)
     started = time.perf_counter()
     elmo = elmo_accuracies(embedder, train, test)
-    return {
+    figures = {
         "train_size": len(train),
         "test_size": len(test),
         "classes": len({label for _, label in train}),
@@ -208,6 +224,9 @@ def classification_figures(embedder, train: list, test: list, max_train: int, ma
         "elmo_mean_pooled_logreg": elmo,
         "elmo_seconds": round(time.perf_counter() - started, 1),
     }
+    if finetune:
+        figures["finetuned_classifier"] = finetuned_accuracy(finetune[0], train, test, finetune[1])
+    return figures
 
 
 # report -----------------------------------------------------------------------------------------------
@@ -215,10 +234,11 @@ def classification_figures(embedder, train: list, test: list, max_train: int, ma
 
 def evaluate(model: str, pretraining_run: str | None = None, shopping_csv: str | None = None, max_train: int = 4000,
              max_test: int = 1000, dev_sentences: int = 1000, reviews_split=None, dev_lines=None,
-             example_folder: Path = REPO / "docs" / "examples") -> dict:
+             example_folder: Path = REPO / "docs" / "examples", finetune_epochs: float | None = None) -> dict:
     from hf_elmo import Embedder
 
     embedder = Embedder(model, device="cpu", batch_size=32, progress=False)
+    finetune = (model, finetune_epochs) if finetune_epochs else None
     results = {"model": model}
     results["dev_perplexity"] = dev_perplexity(pretraining_run or model, dev_lines, dev_sentences)
     results["xiaomi"] = xiaomi_figures(embedder, model, example_folder)
@@ -226,10 +246,11 @@ def evaluate(model: str, pretraining_run: str | None = None, shopping_csv: str |
         from hf_elmo.zh_corpora import split_reviews
 
         reviews_split = split_reviews()
-    results["reviews_sentiment"] = classification_figures(embedder, reviews_split["train"], reviews_split["test"], max_train, max_test)
+    results["reviews_sentiment"] = classification_figures(embedder, reviews_split["train"], reviews_split["test"], max_train,
+                                                          max_test, finetune)
     if shopping_csv:
         train, test = _shopping_split(shopping_csv)
-        results["shopping_categories"] = classification_figures(embedder, train, test, max_train, max_test)
+        results["shopping_categories"] = classification_figures(embedder, train, test, max_train, max_test, finetune)
     return results
 
 
@@ -257,6 +278,10 @@ def markdown_table(results: dict) -> str:
                      f"{percent(figures['elmo_mean_pooled_logreg']['average'])} ({layers}); "
                      f"{figures['train_size']} train / {figures['test_size']} test, {figures['classes']} classes"))
         rows.append((f"{title}: char 1-3-gram TF-IDF + LR", percent(figures["tfidf_char_1_3_logreg"])))
+        if "finetuned_classifier" in figures:
+            tuned = figures["finetuned_classifier"]
+            rows.append((f"{title}: `finetune train-classifier` (frozen biLM, {tuned['epochs']:g} epochs)",
+                         f"{percent(tuned['accuracy'])} ({tuned['seconds']:.0f} s)"))
     return "| figure | value |\n| --- | --- |\n" + "".join(f"| {name} | {value} |\n" for name, value in rows)
 
 
@@ -268,13 +293,16 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--max-train", type=int, default=4000, help="training texts per classification set (seeded sample)")
     parser.add_argument("--max-test", type=int, default=1000, help="test texts per classification set (seeded sample)")
     parser.add_argument("--dev-sentences", type=int, default=1000, help="People's Daily dev sentences for perplexity")
+    parser.add_argument("--finetune-epochs", type=float, help="also fine-tune a classifier (train-classifier defaults) "
+                        "on each classification set for this many epochs")
     parser.add_argument("--out", help="write the results as JSON here")
     parser.add_argument("--markdown", help="write the table as Markdown here")
     args = parser.parse_args(argv)
     torch.set_num_threads(1)
     from hf_elmo.file_io import atomic_write_text
 
-    results = evaluate(args.model, args.pretraining_run, args.shopping_csv, args.max_train, args.max_test, args.dev_sentences)
+    results = evaluate(args.model, args.pretraining_run, args.shopping_csv, args.max_train, args.max_test, args.dev_sentences,
+                       finetune_epochs=args.finetune_epochs)
     table = markdown_table(results)
     print(table, end="")
     if args.out:
