@@ -739,14 +739,30 @@ class _ElmoHeadMixin:
             super()._init_weights(module)
 
 
+class ElmoTaskBiLstm(nn.LSTM):
+    """The tagging head's bidirectional LSTM over padded batches: each row runs over its own words only
+    (packed); positions past them are zeros. (An `nn.LSTM` itself, so saved taggers keep their weight names.)"""
+
+    def __init__(self, input_size: int, hidden_size: int, num_layers: int, dropout: float):
+        super().__init__(input_size, hidden_size, num_layers=num_layers, bidirectional=True, batch_first=True,
+                         dropout=dropout if num_layers > 1 else 0.0)
+
+    def forward(self, inputs: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+        """(batch, words, features), (batch, words) bool -> (batch, words, 2 * hidden_size)."""
+        if inputs.shape[1] == 0:  # every sentence empty: nothing to run
+            return inputs.new_zeros(inputs.shape[0], 0, 2 * self.hidden_size)
+        # pack_padded_sequence wants host-side lengths; an empty row runs one padding step, ignored later.
+        lengths = mask.sum(dim=1).clamp(min=1).tolist()
+        packed = nn.utils.rnn.pack_padded_sequence(inputs, lengths, batch_first=True, enforce_sorted=False)
+        encoded, _ = super().forward(packed)
+        return nn.utils.rnn.pad_packed_sequence(encoded, batch_first=True, total_length=inputs.shape[1])[0]
+
+
 class ElmoForTokenClassification(_ElmoHeadMixin, ElmoPreTrainedModel):
     """ELMo with a tagging head: learned mix [; own word vectors x_k] -> dropout -> [BiLSTM] -> linear -> [CRF].
 
-    `config.task_encoder` picks `"linear"` or `"bilstm"`, `config.use_crf` adds a CRF,
-    `config.task_token_features` adds the head's own trainable word vectors (the paper's [x_k; ELMo_k]), and
-    `config.freeze_elmo` (default) keeps the biLM fixed. Labels are one per word (no sub-words);
-    -100 marks words without a label (padding, or words to leave out of the loss).
-    """
+    `config.task_encoder` ("linear" / "bilstm"), `config.use_crf`, `config.task_token_features` (the head's own
+    trainable word vectors: the paper's [x_k; ELMo_k]), `config.freeze_elmo` (default). One label per word."""
 
     accepts_loss_kwargs = True
 
@@ -754,34 +770,14 @@ class ElmoForTokenClassification(_ElmoHeadMixin, ElmoPreTrainedModel):
         super().__init__(config)
         self.num_labels = config.num_labels
         self._build_elmo(config)
+        self.encoder = None
         if config.task_encoder == "bilstm":
-            self.encoder = nn.LSTM(
-                self.feature_size,
-                config.task_encoder_hidden_size,
-                num_layers=config.task_encoder_num_layers,
-                bidirectional=True,
-                batch_first=True,
-                dropout=config.classifier_dropout if config.task_encoder_num_layers > 1 else 0.0,
-            )
-            classifier_input = 2 * config.task_encoder_hidden_size
-        else:
-            self.encoder = None
-            classifier_input = self.feature_size
-        self.classifier = nn.Linear(classifier_input, config.num_labels)
+            self.encoder = ElmoTaskBiLstm(self.feature_size, config.task_encoder_hidden_size,
+                                          config.task_encoder_num_layers, config.classifier_dropout)
+        encoded_size = 2 * config.task_encoder_hidden_size if self.encoder is not None else self.feature_size
+        self.classifier = nn.Linear(encoded_size, config.num_labels)
         self.crf = ElmoCrf(config.num_labels) if config.use_crf else None
         self.post_init()
-
-    def _encode(self, mixed: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
-        if self.encoder is None:
-            return mixed
-        if mixed.shape[1] == 0:  # every sentence empty: nothing to run
-            return mixed.new_zeros(mixed.shape[0], 0, 2 * self.encoder.hidden_size)
-        # pack_padded_sequence wants host-side lengths; an empty row runs one padding step, ignored later.
-        lengths = mask.sum(dim=1).clamp(min=1).tolist()
-        packed = nn.utils.rnn.pack_padded_sequence(mixed, lengths, batch_first=True, enforce_sorted=False)
-        encoded, _ = self.encoder(packed)
-        encoded, _ = nn.utils.rnn.pad_packed_sequence(encoded, batch_first=True, total_length=mixed.shape[1])
-        return self.dropout(encoded)
 
     def forward(
         self,
@@ -816,7 +812,7 @@ class ElmoForTokenClassification(_ElmoHeadMixin, ElmoPreTrainedModel):
         _refuse_unknown_arguments(type(self).__name__, kwargs)
         return_dict = return_dict if return_dict is not None else self.config.return_dict
         mixed, mask, elmo_layers = self._mixed_representation(input_ids, attention_mask, word_ids, elmo_hidden_states)
-        logits = self.classifier(self._encode(mixed, mask))
+        logits = self.classifier(self.dropout(self.encoder(mixed, mask)) if self.encoder is not None else mixed)
 
         loss = None if labels is None else tagging_loss(logits, labels, mask, self.crf, num_items_in_batch)
         predictions = None
