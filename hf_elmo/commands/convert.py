@@ -2,17 +2,17 @@
 
 from __future__ import annotations
 
-import argparse
 import importlib
 import os
 import sys
 
-from .common import remove_leftovers
+from .common import add_command, remove_leftovers
 from .errors import CommandError
 
 
 def add_parser(subparsers) -> None:
-    parser = subparsers.add_parser(
+    parser = add_command(
+        subparsers,
         "convert",
         help="convert AllenNLP/bilm-tf or ELMoForManyLangs weights to an hf-elmo folder, or back",
         description=(
@@ -21,7 +21,6 @@ def add_parser(subparsers) -> None:
             "--to allennlp:           --model HF_ELMO_DIR OUTPUT_DIR  (writes options.json + weights.hdf5)\n"
             "The output folder is built under a temporary name and renamed when complete."
         ),
-        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("output", metavar="OUTPUT_DIR", help="folder to write (refused if it exists, see --overwrite)")
     direction = parser.add_mutually_exclusive_group(required=True)

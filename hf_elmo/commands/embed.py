@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import sys
@@ -18,7 +17,7 @@ from ..file_io import (
     reserve_space,
     temporary_prefix,
 )
-from .common import add_model_arguments, add_text_arguments, make_embedder, read_lines, remove_leftovers, split_lines
+from .common import add_command, add_model_arguments, add_text_arguments, make_embedder, read_lines, remove_leftovers, split_lines
 from .errors import CommandError
 
 # Lines per unit of work. Batches are formed inside a chunk, so a given chunk is always computed
@@ -27,7 +26,8 @@ CHUNK_BATCHES = 16
 
 
 def add_parser(subparsers) -> None:
-    parser = subparsers.add_parser(
+    parser = add_command(
+        subparsers,
         "embed",
         help="embed a file of sentences (one per line) into hdf5 or .npy",
         description=(
@@ -42,7 +42,6 @@ def add_parser(subparsers) -> None:
             "Scale out with `torchrun --nproc_per_node N -m hf_elmo.cli embed ...` (or accelerate launch):\n"
             "each process embeds a share of the lines; the file is identical to a one-process run."
         ),
-        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("input", metavar="INPUT", help="UTF-8 text, one sentence per line (`-` = stdin)")
     parser.add_argument("output", metavar="OUTPUT", help="hdf5 file, or .npy for sentence vectors")

@@ -2,17 +2,17 @@
 
 from __future__ import annotations
 
-import argparse
 import heapq
 import json
 import sys
 
-from .common import add_model_arguments, add_text_arguments, make_embedder, read_lines, split_lines
+from .common import add_command, add_model_arguments, add_text_arguments, make_embedder, read_lines, split_lines
 from .errors import CommandError
 
 
 def add_parser(subparsers) -> None:
-    parser = subparsers.add_parser(
+    parser = add_command(
+        subparsers,
         "similar",
         help="find the words in a corpus whose contextual vectors are nearest to a word in a sentence",
         description=(
@@ -22,7 +22,6 @@ def add_parser(subparsers) -> None:
             "Type mode (--types): average each word type's vectors over all its occurrences in the corpus and\n"
             "list the word types nearest to --word's average (or to --word in --sentence, if given)."
         ),
-        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("--corpus", required=True, help="UTF-8 text, one sentence per line (blank lines ignored)")
     parser.add_argument("--word", required=True, help="the query word (must be one of the words after splitting)")
