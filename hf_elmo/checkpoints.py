@@ -41,4 +41,15 @@ def checkpoint_loss_sum(checkpoint: str | os.PathLike) -> float | None:
     return float(loss_sum) if isinstance(loss_sum, (int, float)) and math.isfinite(loss_sum) else None
 
 
-__all__ = ["TRAIN_LOSS_FILE", "checkpoint_loss_sum", "checkpoint_step", "last_complete_checkpoint"]
+def cleanup_after_full_disk(error: BaseException, folder: str | os.PathLike) -> tuple[list[str], str | None] | None:
+    """After a failed write into the checkpoint `folder`: None unless the disk filled up; then the partial
+    checkpoints are removed and this returns (their names, the checkpoint a rerun resumes from or None)."""
+    from .file_io import disk_filled_up, remove_incomplete_checkpoints
+
+    if not disk_filled_up(error, folder):
+        return None
+    return remove_incomplete_checkpoints(folder), last_complete_checkpoint(Path(folder))
+
+
+__all__ = ["TRAIN_LOSS_FILE", "checkpoint_loss_sum", "checkpoint_step", "cleanup_after_full_disk",
+           "last_complete_checkpoint"]

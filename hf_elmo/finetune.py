@@ -53,7 +53,7 @@ from pathlib import Path
 
 import torch
 
-from .file_io import AtomicDirectory, DiskFullError, atomic_write_text, disk_filled_up, remove_incomplete_checkpoints
+from .file_io import AtomicDirectory, DiskFullError, atomic_write_text
 from .conll import (  # noqa: F401  (re-exported: the data half of the fine-tuning API)
     DataError,
     TaggedSentence,
@@ -555,7 +555,7 @@ def _checkpoints(options: FinetuneOptions, identity: dict):
     """Yields (folder for Trainer's checkpoints, checkpoint to resume from or None). With an output folder the
     checkpoints live beside it under a fixed name, so the same command run again after a kill resumes; they
     are removed once the output is written. Without one, a temporary folder."""
-    from .checkpoints import last_complete_checkpoint
+    from .checkpoints import cleanup_after_full_disk, last_complete_checkpoint
 
     if not options.output_dir:
         with tempfile.TemporaryDirectory(prefix="hf-elmo-finetune-") as folder:
@@ -570,9 +570,11 @@ def _checkpoints(options: FinetuneOptions, identity: dict):
         except (OSError, UnicodeDecodeError, json.JSONDecodeError):
             kept = None
         if kept != identity:
-            differing = sorted(
-                key for key in identity["options"] if not isinstance(kept, dict) or kept.get("options", {}).get(key) != identity["options"][key]
-            ) + (["the training or dev data"] if not isinstance(kept, dict) or kept.get("data_sha256") != identity["data_sha256"] else [])
+            kept = kept if isinstance(kept, dict) else {}
+            kept_options = kept.get("options", {})
+            differing = sorted(key for key, value in identity["options"].items() if kept_options.get(key) != value)
+            if kept.get("data_sha256") != identity["data_sha256"]:
+                differing.append("the training or dev data")
             raise OptionError(
                 f"{folder} holds the checkpoints of an interrupted run with other settings ({', '.join(differing) or 'unreadable record'}); "
                 "run that command again to resume it, or delete the folder to start over"
@@ -587,10 +589,10 @@ def _checkpoints(options: FinetuneOptions, identity: dict):
     try:
         yield str(folder), resume
     except Exception as error:
-        if not disk_filled_up(error, folder.parent):
+        cleaned = cleanup_after_full_disk(error, folder)
+        if cleaned is None:
             raise
-        remove_incomplete_checkpoints(folder)
-        resume = last_complete_checkpoint(folder)
+        resume = cleaned[1]
         raise DiskFullError(
             f"the disk holding {options.output_dir} is full; nothing was written to it. Free some space and run the "
             f"same command again: it resumes from {Path(resume).name + ' in ' + str(folder) if resume else 'the beginning'}"

@@ -13,8 +13,8 @@ import torch
 from transformers import Trainer, TrainerCallback
 from transformers.trainer_pt_utils import LengthGroupedSampler
 
-from .checkpoints import TRAIN_LOSS_FILE, last_complete_checkpoint
-from .file_io import DiskFullError, atomic_write_text, disk_filled_up, remove_incomplete_checkpoints
+from .checkpoints import TRAIN_LOSS_FILE, cleanup_after_full_disk
+from .file_io import DiskFullError, atomic_write_text
 from .lm_data import item_lengths
 
 
@@ -77,6 +77,7 @@ class EpochSeededLengthGroupedSampler(LengthGroupedSampler):
         self.generator = torch.Generator().manual_seed(self.seed + self.epoch)
         return super().__iter__()
 
+
 class LanguageModelTrainer(Trainer):
     """Trainer whose evaluation reports the exact, token-weighted perplexity (bilm-tf's definition), and
     which groups training sentences by length when `group_by_length` is set (the lengths come from the
@@ -110,10 +111,10 @@ class LanguageModelTrainer(Trainer):
             super()._save_checkpoint(model, trial)
         except Exception as error:  # safetensors, torch.save and the OS each report a full disk their way
             run_dir = self._get_output_dir(trial=trial)
-            if not disk_filled_up(error, run_dir):
+            cleaned = cleanup_after_full_disk(error, run_dir)
+            if cleaned is None:
                 raise
-            removed = remove_incomplete_checkpoints(run_dir)
-            resume = last_complete_checkpoint(Path(run_dir))
+            removed, resume = cleaned
             raise DiskFullError(
                 f"the disk holding {run_dir} is full: checkpoint-{self.state.global_step} could not be saved"
                 f"{' (its partial files were removed)' if removed else ''}; free some space and run the same "
