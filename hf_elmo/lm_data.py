@@ -89,6 +89,25 @@ def build_vocabulary(
     return SPECIAL_WORDS + words
 
 
+def build_character_vocabulary(corpus_paths: Iterable[str | os.PathLike], min_count: int = 1) -> dict[str, int]:
+    """The character vocabulary of the dictionary scheme: its special entries (ids 1-6; 0 marks a padded word),
+    then the characters of the corpus by decreasing count (ties by code point), count >= min_count."""
+    from .tokenization_elmo import DICTIONARY_CHAR_SPECIALS
+
+    if min_count < 1:
+        raise ValueError(f"the character min count must be >= 1, got {min_count}")
+    counts: Counter[str] = Counter()
+    for path in corpus_paths:
+        for _, words in read_corpus_lines(path):
+            for word in words:
+                counts.update(word)
+    characters = sorted((c for c, n in counts.items() if n >= min_count and c not in DICTIONARY_CHAR_SPECIALS),
+                        key=lambda c: (-counts[c], c))
+    if not characters:
+        raise ValueError(f"cannot build a character vocabulary: no character occurs at least {min_count} times")
+    return {entry: index for index, entry in enumerate(DICTIONARY_CHAR_SPECIALS + tuple(characters), start=1)}
+
+
 def check_vocabulary_limits(min_count: int, max_size: int | None, names: tuple[str, str] = ("min_count", "max_size")) -> None:
     """Refuse a min count below 1 and a max size that leaves no room for a word after the three specials."""
     if min_count < 1:

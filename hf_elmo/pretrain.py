@@ -16,9 +16,11 @@ from pathlib import Path
 import torch
 
 from .configuration_elmo import ElmoConfig
+from .field_types import load_json_file
 from .loading import resolve_model_name
 from .file_io import atomic_write_text, check_output_folder
 from .lm_data import (
+    build_character_vocabulary,
     SPECIAL_WORDS,
     LanguageModelCollator,
     LineDataset,
@@ -41,6 +43,7 @@ ARCHITECTURE_FIELDS = (
     "num_highway_layers",
     "char_cnn_activation",
     "max_characters_per_token",
+    "char_scheme",
     "projection_dim",
     "lstm_cell_dim",
     "num_lstm_layers",
@@ -68,7 +71,7 @@ def check_arguments(args) -> None:
             problems.append(f"{flag} must be in [0, 1), got {value}")
 
     for flag in ("--batch-size", "--gradient-accumulation-steps", "--max-words", "--max-steps", "--eval-steps",
-                 "--save-steps", "--logging-steps", "--threads"):
+                 "--save-steps", "--logging-steps", "--threads", "--char-min-count"):
         at_least(flag, getattr(args, flag[2:].replace("-", "_")), 1)
     positive("--epochs", args.epochs)
     positive("--time-budget-minutes", args.time_budget_minutes)
@@ -108,12 +111,37 @@ def weight_names(path: Path) -> list[str]:
     return keys
 
 
-def _config_from_args(args, vocabulary: list[str]) -> ElmoConfig:
+def _tokenizer_from_args(args, output_dir: Path) -> ElmoTokenizer:
+    """The byte scheme needs nothing; the dictionary scheme's character vocabulary is the run's own
+    char_vocab.json when resuming, else built from the training files."""
+    if args.char_scheme == "bytes":
+        return ElmoTokenizer(max_characters_per_token=args.max_characters, segmenter=args.segmenter)
+    saved = output_dir / "char_vocab.json"
+    if saved.is_file() and not args.no_resume:
+        char_vocab = load_json_file(saved, "character vocabulary file")
+    else:
+        char_vocab = build_character_vocabulary(args.train_file, min_count=args.char_min_count)
+    return ElmoTokenizer(
+        max_characters_per_token=args.max_characters, segmenter=args.segmenter, char_scheme="dictionary",
+        char_vocab=char_vocab,
+    )
+
+
+def _config_from_args(args, vocabulary: list[str], tokenizer: ElmoTokenizer) -> ElmoConfig:
     try:
         filters = json.loads(args.filters)
     except json.JSONDecodeError as error:
         raise ValueError(f"--filters is not JSON: {error}") from None
+    characters = {}
+    if tokenizer.char_scheme == "dictionary":
+        characters = {
+            "char_scheme": "dictionary",
+            "char_vocab_size": max(tokenizer.char_vocab.values()) + 1,
+            "bos_char_ids": tokenizer.word_to_char_ids("<bos>"),
+            "eos_char_ids": tokenizer.word_to_char_ids("<eos>"),
+        }
     return ElmoConfig(
+        **characters,
         char_embedding_dim=args.char_dim,
         char_cnn_filters=filters,
         num_highway_layers=args.highway,
@@ -262,11 +290,13 @@ def _exit_data_parallel_rank(code: int) -> None:
 # time budgets and the checkpoint/eval/log cadence may change between sessions of the same run.
 RUN_IDENTITY_OPTIONS = (
     "train_file", "dev_file", "vocab", "min_count", "max_vocab", "max_words", "projection_dim", "cell_dim", "layers",
-    "char_dim", "filters", "highway", "max_characters", "cell_clip", "proj_clip", "no_skip_connections", "softmax",
+    "char_dim", "filters", "highway", "max_characters", "char_scheme", "char_min_count", "cell_clip", "proj_clip", "no_skip_connections", "softmax",
     "num_sampled", "dropout", "segmenter", "batch_size", "gradient_accumulation_steps", "lr", "warmup_ratio",
     "weight_decay", "max_grad_norm", "seed", "init_from", "group_by_length",
 )
 RUN_IDENTITY_FILE = "run_options.json"
+# Options newer than some recorded runs, with the value those runs had.
+OPTIONS_ADDED_LATER = {"char_scheme": "bytes", "char_min_count": 2}
 
 
 def run_identity(args) -> dict:
@@ -300,6 +330,7 @@ def check_run_identity(output_dir: Path, args) -> None:
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as error:
         raise ValueError(f"{recorded_path} cannot be read ({error}); delete the run folder to start over") from None
     current = json.loads(json.dumps(run_identity(args)))
+    recorded = {**OPTIONS_ADDED_LATER, **recorded}
     differing = [name for name in RUN_IDENTITY_OPTIONS if recorded.get(name) != current.get(name)]
     if differing:
         changes = "; ".join(f"--{name.replace('_', '-')} {recorded.get(name)!r} there, {current.get(name)!r} now"
@@ -323,7 +354,8 @@ def _run(args) -> int:
     for path in args.train_file + ([args.dev_file] if args.dev_file else []):
         check_corpus_file(path)
     vocabulary = _vocabulary(args, output_dir)
-    config = _config_from_args(args, vocabulary)
+    tokenizer = _tokenizer_from_args(args, output_dir)
+    config = _config_from_args(args, vocabulary, tokenizer)
     train_parts = [LineDataset(path, max_words=args.max_words) for path in args.train_file]
     train_dataset = train_parts[0] if len(train_parts) == 1 else torch.utils.data.ConcatDataset(train_parts)
     dev_dataset = LineDataset(args.dev_file, max_words=args.max_words) if args.dev_file else None
@@ -335,7 +367,6 @@ def _run(args) -> int:
             check_checkpoint_compatible(resume, config)
 
     set_seed(args.seed)
-    tokenizer = ElmoTokenizer(max_characters_per_token=args.max_characters, segmenter=args.segmenter)
     model = ElmoForPreTraining(config)
     initialized = None
     if args.init_from and resume is None:
@@ -354,6 +385,8 @@ def _run(args) -> int:
     if trainer.is_world_process_zero():
         output_dir.mkdir(parents=True, exist_ok=True)
         save_vocabulary(vocabulary, output_dir / "vocab.txt")
+        if tokenizer.char_vocab is not None:
+            atomic_write_text(output_dir / "char_vocab.json", json.dumps(tokenizer.char_vocab, ensure_ascii=False) + "\n")
         if resume is None:  # the options this run starts with; a resume is checked against them
             atomic_write_text(output_dir / RUN_IDENTITY_FILE, json.dumps(run_identity(args), indent=1) + "\n")
     summary = _train(trainer, model, output_dir, resume, args)

@@ -47,6 +47,15 @@ def add_parser(subparsers) -> None:
     model.add_argument("--filters", default="[[1,32],[2,32],[3,64],[4,128],[5,256]]", help="JSON [[width, count], ...]")
     model.add_argument("--highway", type=int, default=1, help="highway layers after the character CNN")
     model.add_argument("--max-characters", type=int, default=50, help="character ids per word (bilm-tf: 50)")
+    model.add_argument(
+        "--char-scheme", choices=["bytes", "dictionary"], default="bytes",
+        help="how words become character ids: UTF-8 bytes (AllenNLP, bilm-tf; any text) or one id per character "
+        "from a character vocabulary built from the train files (ELMoForManyLangs), saved as char_vocab.json",
+    )
+    model.add_argument(
+        "--char-min-count", type=int, default=2,
+        help="dictionary scheme: characters seen fewer times in the train files share the <oov> id (>= 1)",
+    )
     model.add_argument("--cell-clip", type=float, default=3.0, help="clip LSTM cell values to [-x, x]")
     model.add_argument("--proj-clip", type=float, default=3.0, help="clip LSTM outputs to [-x, x]")
     model.add_argument("--no-skip-connections", action="store_true", help="no residual connection around layers >= 2")

@@ -461,3 +461,37 @@ def test_training_batches_group_sentences_of_similar_length(tmp_path):
     assert mean_spread(grouped) < 0.25 * mean_spread(shuffled)
     assert epoch_batches(True, 0) == grouped
     assert epoch_batches(True, 1) != grouped
+
+
+def test_dictionary_scheme_builds_a_character_vocabulary_trains_and_loads(tmp_path, capsys):
+    from transformers import AutoModel, AutoTokenizer
+
+    from hf_elmo.lm_data import build_character_vocabulary
+
+    corpus = tmp_path / "train.txt"
+    corpus.write_text("小米 粥 很 香\n小米 手机 很 好\n米 粥\n鑫\n" * 1 + "小米 粥\n" * 3, encoding="utf-8")
+    characters = build_character_vocabulary([corpus], min_count=2)
+    assert list(characters)[:7] == ["<bos>", "<eos>", "<oov>", "<pad>", "<bow>", "<eow>", "米"]  # 米 is most frequent
+    assert characters["<bos>"] == 1 and "鑫" not in characters and "粥" in characters
+    output = tmp_path / "run"
+    command = ["--train-file", str(corpus), "--dev-file", str(corpus), "--output-dir", str(output), "--min-count", "1",
+               "--char-scheme", "dictionary", "--char-min-count", "2", "--max-characters", "6", "--epochs", "30",
+               "--batch-size", "4", "--lr", "1e-2", "--eval-steps", "1000", "--save-steps", "1000", *TINY_ARGS]
+    assert pretrain_main(command) == 0
+    assert json.loads((output / "char_vocab.json").read_text(encoding="utf-8")) == characters
+    summary = json.loads((output / "pretraining_summary.json").read_text())
+    assert summary["eval_perplexity"] < 0.5 * summary["vocabulary_size"]  # an untrained model is near the vocabulary size
+    tokenizer, model = AutoTokenizer.from_pretrained(output), AutoModel.from_pretrained(output)
+    assert tokenizer.char_scheme == model.config.char_scheme == "dictionary"
+    assert model.config.char_vocab_size == max(characters.values()) + 1 and model.config.max_characters_per_token == 6
+    rows = tokenizer([["小米", "鑫"]], is_split_into_words=True)["input_ids"][0]
+    assert rows[0] == [characters["<eow>"], characters["小"], characters["米"], characters["<bow>"],
+                       characters["<pad>"], characters["<pad>"]]
+    assert rows[1][1] == characters["<oov>"]  # seen once, below --char-min-count
+    trained = ElmoForPreTraining.from_pretrained(output).elmo
+    batch = tokenizer(["小米粥很香"], return_tensors="pt")
+    torch.testing.assert_close(model(**batch).elmo_representations[0], trained(**batch).elmo_representations[0])
+    # The scheme is part of the run: the same folder with the byte scheme is another run.
+    bytes_command = [arg if arg != "dictionary" else "bytes" for arg in command]
+    assert pretrain_main(bytes_command) == 2
+    assert "--char-scheme 'dictionary' there, 'bytes' now" in capsys.readouterr().err
