@@ -15,9 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-import torch
-
-WORD_POSITIONS = ("S", "B", "M", "E")  # single-character word, first, middle, last character
+from .elmo_word_characters import WORD_POSITIONS
 
 
 def group_tokens(tokens: Sequence[str], segment=None) -> list[tuple[int, int]]:
@@ -67,13 +65,13 @@ def words_and_positions(tokens: Sequence[str], segment=None) -> tuple[list[str],
     return words, word_index, positions
 
 
-def expand_to_tokens(word_states: torch.Tensor, word_index: torch.Tensor) -> torch.Tensor:
-    """(batch, words, dim) word vectors -> (batch, tokens, dim): each token gets its word's vector.
+def characters_as_words(example: dict, segment=None) -> dict:
+    """A character-labelled example (`"words"`: its characters, optional `"labels"` per character) -> what a tagger
+    with `config.label_characters` reads: `"words"` the words they form, `"token_word_index"` and
+    `"token_positions"` (indices into `WORD_POSITIONS`) per character; the labels stay per character."""
+    words, word_index, positions = words_and_positions(example["words"], segment)
+    return {**example, "words": words, "token_word_index": word_index,
+            "token_positions": [WORD_POSITIONS.index(position) for position in positions]}
 
-    `word_index` is (batch, tokens); padding tokens may point at any word (their outputs are masked).
-    """
-    index = word_index.clamp(min=0).unsqueeze(-1).expand(-1, -1, word_states.size(-1))
-    return word_states.gather(1, index)
 
-
-__all__ = ["WORD_POSITIONS", "group_tokens", "words_and_positions", "expand_to_tokens"]
+__all__ = ["WORD_POSITIONS", "characters_as_words", "group_tokens", "words_and_positions"]

@@ -75,6 +75,7 @@ FIELD_TYPES = {
     "use_crf": BOOLEAN,
     "freeze_elmo": BOOLEAN,
     "task_token_features": BOOLEAN,
+    "label_characters": BOOLEAN,
     "classifier_dropout": NUMBER,
     "classifier_hidden_size": INTEGER,
     "lstm_implementation": one_of(*LSTM_IMPLEMENTATIONS),
@@ -142,6 +143,11 @@ class ElmoConfig(PretrainedConfig):
             biLM's layer 0, started from a copy of it when a pretrained biLM is loaded) and feed [x_k; ELMo_k] to
             the task encoder: the paper's way of adding ELMo to a task model (section 3.3), in which only the
             biLM stays frozen.
+        label_characters (`bool`, defaults to `False`):
+            The tagging head labels characters while the biLM reads the words they form: each character gets its
+            word's vectors plus its position in the word (single, begin, middle, end), passed per character as
+            `token_word_index` and `token_positions` (the package's `char_words` makes them). For character-labelled
+            data (MSRA and most Chinese NER sets) with a biLM pretrained on segmented words.
         classifier_dropout (`float`, defaults to 0.5): Dropout on the ELMo mix and inside the task heads.
         classifier_hidden_size (`int`, defaults to 256):
             Hidden layer of the sequence-classification MLP (0 = a single linear layer).
@@ -192,6 +198,7 @@ class ElmoConfig(PretrainedConfig):
         use_crf: bool = False,
         freeze_elmo: bool = True,
         task_token_features: bool = False,
+        label_characters: bool = False,
         classifier_dropout: float = 0.5,
         classifier_hidden_size: int = 256,
         lstm_implementation: str = "auto",
@@ -241,6 +248,7 @@ class ElmoConfig(PretrainedConfig):
         self.use_crf = use_crf
         self.freeze_elmo = freeze_elmo
         self.task_token_features = task_token_features
+        self.label_characters = label_characters
         self.classifier_dropout = classifier_dropout
         self.classifier_hidden_size = classifier_hidden_size
         self.lstm_implementation = lstm_implementation

@@ -159,15 +159,41 @@ class ElmoDataCollator:
         return batch
 
     def _with_labels(self, batch: dict, examples, full_lengths: list[int], num_words: int) -> dict[str, torch.Tensor]:
+        with_characters = ["token_word_index" in example for example in examples]
+        if any(with_characters):
+            if not all(with_characters):
+                raise ValueError("some examples have token_word_index (characters of words) and some do not")
+            batch.update(self._character_positions(examples, full_lengths, num_words))
+            # Labels are then one per character.
+            full_lengths = [len(example["token_word_index"]) for example in examples]
+            num_words = batch["token_word_index"].shape[1]
+        unit = "character" if any(with_characters) else "word"
         raw = [example_label(example) for example in examples]
         has_labels = [label is not None for label in raw]
         if any(has_labels):
             if not all(has_labels):
                 raise ValueError("some examples have labels and some do not")
-            batch["labels"] = self._labels(raw, full_lengths, num_words)
+            batch["labels"] = self._labels(raw, full_lengths, num_words, unit)
         return batch
 
-    def _labels(self, raw: list, full_lengths: list[int], num_words: int) -> torch.Tensor:
+    def _character_positions(self, examples, full_lengths: list[int], num_words: int) -> dict[str, torch.Tensor]:
+        """`token_word_index` (batch, characters), -1 at padding and for characters of words cut by `max_words`,
+        and `token_positions` (batch, characters), 0 at padding."""
+        rows, positions = [], []
+        for row, (example, length) in enumerate(zip(examples, full_lengths)):
+            index = torch.as_tensor(example["token_word_index"], dtype=torch.long)
+            position = torch.as_tensor(example.get("token_positions", ()), dtype=torch.long)
+            if index.dim() != 1 or position.shape != index.shape:
+                raise ValueError(f"example {row}: token_word_index and token_positions must be lists of one id per "
+                                 f"character of the same length, got {tuple(index.shape)} and {tuple(position.shape)}")
+            if index.numel() and (int(index.min()) < -1 or int(index.max()) >= length):
+                raise ValueError(f"example {row}: token_word_index must point at its {length} words (or be -1: none)")
+            rows.append(index.masked_fill(index >= num_words, -1))
+            positions.append(position)
+        num_characters = max(len(index) for index in rows)
+        return {"token_word_index": _padded(rows, num_characters, -1), "token_positions": _padded(positions, num_characters, 0)}
+
+    def _labels(self, raw: list, full_lengths: list[int], num_words: int, unit: str = "word") -> torch.Tensor:
         # One label per example: a Python or numpy number (datasets yields numpy scalars) or a 0-d tensor; an
         # integer is a class id, a floating-point number a regression target.
         scalar = [is_sentence_label(label) for label in raw]
@@ -180,7 +206,7 @@ class ElmoDataCollator:
         for row, (label, length) in enumerate(zip(raw, full_lengths)):
             label = torch.tensor([int(x) for x in label], dtype=torch.long)
             if len(label) != length:
-                raise ValueError(f"example {row}: {length} words but {len(label)} labels (need one label per word)")
+                raise ValueError(f"example {row}: {length} {unit}s but {len(label)} labels (need one label per {unit})")
             rows.append(label)
         return _padded(rows, num_words, self.label_pad_token_id)
 

@@ -70,10 +70,12 @@ from .conll import (  # noqa: F401  (re-exported: the data half of the fine-tuni
     sentences_from_pairs,
 )
 from .configuration_elmo import ElmoConfig
+from .char_words import characters_as_words
 from .data_collator import LABEL_KEYS, ElmoDataCollator, example_label, is_sentence_label
 from .loading import ModelNotFoundError, check_model_location, load_tokenizer, resolve_model_name
 from .file_io import check_output_folder
 from .modeling_elmo import ElmoForSequenceClassification, ElmoForTokenClassification, ElmoWeightShapeError
+from .tagging import character_batch, is_cjk_word, tagged_mask
 
 logger = logging.getLogger("hf_elmo.finetune")
 
@@ -148,12 +150,16 @@ def predict_tags(
     try:
         for begin in range(0, len(order), batch_size):
             chunk = order[begin : begin + batch_size]
-            batch = collator([{"words": list(sentences[i])} for i in chunk])
+            if model.config.label_characters:
+                batch = character_batch(tokenizer, [sentences[i] for i in chunk], max_words)
+            else:
+                batch = collator([{"words": list(sentences[i])} for i in chunk])
             batch = {key: value.to(device) for key, value in batch.items()}
             logits = model(**batch).logits
-            best = model.decode(logits, batch["attention_mask"].bool()).cpu()
+            mask = tagged_mask(model, batch)
+            best = model.decode(logits, mask).cpu()
             for row, index in enumerate(chunk):
-                count = int(batch["attention_mask"][row].sum())
+                count = int(mask[row].sum())
                 tags = [id2label[int(i)] for i in best[row, :count]]
                 # Words cut by max_words get "O" so that the output lines up with the input.
                 results[index] = tags + ["O"] * (len(sentences[index]) - count)
@@ -217,6 +223,8 @@ class FinetuneOptions:
     random_init: bool = False
     # The head's own trainable word vectors x_k beside the ELMo mix (the paper's [x_k; ELMo_k]).
     task_token_features: bool = False
+    # Character-labelled data read as words by the biLM (config.label_characters); None: decided from the data.
+    label_characters: bool | None = None
     dropout: float | None = None
     classifier_hidden_size: int | None = None
     epochs: float = 3.0
@@ -471,7 +479,11 @@ def precompute_elmo_layers(
                     if word_ids is not None:
                         item["word_ids"] = word_ids[row, :count].clone()
                 labels = example_label(examples[index])
-                if labels is not None:
+                if "token_word_index" in examples[index]:  # characters of words: labels stay one per character
+                    item["token_word_index"] = [i if i < count else -1 for i in examples[index]["token_word_index"]]
+                    item["token_positions"] = list(examples[index]["token_positions"])
+                    item["labels"] = None if labels is None else list(labels)
+                elif labels is not None:
                     item["labels"] = labels if is_sentence_label(labels) else list(labels)[:count]
                 results[index] = item
     finally:
@@ -655,6 +667,14 @@ def _trained(options: FinetuneOptions, data: tuple, labels: list[str], model, tr
         }
 
 
+def looks_character_labelled(sentences: Sequence[TaggedSentence], share: float = 0.9) -> bool:
+    """Whether the tokens are Chinese characters one by one (MSRA and most Chinese NER sets): at least `share` of
+    them a single CJK character."""
+    tokens = [token for sentence in sentences for token in sentence.words]
+    single = sum(len(token) == 1 and is_cjk_word(token) for token in tokens)
+    return bool(tokens) and single >= share * len(tokens)
+
+
 def train_tagger(
     train: Sequence[TaggedSentence],
     dev: Sequence[TaggedSentence] | None = None,
@@ -674,15 +694,35 @@ def train_tagger(
     head = {"task_encoder": options.task_encoder, "use_crf": options.use_crf}
     if options.task_encoder_hidden_size is not None:
         head["task_encoder_hidden_size"] = options.task_encoder_hidden_size
-    model = build_model(ElmoForTokenClassification, options, num_labels=len(label2id),
-                        id2label={i: label for label, i in label2id.items()}, label2id=label2id,
-                        **_head_config(options, head))
+
+    def tagger(label_characters: bool):
+        return build_model(ElmoForTokenClassification, options, num_labels=len(label2id),
+                           id2label={i: label for label, i in label2id.items()}, label2id=label2id,
+                           **_head_config(options, {**head, "label_characters": label_characters}))
+
+    label_characters = options.label_characters
+    model = tagger(label_characters if label_characters is not None else looks_character_labelled(train))
     tokenizer = load_tokenizer(options.model, model.config)
+    if model.config.label_characters and tokenizer.segmenter != "jieba":
+        if label_characters:
+            raise OptionError(
+                f"--label-characters groups the characters into the words the biLM read in pretraining, but "
+                f"{options.model} reads {tokenizer.segmenter!r} tokens, not jieba words: pass --no-label-characters"
+            )
+        model = tagger(False)  # a biLM of characters reads character-labelled data as it is
+    if model.config.label_characters:
+        logger.info("characters labelled: the biLM reads the jieba words they form (--no-label-characters: "
+                    "one character a word)")
     collator = ElmoDataCollator(tokenizer, max_words=options.max_words)
     started = time.time()
+
+    def examples(sentences, unseen_label: str, split: str) -> list[dict]:
+        encoded = encode_tags(sentences, label2id, unseen_label, split)
+        return [characters_as_words(example) for example in encoded] if model.config.label_characters else encoded
+
     train_examples, dev_examples = _maybe_precompute(
-        model, collator, options, encode_tags(train, label2id, "error", "train"),
-        encode_tags(dev, label2id, options.unseen_label, "dev") if dev else None,
+        model, collator, options, examples(train, "error", "train"),
+        examples(dev, options.unseen_label, "dev") if dev else None,
     )
     precompute_seconds = round(time.time() - started, 1)
     with _trained(options, (train, dev), list(label2id), model, ListDataset(train_examples),

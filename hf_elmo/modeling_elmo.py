@@ -34,6 +34,7 @@ from .elmo_losses import classification_loss, tagging_loss
 from .elmo_lstm import ElmoBiLstm, ElmoBiLstmLayer
 from .elmo_scalar_mix import ElmoScalarMix
 from .elmo_token_cache import ElmoTokenCache
+from .elmo_word_characters import WORD_POSITIONS, character_vectors
 from .weight_checksums import (  # noqa: F401 (public names)
     WEIGHT_CHECKSUMS_FILE,
     check_finite_weights,
@@ -770,11 +771,12 @@ class ElmoForTokenClassification(_ElmoHeadMixin, ElmoPreTrainedModel):
         super().__init__(config)
         self.num_labels = config.num_labels
         self._build_elmo(config)
+        feature_size = self.feature_size + (len(WORD_POSITIONS) if config.label_characters else 0)
         self.encoder = None
         if config.task_encoder == "bilstm":
-            self.encoder = ElmoTaskBiLstm(self.feature_size, config.task_encoder_hidden_size,
+            self.encoder = ElmoTaskBiLstm(feature_size, config.task_encoder_hidden_size,
                                           config.task_encoder_num_layers, config.classifier_dropout)
-        encoded_size = 2 * config.task_encoder_hidden_size if self.encoder is not None else self.feature_size
+        encoded_size = 2 * config.task_encoder_hidden_size if self.encoder is not None else feature_size
         self.classifier = nn.Linear(encoded_size, config.num_labels)
         self.crf = ElmoCrf(config.num_labels) if config.use_crf else None
         self.post_init()
@@ -789,6 +791,8 @@ class ElmoForTokenClassification(_ElmoHeadMixin, ElmoPreTrainedModel):
         return_dict: bool | None = None,
         num_items_in_batch: int | torch.Tensor | None = None,
         elmo_hidden_states: torch.Tensor | None = None,
+        token_word_index: torch.Tensor | None = None,
+        token_positions: torch.Tensor | None = None,
         **kwargs,
     ) -> ElmoTokenClassifierOutput | tuple:
         r"""
@@ -801,6 +805,9 @@ class ElmoForTokenClassification(_ElmoHeadMixin, ElmoPreTrainedModel):
                 beforehand, instead of `input_ids`: the head then trains without running the biLM. Needs
                 `attention_mask` and `config.freeze_elmo`; with `config.task_token_features` pass `input_ids`
                 too (they feed only the head's own word vectors).
+            token_word_index, token_positions (`torch.LongTensor` of shape `(batch_size, num_characters)`):
+                With `config.label_characters`: each character's word (-1 at padding) and position in it; labels,
+                logits and predictions are then per character (see `elmo_word_characters`).
             labels (`torch.LongTensor` of shape `(batch_size, num_words)`, *optional*):
                 Tag ids in `[0, num_labels)`, or -100 for no label. The loss is the mean over labelled words of
                 the cross-entropy (or, with a CRF, each sentence's negative log-likelihood summed and divided by
@@ -812,6 +819,10 @@ class ElmoForTokenClassification(_ElmoHeadMixin, ElmoPreTrainedModel):
         _refuse_unknown_arguments(type(self).__name__, kwargs)
         return_dict = return_dict if return_dict is not None else self.config.return_dict
         mixed, mask, elmo_layers = self._mixed_representation(input_ids, attention_mask, word_ids, elmo_hidden_states)
+        if self.config.label_characters:
+            mixed, mask = character_vectors(mixed, token_word_index, token_positions)
+        elif token_word_index is not None or token_positions is not None:
+            raise ValueError("token_word_index / token_positions are for taggers with config.label_characters")
         logits = self.classifier(self.dropout(self.encoder(mixed, mask)) if self.encoder is not None else mixed)
 
         loss = None if labels is None else tagging_loss(logits, labels, mask, self.crf, num_items_in_batch)

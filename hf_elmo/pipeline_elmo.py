@@ -9,7 +9,7 @@ from __future__ import annotations
 from transformers import AutoModelForTokenClassification, Pipeline
 from transformers.pipelines import PIPELINE_REGISTRY
 
-from .tagging import entities_from_tags
+from .tagging import character_batch, characters_of_text, entities_from_tags, tagged_mask
 
 TASK = "elmo-token-classification"
 
@@ -32,14 +32,18 @@ class ElmoTokenClassificationPipeline(Pipeline):
     def preprocess(self, text: str):
         if not isinstance(text, str):
             raise TypeError(f"{TASK} takes strings, got {type(text).__name__}")
-        encoding = self.tokenizer(text, return_tensors="pt", return_words=True)
-        words = encoding.pop("words")
+        if self.model.config.label_characters:
+            words = characters_of_text(self.tokenizer, text)
+            encoding = character_batch(self.tokenizer, [words])
+        else:
+            encoding = self.tokenizer(text, return_tensors="pt", return_words=True)
+            words = encoding.pop("words")
         return {**encoding, "words": words, "text": text}  # `word_ids` too, for models with a word embedding
 
     def _forward(self, model_inputs):
         words, text = model_inputs.pop("words"), model_inputs.pop("text")
         logits = self.model(**model_inputs).logits
-        mask = model_inputs["attention_mask"].bool()
+        mask = tagged_mask(self.model, model_inputs)
         best = self.model.decode(logits, mask)
         probabilities = self.model.tag_probabilities(logits, mask)
         chosen = probabilities.gather(-1, best.clamp(min=0).unsqueeze(-1)).squeeze(-1)

@@ -75,7 +75,7 @@ def entities_from_tags(
             surface = text[start:stop]
         else:
             start = stop = None
-            glue = joiner if joiner is not None else ("" if all(_is_cjk_word(w) for w in words[first:end]) else " ")
+            glue = joiner if joiner is not None else ("" if all(is_cjk_word(w) for w in words[first:end]) else " ")
             surface = glue.join(words[first:end])
         item = {"entity": entity, "word": surface, "start": start, "end": stop, "word_start": first, "word_end": end}
         if scores is not None:
@@ -84,10 +84,31 @@ def entities_from_tags(
     return entities
 
 
-def _is_cjk_word(word: str) -> bool:
+def is_cjk_word(word: str) -> bool:
     return bool(word) and all(
         "\u2e80" <= ch <= "\u9fff" or "\uf900" <= ch <= "\ufaff" or ord(ch) >= 0x20000 for ch in word
     )
+
+
+def character_batch(tokenizer, sentences: Sequence[Sequence[str]], max_words: int | None = None) -> dict:
+    """The inputs of a tagger with `config.label_characters` for sentences given as characters: the biLM reads
+    the words the characters form, the tagger labels the characters."""
+    from .char_words import characters_as_words
+    from .data_collator import ElmoDataCollator
+
+    return ElmoDataCollator(tokenizer, max_words=max_words)([characters_as_words({"words": list(s)}) for s in sentences])
+
+
+def characters_of_text(tokenizer, text: str) -> list[str]:
+    """The characters a `label_characters` tagger labels in raw text: those of the tokenizer's words."""
+    return [character for word in tokenizer.tokenize(text) for character in word]
+
+
+def tagged_mask(model, batch) -> torch.Tensor:
+    """(batch, positions) bool: the words a tagger labels, or the characters with `config.label_characters`."""
+    if model.config.label_characters:
+        return batch["token_word_index"] >= 0
+    return batch["attention_mask"].bool()
 
 
 @torch.no_grad()
@@ -119,13 +140,17 @@ def tag(
     try:
         for begin in range(0, len(inputs), batch_size):
             chunk = inputs[begin : begin + batch_size]
-            encoding = tokenizer(
-                chunk, is_split_into_words=is_split_into_words, padding=True, return_tensors="pt", return_words=True
-            )
-            words_batch = encoding.pop("words")
+            if model.config.label_characters:
+                words_batch = [list(s) if is_split_into_words else characters_of_text(tokenizer, s) for s in chunk]
+                encoding = character_batch(tokenizer, words_batch)
+            else:
+                encoding = tokenizer(
+                    chunk, is_split_into_words=is_split_into_words, padding=True, return_tensors="pt", return_words=True
+                )
+                words_batch = encoding.pop("words")
             encoding = {key: value.to(device) for key, value in encoding.items()}
             logits = model(**encoding).logits
-            mask = encoding["attention_mask"].bool()
+            mask = tagged_mask(model, encoding)
             best = model.decode(logits, mask)
             probabilities = model.tag_probabilities(logits, mask)
             chosen = probabilities.gather(-1, best.clamp(min=0).unsqueeze(-1)).squeeze(-1)
@@ -143,4 +168,4 @@ def tag(
     return results
 
 
-__all__ = ["split_tag", "tag_spans", "word_offsets", "entities_from_tags", "tag"]
+__all__ = ["split_tag", "tag_spans", "word_offsets", "entities_from_tags", "tag", "character_batch", "tagged_mask"]

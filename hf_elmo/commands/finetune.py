@@ -75,6 +75,13 @@ def add_parser(subparsers) -> None:
     train.add_argument("--hidden-size", type=int, default=None, help="task BiLSTM size per direction (default 200)")
     train.add_argument("--use-crf", action="store_true", help="CRF layer with Viterbi decoding")
     train.add_argument(
+        "--label-characters", action=argparse.BooleanOptionalAction, default=None,
+        help="the file labels single characters (MSRA, most Chinese NER sets): the biLM reads the jieba words they "
+        "form and each character gets its word's vectors plus its place in the word (S/B/M/E); tags stay per "
+        "character. Default: on when 90%% of the training tokens are single Chinese characters and the model "
+        "reads jieba words",
+    )
+    train.add_argument(
         "--unseen-label", choices=("error", "O"), default="error", help="dev/test labels unseen in training"
     )
     _add_training_options(train)
@@ -177,7 +184,7 @@ def _train(args) -> None:
     from ..finetune import train_tagger
 
     options = _options(args, task_encoder=args.task_encoder, task_encoder_hidden_size=args.hidden_size,
-                       use_crf=args.use_crf, unseen_label=args.unseen_label)
+                       use_crf=args.use_crf, unseen_label=args.unseen_label, label_characters=args.label_characters)
     if args.dataset:
         splits = load_hub_dataset(args.dataset, args.dataset_config, args.words_column, args.tags_column)
     else:

@@ -352,3 +352,61 @@ def test_killed_training_resumes_and_ends_bit_identical_to_an_uninterrupted_run(
     resumed = ElmoForTokenClassification.from_pretrained(killed).state_dict()
     for name, value in straight.items():
         assert torch.equal(resumed[name], value), name
+
+
+# Character-labelled data (MSRA-like) over a biLM of words ------------------------------------------------
+
+CHINESE_PEOPLE, CHINESE_PLACES = ["张三", "李四", "王小明"], ["北京", "上海", "广州"]
+CHINESE_FILLER = ["我们", "在", "去了", "和", "看见", "今天", "。"]
+
+
+def chinese_character_sentences(count: int, seed: int) -> list[tuple[list[str], list[str]]]:
+    """Toy sentences labelled per character (BIO), as MSRA is."""
+    import random
+
+    rng = random.Random(seed)
+    sentences = []
+    for _ in range(count):
+        chars, tags = [], []
+        for _ in range(rng.randint(2, 6)):
+            r = rng.random()
+            if r < 0.4:
+                word, kind = (rng.choice(CHINESE_PEOPLE), "PER") if r < 0.2 else (rng.choice(CHINESE_PLACES), "LOC")
+                chars += list(word)
+                tags += [f"B-{kind}"] + [f"I-{kind}"] * (len(word) - 1)
+            else:
+                word = rng.choice(CHINESE_FILLER)
+                chars += list(word)
+                tags += ["O"] * len(word)
+        sentences.append((chars, tags))
+    return sentences
+
+
+def test_character_labelled_files_are_read_as_words_and_tagged_per_character(tmp_path, capsys, caplog):
+    base = save_tiny_base(tmp_path / "base", **LEARNABLE)  # its tokenizer segments with jieba
+    files = {split: write_conll(tmp_path / f"{split}.txt", chinese_character_sentences(n, seed))
+             for split, n, seed in (("train", 120, 1), ("dev", 30, 2))}
+    argv = ["train", "--model", base, "--train", files["train"], "--dev", files["dev"], "--output-dir",
+            str(tmp_path / "chars"), "--use-crf", "--hidden-size", "16", "--dropout", "0", "--epochs", "8",
+            "--lr", "5e-2", "--batch-size", "16", "--seed", "0"]
+    with caplog.at_level(logging.INFO, logger="hf_elmo.finetune"):
+        assert main(argv) == 0  # detected: every token is one Chinese character
+    assert "characters labelled" in caplog.text
+    model = ElmoForTokenClassification.from_pretrained(tmp_path / "chars")
+    tokenizer = ElmoTokenizer.from_pretrained(tmp_path / "chars")
+    assert model.config.label_characters
+    results = json.loads((tmp_path / "chars" / "results.json").read_text())
+    assert results["dev"]["f1"] > 0.9, results["dev"]
+    dev = read_conll(files["dev"])
+    assert evaluate_tagger(model, tokenizer, dev)["f1"] == results["dev"]["f1"]
+    # (Sentences jieba cuts at the entities' edges: "张三去了" would be cut 张三去 / 了.)
+    predicted = predict_tags(model, tokenizer, [list("我们在北京和李四")])[0]
+    assert predicted == ["O", "O", "O", "B-LOC", "I-LOC", "O", "B-PER", "I-PER"]
+    tagged = tag(model, tokenizer, "今天李四在上海。")[0]
+    assert tagged["words"] == list("今天李四在上海。") and tagged["tags"][2:4] == ["B-PER", "I-PER"]
+    assert [(e["entity"], e["word"], e["start"]) for e in tagged["entities"]] == [("PER", "李四", 2), ("LOC", "上海", 5)]
+    assert pipeline("elmo-token-classification", model=model, tokenizer=tokenizer)("今天李四在上海。") == tagged["entities"]
+    # Asked for one character a word, the same data trains the plain word tagger.
+    off = [str(tmp_path / "off") if arg == str(tmp_path / "chars") else arg for arg in argv] + ["--no-label-characters"]
+    assert main(off + ["--max-steps", "1"]) == 0
+    assert not ElmoForTokenClassification.from_pretrained(tmp_path / "off").config.label_characters

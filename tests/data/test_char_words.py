@@ -1,6 +1,4 @@
-import torch
-
-from hf_elmo.char_words import expand_to_tokens, group_tokens, words_and_positions
+from hf_elmo.char_words import WORD_POSITIONS, characters_as_words, group_tokens, words_and_positions
 from hf_elmo.tagging import tag_spans
 
 
@@ -48,9 +46,10 @@ def test_jieba_grouping_covers_every_character_once():
     assert len(set(word_index)) == len(words)
 
 
-def test_expand_to_tokens_copies_each_word_vector_to_its_characters():
-    states = torch.arange(2 * 3 * 2, dtype=torch.float).view(2, 3, 2)
-    word_index = torch.tensor([[0, 0, 1, 2], [0, 1, 1, -100]])
-    expanded = expand_to_tokens(states, word_index)
-    assert torch.equal(expanded[0], states[0, [0, 0, 1, 2]])
-    assert torch.equal(expanded[1, :3], states[1, [0, 1, 1]])
+def test_a_character_example_becomes_words_with_each_characters_word_and_position():
+    example = {"words": list("张三在北京"), "labels": [1, 2, 0, 3, 4]}
+    converted = characters_as_words(example, fixed_segmenter(["张三", "在", "北京"]))
+    assert converted["words"] == ["张三", "在", "北京"]
+    assert converted["token_word_index"] == [0, 0, 1, 2, 2]
+    assert [WORD_POSITIONS[p] for p in converted["token_positions"]] == ["B", "E", "S", "B", "E"]
+    assert converted["labels"] == example["labels"] and example["words"] == list("张三在北京")  # input untouched

@@ -1,0 +1,1 @@
+../../elmo_word_characters.py
