@@ -5,7 +5,9 @@ import logging
 
 import pytest
 import torch
-from finetune_helpers import LEARNABLE, save_tiny_base, toy_sentences, write_conll
+from finetune_helpers import (
+    CHINESE_FILLER, CHINESE_PEOPLE, CHINESE_PLACES, LEARNABLE, save_tiny_base, toy_sentences, write_conll,
+)
 from transformers import pipeline
 
 from hf_elmo import ElmoDataCollator, ElmoForSequenceClassification, ElmoForTokenClassification, ElmoTokenizer
@@ -356,35 +358,10 @@ def test_killed_training_resumes_and_ends_bit_identical_to_an_uninterrupted_run(
 
 # Character-labelled data (MSRA-like) over a biLM of words ------------------------------------------------
 
-CHINESE_PEOPLE, CHINESE_PLACES = ["张三", "李四", "王小明"], ["北京", "上海", "广州"]
-CHINESE_FILLER = ["我们", "在", "去了", "和", "看见", "今天", "。"]
-
-
-def chinese_character_sentences(count: int, seed: int) -> list[tuple[list[str], list[str]]]:
-    """Toy sentences labelled per character (BIO), as MSRA is."""
-    import random
-
-    rng = random.Random(seed)
-    sentences = []
-    for _ in range(count):
-        chars, tags = [], []
-        for _ in range(rng.randint(2, 6)):
-            r = rng.random()
-            if r < 0.4:
-                word, kind = (rng.choice(CHINESE_PEOPLE), "PER") if r < 0.2 else (rng.choice(CHINESE_PLACES), "LOC")
-                chars += list(word)
-                tags += [f"B-{kind}"] + [f"I-{kind}"] * (len(word) - 1)
-            else:
-                word = rng.choice(CHINESE_FILLER)
-                chars += list(word)
-                tags += ["O"] * len(word)
-        sentences.append((chars, tags))
-    return sentences
-
-
 def test_character_labelled_files_are_read_as_words_and_tagged_per_character(tmp_path, capsys, caplog):
     base = save_tiny_base(tmp_path / "base", **LEARNABLE)  # its tokenizer segments with jieba
-    files = {split: write_conll(tmp_path / f"{split}.txt", chinese_character_sentences(n, seed))
+    chinese = dict(people=CHINESE_PEOPLE, places=CHINESE_PLACES, filler=CHINESE_FILLER, words_per_sentence=(2, 6))
+    files = {split: write_conll(tmp_path / f"{split}.txt", toy_sentences(n, seed, **chinese))
              for split, n, seed in (("train", 120, 1), ("dev", 30, 2))}
     argv = ["train", "--model", base, "--train", files["train"], "--dev", files["dev"], "--output-dir",
             str(tmp_path / "chars"), "--use-crf", "--hidden-size", "16", "--dropout", "0", "--epochs", "8",

@@ -40,23 +40,28 @@ def save_tiny_base(folder, seed: int = 0, **overrides) -> str:
 PEOPLE = [["Alice"], ["Bob"], ["Carol", "Smith"], ["Dan", "Brown"]]
 PLACES = [["Paris"], ["Rome"], ["New", "York"], ["Oslo"]]
 FILLER = ["the", "a", "met", "in", "went", "to", "and", "saw", "."]
+# Labelled per character, as MSRA is: every entity and filler word is split into its characters.
+CHINESE_PEOPLE, CHINESE_PLACES = [list("张三"), list("李四"), list("王小明")], [list("北京"), list("上海"), list("广州")]
+CHINESE_FILLER = [list(word) for word in ("我们", "在", "去了", "和", "看见", "今天", "。")]
 
 
-def toy_sentences(count: int, seed: int) -> list[tuple[list[str], list[str]]]:
-    """Sentences with PER / LOC entities (BIO) among filler words."""
+def toy_sentences(count: int, seed: int, people=PEOPLE, places=PLACES, filler=FILLER, words_per_sentence=(2, 7)):
+    """Sentences with PER / LOC entities (BIO) among filler words (a filler entry that is a list: its tokens)."""
     rng = random.Random(seed)
     sentences = []
     for _ in range(count):
         words, tags = [], []
-        for _ in range(rng.randint(2, 7)):
+        for _ in range(rng.randint(*words_per_sentence)):
             r = rng.random()
             if r < 0.2 or r < 0.4:
-                entity, kind = (rng.choice(PEOPLE), "PER") if r < 0.2 else (rng.choice(PLACES), "LOC")
+                entity, kind = (rng.choice(people), "PER") if r < 0.2 else (rng.choice(places), "LOC")
                 words += entity
                 tags += [f"B-{kind}"] + [f"I-{kind}"] * (len(entity) - 1)
             else:
-                words.append(rng.choice(FILLER))
-                tags.append("O")
+                tokens = rng.choice(filler)
+                tokens = tokens if isinstance(tokens, list) else [tokens]
+                words += tokens
+                tags += ["O"] * len(tokens)
         sentences.append((words, tags))
     return sentences
 
