@@ -115,6 +115,7 @@ def options_for(args, **overrides) -> FinetuneOptions:
         threads=args.threads,
         logging_steps=args.logging_steps,
         task_token_features=args.token_features,
+        label_characters=args.label_characters,
     )
     values.update(overrides)
     return FinetuneOptions(**values)
@@ -138,7 +139,8 @@ def run_tagging(args, data: dict, **overrides) -> dict:
         "test_words": sum(len(s.words) for s in test),
     }
     results["model_config"] = {
-        k: getattr(run["model"].config, k) for k in ("projection_dim", "lstm_cell_dim", "num_lstm_layers")
+        k: getattr(run["model"].config, k)
+        for k in ("projection_dim", "lstm_cell_dim", "num_lstm_layers", "char_scheme", "label_characters")
     }
     return results
 
@@ -305,6 +307,15 @@ def main(argv=None) -> int:
         help="the head's own trainable word vectors x_k beside the ELMo mix (the paper's [x_k; ELMo_k])",
     )
     parser.add_argument(
+        "--label-characters", action=argparse.BooleanOptionalAction, default=None,
+        help="msra: the biLM reads jieba words, each character gets its word's vectors and S/B/M/E position "
+        "(default: as `hf-elmo finetune train` decides, i.e. on for MSRA)",
+    )
+    parser.add_argument(
+        "--random-bilm", action="store_true",
+        help="pd-elmo / msra: the same head on a randomly initialised, frozen biLM of the same architecture",
+    )
+    parser.add_argument(
         "--max-words", type=int, default=150, help="cut longer training sentences (evaluation is never cut)"
     )
     parser.add_argument(
@@ -339,11 +350,12 @@ def main(argv=None) -> int:
 
     started = time.time()
     if args.experiment == "pd-elmo":
-        results = run_tagging(args, peoples_daily_ner(args.split_seed), freeze=not args.fine_tune_bilm)
+        results = run_tagging(args, peoples_daily_ner(args.split_seed), freeze=not args.fine_tune_bilm,
+                              random_init=args.random_bilm)
     elif args.experiment == "pd-scratch":
         results = run_tagging(args, peoples_daily_ner(args.split_seed), freeze=False, random_init=True)
     elif args.experiment == "msra":
-        results = run_tagging(args, msra_ner(0.05, args.seed), freeze=True)
+        results = run_tagging(args, msra_ner(0.05, args.seed), freeze=True, random_init=args.random_bilm)
     else:
         results = run_sentiment(args)
 
