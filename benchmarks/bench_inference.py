@@ -71,6 +71,12 @@ def parse_args(argv=None):
     parser.add_argument("--extra-modes", default="reference,mkl,repack,cache,bf16,int8",
                         help=f"extra modes of ours timed at {EXTRA_MODE_SHAPE} ('' for none)")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument(
+        "--against", metavar="REV",
+        help="instead of AllenNLP, time this checkout against the commit REV (a git worktree under --work-dir), "
+        "the two alternating in fresh processes --rounds times per shape",
+    )
+    parser.add_argument("--rounds", type=int, default=3, help="with --against: alternating runs per shape and side")
     parser.add_argument("--markdown", help="also write the tables (and the command) to this file")
     parser.add_argument("--json", help="also write all raw numbers to this file")
     parser.add_argument("--ceiling-only", action="store_true", help=argparse.SUPPRESS)
@@ -140,14 +146,16 @@ def make_sentences(rng: random.Random, vocabulary: list[str], count: int, shorte
 # Running the sides ---------------------------------------------------------------------------------
 
 
-def run_worker(python: str, spec: dict, work_dir: Path, tag: str, threads: int) -> dict:
+def run_worker(python: str, spec: dict, work_dir: Path, tag: str, threads: int, repo: Path = REPO) -> dict:
+    """One fresh process timing one side (`repo`: the checkout whose hf_elmo and worker script run)."""
     spec_path, result_path = work_dir / f"spec-{tag}.json", work_dir / f"result-{tag}.json"
     spec["first_batch"] = str(work_dir / f"first-{tag}.npy")
     spec_path.write_text(json.dumps(spec), encoding="utf-8")
     env = dict(os.environ, OMP_NUM_THREADS=str(threads), MKL_NUM_THREADS=str(threads))
     if spec["side"] == "ours":
-        env["PYTHONPATH"] = os.pathsep.join([str(REPO)] + [p for p in [env.get("PYTHONPATH")] if p])
-    completed = subprocess.run([python, str(WORKER), str(spec_path), str(result_path)], env=env,
+        env["PYTHONPATH"] = os.pathsep.join([str(repo)] + [p for p in [env.get("PYTHONPATH")] if p])
+    worker = repo / "benchmarks" / WORKER.name
+    completed = subprocess.run([python, str(worker), str(spec_path), str(result_path)], env=env,
                                capture_output=True, text=True)
     if completed.returncode != 0:
         raise RuntimeError(f"{tag} worker failed:\n{completed.stderr[-4000:]}")
@@ -264,7 +272,7 @@ def main(argv=None) -> int:
     for report_path in (args.markdown, args.json):  # fail now, not after minutes of timing
         if report_path:
             Path(report_path).parent.mkdir(parents=True, exist_ok=True)
-    if not args.ours_only:
+    if not args.ours_only and not args.against:
         python = args.allennlp_python
         if not python or not (os.path.isfile(python) and os.access(python, os.X_OK)):
             print(
@@ -281,6 +289,8 @@ def main(argv=None) -> int:
 
     work_dir = Path(args.work_dir)
     work_dir.mkdir(parents=True, exist_ok=True)
+    if args.against:
+        return compare_commits(args, work_dir)
     info = machine_info(args.threads)
     print(info, flush=True)
     options, weights, folder, convert_seconds = build_model_files(work_dir, args.seed)
@@ -353,6 +363,53 @@ def main(argv=None) -> int:
         Path(args.json).write_text(json.dumps(clean({"rows": rows, "extra": extra_rows, "loads": loads,
                                                      "convert_s": convert_seconds, "gflops": gflops,
                                                      "weight_gbps": gbps}), indent=1))
+    return 0
+
+
+def compare_commits(args, work_dir: Path) -> int:
+    """This checkout against commit `args.against`, same weights and sentences, runs interleaved
+    (new, old, new, old, ...) so that a machine's drift over minutes reaches both alike."""
+    old_repo = work_dir / f"against-{args.against}"
+    if not old_repo.is_dir():
+        subprocess.run(["git", "-C", str(REPO), "worktree", "add", "--detach", str(old_repo), args.against],
+                       check=True, capture_output=True)
+    info = machine_info(args.threads)
+    print(info, flush=True)
+    options, weights, folder, _ = build_model_files(work_dir, args.seed)
+    rng = random.Random(args.seed)
+    vocabulary = make_vocabulary(rng)
+    wanted = {s.strip() for s in args.shapes.split(",") if s.strip()}
+    base = {"options": str(options), "weights": str(weights), "folder": str(folder), "threads": args.threads,
+            "warmup": args.warmup, "vocabulary": vocabulary, "side": "ours", "mode": "fp32"}
+    lines = [f"`python benchmarks/bench_inference.py --against {args.against} --rounds {args.rounds} "
+             f"--repeats {args.repeats} --threads {args.threads}`", "", info, "",
+             f"| shape | this checkout: median ms per round | {args.against}: median ms per round | ratio of "
+             "medians (old / new) | max abs diff of all layers |", "| --- | --- | --- | --- | --- |"]
+    for name, count, shortest, longest in SHAPES:
+        sentences = make_sentences(rng, vocabulary, count, shortest, longest)
+        if name not in wanted:
+            continue
+        spec = dict(base, sentences=sentences, repeats=args.repeats * (3 if count == 1 else 1))
+        tag = name.replace(" ", "")
+        times = {"new": [], "old": []}
+        for round_number in range(args.rounds):
+            for side, repo in (("new", REPO), ("old", old_repo)):
+                result = run_worker(sys.executable, dict(spec), work_dir, f"{side}-{tag}-{round_number}", args.threads,
+                                    repo)
+                times[side].append(result["median_s"] * 1000)
+                layers = result["layers"]
+                if side == "new":
+                    new_layers = layers
+        max_abs = float(np.abs(new_layers - layers).max())
+        new_median, old_median = statistics.median(times["new"]), statistics.median(times["old"])
+        lines.append(f"| {name} | {' / '.join(f'{t:.0f}' for t in times['new'])} | "
+                     f"{' / '.join(f'{t:.0f}' for t in times['old'])} | {old_median / new_median:.3f} | {max_abs:.1e} |")
+        print(lines[-1], flush=True)
+    report = "\n".join(lines) + "\n"
+    print()
+    print(report)
+    if args.markdown:
+        Path(args.markdown).write_text(report, encoding="utf-8")
     return 0
 
 
