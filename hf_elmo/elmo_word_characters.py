@@ -47,4 +47,15 @@ def character_vectors(
     return features * mask.unsqueeze(-1).to(features.dtype), mask
 
 
-__all__ = ["WORD_POSITIONS", "character_vectors"]
+def tagged_vectors(
+    label_characters: bool, word_vectors: torch.Tensor, word_mask: torch.Tensor, token_word_index, token_positions
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """What a tagger labels, with its mask: the characters' vectors with `config.label_characters`, else the words'."""
+    if label_characters:
+        return character_vectors(word_vectors, token_word_index, token_positions)
+    if token_word_index is not None or token_positions is not None:
+        raise ValueError("token_word_index / token_positions are for taggers with config.label_characters")
+    return word_vectors, word_mask
+
+
+__all__ = ["WORD_POSITIONS", "character_vectors", "tagged_vectors"]

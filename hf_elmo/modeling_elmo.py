@@ -34,7 +34,7 @@ from .elmo_losses import classification_loss, tagging_loss
 from .elmo_lstm import ElmoBiLstm, ElmoBiLstmLayer
 from .elmo_scalar_mix import ElmoScalarMix
 from .elmo_token_cache import ElmoTokenCache
-from .elmo_word_characters import WORD_POSITIONS, character_vectors
+from .elmo_word_characters import WORD_POSITIONS, tagged_vectors
 from .weight_checksums import (  # noqa: F401 (public names)
     WEIGHT_CHECKSUMS_FILE,
     check_finite_weights,
@@ -801,40 +801,28 @@ class ElmoForTokenClassification(_ElmoHeadMixin, ElmoPreTrainedModel):
                 Character ids from [`ElmoTokenizer`].
             attention_mask (`torch.Tensor` of shape `(batch_size, num_words)`, *optional*): 1 for real words.
             elmo_hidden_states (`torch.FloatTensor` of shape `(batch_size, num_lstm_layers + 1, num_words, 2P)`, *optional*):
-                The frozen biLM's layers (`ElmoModel`'s `hidden_states`, stacked on dim 1), computed once
-                beforehand, instead of `input_ids`: the head then trains without running the biLM. Needs
-                `attention_mask` and `config.freeze_elmo`; with `config.task_token_features` pass `input_ids`
-                too (they feed only the head's own word vectors).
+                The frozen biLM's layers (`ElmoModel.hidden_states` stacked on dim 1) computed beforehand, instead
+                of `input_ids` (which `config.task_token_features` still needs); needs `config.freeze_elmo`.
             token_word_index, token_positions (`torch.LongTensor` of shape `(batch_size, num_characters)`):
                 With `config.label_characters`: each character's word (-1 at padding) and position in it; labels,
                 logits and predictions are then per character (see `elmo_word_characters`).
-            labels (`torch.LongTensor` of shape `(batch_size, num_words)`, *optional*):
-                Tag ids in `[0, num_labels)`, or -100 for no label. The loss is the mean over labelled words of
-                the cross-entropy (or, with a CRF, each sentence's negative log-likelihood summed and divided by
-                the number of labelled words).
-            num_items_in_batch (`int`, *optional*):
-                Labelled words in the whole (gradient-accumulated) batch; `Trainer` passes it. Replaces the
-                local count as the divisor so that accumulated micro-batches add up to the large-batch loss.
+            labels (`torch.LongTensor` of shape `(batch_size, num_words)`, *optional*): Tag ids in `[0, num_labels)`
+                or -100 (none). Loss: the mean cross-entropy (or CRF negative log-likelihood) per labelled word.
+            num_items_in_batch (`int`, *optional*): Labelled words in the whole accumulated batch (`Trainer`), the
+                loss's divisor so that accumulated micro-batches add up to the large-batch loss.
         """
         _refuse_unknown_arguments(type(self).__name__, kwargs)
         return_dict = return_dict if return_dict is not None else self.config.return_dict
         mixed, mask, elmo_layers = self._mixed_representation(input_ids, attention_mask, word_ids, elmo_hidden_states)
-        if self.config.label_characters:
-            mixed, mask = character_vectors(mixed, token_word_index, token_positions)
-        elif token_word_index is not None or token_positions is not None:
-            raise ValueError("token_word_index / token_positions are for taggers with config.label_characters")
+        mixed, mask = tagged_vectors(self.config.label_characters, mixed, mask, token_word_index, token_positions)
         logits = self.classifier(self.dropout(self.encoder(mixed, mask)) if self.encoder is not None else mixed)
-
         loss = None if labels is None else tagging_loss(logits, labels, mask, self.crf, num_items_in_batch)
         predictions = None
         if not self.training:
             with torch.no_grad():
                 predictions = self.decode(logits, mask)
-
-        hidden_states = elmo_layers if output_hidden_states else None
-        output = ElmoTokenClassifierOutput(
-            loss=loss, logits=logits, predictions=predictions, hidden_states=hidden_states
-        )
+        output = ElmoTokenClassifierOutput(loss=loss, logits=logits, predictions=predictions,
+                                           hidden_states=elmo_layers if output_hidden_states else None)
         return output if return_dict else output.to_tuple()
 
     def decode(self, logits: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
