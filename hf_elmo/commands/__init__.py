@@ -7,8 +7,9 @@
     hf-elmo info
     hf-elmo corpus ... / hf-elmo pretrain ... / hf-elmo finetune ...
 
-Each command is a module here with `add_parser(subparsers)` (argparse only, so that `--help` answers without
-loading torch) and `run(args)`, which imports the library code it drives. Exit status: 0 done, 2 a problem the
+Each command is a module here with `HELP`, `DESCRIPTION` (kept as written in --help), `add_arguments(parser)`
+(argparse only, so that `--help` answers without loading torch) and `run(args)`, which imports the library code
+it drives; a `HelpFormatter` class there replaces the default formatter. Exit status: 0 done, 2 a problem the
 user can fix (one `hf-elmo: error:` line), 3 an upload failed after the output was written, 130 interrupted.
 """
 
@@ -33,7 +34,12 @@ def build_parser() -> argparse.ArgumentParser:
     )
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name in COMMANDS:
-        importlib.import_module(f"{__name__}.{name}").add_parser(subparsers)
+        command = importlib.import_module(f"{__name__}.{name}")
+        formatter = getattr(command, "HelpFormatter", argparse.RawDescriptionHelpFormatter)
+        command_parser = subparsers.add_parser(name, help=command.HELP, description=command.DESCRIPTION,
+                                               formatter_class=formatter)
+        command.add_arguments(command_parser)
+        command_parser.set_defaults(run=command.run)
     return parser
 
 

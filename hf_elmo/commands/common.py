@@ -85,12 +85,6 @@ def make_embedder(args, distributed=None):
     return Embedder(args.model, device=device or "cpu", dtype=args.dtype, batch_size=args.batch_size, progress=False)
 
 
-def add_command(subparsers, name: str, help: str, description: str) -> argparse.ArgumentParser:
-    """A sub-command whose --help keeps the line breaks of its description."""
-    return subparsers.add_parser(name, help=help, description=description,
-                                 formatter_class=argparse.RawDescriptionHelpFormatter)
-
-
 def add_model_arguments(parser: argparse.ArgumentParser, batch: bool = True) -> None:
     group = parser.add_argument_group("model")
     group.add_argument("--model", help="model folder or Hub id; 'default' or no --model: the Chinese model shipped with hf-elmo")

@@ -6,22 +6,18 @@ import importlib
 import os
 import sys
 
-from .common import add_command, remove_leftovers
+from .common import remove_leftovers
 from .errors import CommandError
 
 
-def add_parser(subparsers) -> None:
-    parser = add_command(
-        subparsers,
-        "convert",
-        help="convert AllenNLP/bilm-tf or ELMoForManyLangs weights to an hf-elmo folder, or back",
-        description=(
-            "--from allennlp:         --options options.json --weights weights.hdf5 OUTPUT_DIR\n"
-            "--from elmoformanylangs: --model-dir ZHS_MODEL_DIR [--config-path CNN_CONFIG.json] OUTPUT_DIR\n"
-            "--to allennlp:           --model HF_ELMO_DIR OUTPUT_DIR  (writes options.json + weights.hdf5)\n"
-            "The output folder is built under a temporary name and renamed when complete."
-        ),
-    )
+HELP = "convert AllenNLP/bilm-tf or ELMoForManyLangs weights to an hf-elmo folder, or back"
+DESCRIPTION = """--from allennlp:         --options options.json --weights weights.hdf5 OUTPUT_DIR
+--from elmoformanylangs: --model-dir ZHS_MODEL_DIR [--config-path CNN_CONFIG.json] OUTPUT_DIR
+--to allennlp:           --model HF_ELMO_DIR OUTPUT_DIR  (writes options.json + weights.hdf5)
+The output folder is built under a temporary name and renamed when complete."""
+
+
+def add_arguments(parser) -> None:
     parser.add_argument("output", metavar="OUTPUT_DIR", help="folder to write (refused if it exists, see --overwrite)")
     direction = parser.add_mutually_exclusive_group(required=True)
     direction.add_argument("--from", dest="source", choices=["allennlp", "elmoformanylangs"], help="source format")
@@ -41,7 +37,6 @@ def add_parser(subparsers) -> None:
     hub.add_argument("--private", action="store_true", help="create the Hub repo as private")
     hub.add_argument("--language", default=None, help="model card language (allennlp; default en)")
     hub.add_argument("--license", default=None, help="model card licence of the weights (allennlp; default apache-2.0)")
-    parser.set_defaults(run=run)
 
 
 # The options each direction of `convert` reads; any other one given is a mistake worth naming.

@@ -2,14 +2,11 @@
 
 from __future__ import annotations
 
+HELP = "prepare a pretraining corpus: segment raw text, build the vocabulary"
+DESCRIPTION = "Prepare a pretraining corpus and its vocabulary."
 
 
-def add_parser(subparsers) -> None:
-    parser = subparsers.add_parser(
-        "corpus", help="prepare a pretraining corpus: segment raw text, build the vocabulary",
-        description="Prepare a pretraining corpus and its vocabulary.",
-    )
-    parser.set_defaults(run=run)
+def add_arguments(parser) -> None:
     commands = parser.add_subparsers(dest="corpus_command", required=True)
     segment = commands.add_parser("segment", help="raw text (one sentence or paragraph a line) -> words split by spaces")
     segment.add_argument("--input", required=True, help="UTF-8 text file")

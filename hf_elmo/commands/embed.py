@@ -17,7 +17,7 @@ from ..file_io import (
     reserve_space,
     temporary_prefix,
 )
-from .common import add_command, add_model_arguments, add_text_arguments, make_embedder, read_lines, remove_leftovers, split_lines
+from .common import add_model_arguments, add_text_arguments, make_embedder, read_lines, remove_leftovers, split_lines
 from .errors import CommandError
 
 # Lines per unit of work. Batches are formed inside a chunk, so a given chunk is always computed
@@ -25,24 +25,23 @@ from .errors import CommandError
 CHUNK_BATCHES = 16
 
 
-def add_parser(subparsers) -> None:
-    parser = add_command(
-        subparsers,
-        "embed",
-        help="embed a file of sentences (one per line) into hdf5 or .npy",
-        description=(
-            "Embed INPUT (UTF-8, one sentence per line, `-` for stdin) into OUTPUT.\n\n"
-            "hdf5 output (default) has the `allennlp elmo` layout: dataset str(i) for line i (0-based) of shape\n"
-            "(L+1, words, 2P) with --layers all, (words, 2P) otherwise, plus `sentence_to_index`: a JSON\n"
-            "object {line text: str(i)} stored as the single string of a (1,) dataset.\n"
-            "OUTPUT ending in .npy (or --format npy): one mean word vector per line, shape (lines, 2P).\n\n"
-            "Blank lines are refused with their line numbers (as `allennlp elmo` did) unless --blank-lines\n"
-            "keep (a zero-word entry: shape (L+1, 0, 2P), a zero vector in .npy) or skip (dropped; indices\n"
-            "then count non-blank lines). OUTPUT is written to a temporary file and renamed when complete.\n\n"
-            "Scale out with `torchrun --nproc_per_node N -m hf_elmo.cli embed ...` (or accelerate launch):\n"
-            "each process embeds a share of the lines; the file is identical to a one-process run."
-        ),
-    )
+HELP = "embed a file of sentences (one per line) into hdf5 or .npy"
+DESCRIPTION = """Embed INPUT (UTF-8, one sentence per line, `-` for stdin) into OUTPUT.
+
+hdf5 output (default) has the `allennlp elmo` layout: dataset str(i) for line i (0-based) of shape
+(L+1, words, 2P) with --layers all, (words, 2P) otherwise, plus `sentence_to_index`: a JSON
+object {line text: str(i)} stored as the single string of a (1,) dataset.
+OUTPUT ending in .npy (or --format npy): one mean word vector per line, shape (lines, 2P).
+
+Blank lines are refused with their line numbers (as `allennlp elmo` did) unless --blank-lines
+keep (a zero-word entry: shape (L+1, 0, 2P), a zero vector in .npy) or skip (dropped; indices
+then count non-blank lines). OUTPUT is written to a temporary file and renamed when complete.
+
+Scale out with `torchrun --nproc_per_node N -m hf_elmo.cli embed ...` (or accelerate launch):
+each process embeds a share of the lines; the file is identical to a one-process run."""
+
+
+def add_arguments(parser) -> None:
     parser.add_argument("input", metavar="INPUT", help="UTF-8 text, one sentence per line (`-` = stdin)")
     parser.add_argument("output", metavar="OUTPUT", help="hdf5 file, or .npy for sentence vectors")
     parser.add_argument(
@@ -58,7 +57,6 @@ def add_parser(subparsers) -> None:
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
     add_text_arguments(parser)
     add_model_arguments(parser)
-    parser.set_defaults(run=run)
 
 
 class Hdf5Writer:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 
+HELP = "fine-tune ELMo with a task head"
 DESCRIPTION = "Fine-tune ELMo on word-level tagging (NER, POS, ...) or sentence classification with the `Trainer`."
 
 
@@ -54,12 +55,7 @@ def _add_training_options(parser: argparse.ArgumentParser) -> None:
 
 
 
-def add_parser(subparsers) -> None:
-    parser = subparsers.add_parser(
-        "finetune", help="fine-tune ELMo with a task head", description=DESCRIPTION,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
-    parser.set_defaults(run=run)
+def add_arguments(parser) -> None:
     commands = parser.add_subparsers(dest="finetune_command", required=True)
 
     train = commands.add_parser("train", help="fine-tune a tagger (NER, POS, ...)")

@@ -10,12 +10,14 @@ from ..file_io import human_size
 from .common import add_model_arguments, make_embedder
 
 
-def add_parser(subparsers) -> None:
-    parser = subparsers.add_parser("info", help="show a model's size, layers, dimensions and vocabulary",
-                               description="Show a model's size, parameters, layers, dimensions and vocabulary.")
+HELP = "show a model's size, layers, dimensions and vocabulary"
+DESCRIPTION = "Show a model's size, parameters, layers, dimensions and vocabulary."
+
+
+def add_arguments(parser) -> None:
     parser.add_argument("--json", action="store_true", help="print JSON")
     add_model_arguments(parser, batch=False)
-    parser.set_defaults(run=run, batch_size=1)
+    parser.set_defaults(batch_size=1)
 
 
 def model_info(embedder) -> dict:

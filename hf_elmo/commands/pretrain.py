@@ -8,6 +8,7 @@ import shlex
 import sys
 from pathlib import Path
 
+HELP = "pretrain a biLM language model from text"
 DESCRIPTION = """Pretrain an ELMo biLM from scratch on a word-segmented corpus, on top of `transformers.Trainer`.
 
     python -m hf_elmo.pretrain --train-file corpus.txt --dev-file dev.txt --output-dir runs/my-elmo \\
@@ -20,15 +21,11 @@ tokenizer are written to ``OUTPUT_DIR``, with ``pretraining_summary.json`` holdi
 """
 
 
-class _HelpFormatter(argparse.RawDescriptionHelpFormatter, argparse.ArgumentDefaultsHelpFormatter):
-    """The module docstring as written, and every option's default in its help."""
+class HelpFormatter(argparse.RawDescriptionHelpFormatter, argparse.ArgumentDefaultsHelpFormatter):
+    """The description as written, and every option's default in its help."""
 
 
-def add_parser(subparsers) -> None:
-    parser = subparsers.add_parser(
-        "pretrain", help="pretrain a biLM language model from text", description=DESCRIPTION,
-        formatter_class=_HelpFormatter,
-    )
+def add_arguments(parser) -> None:
     data = parser.add_argument_group("data")
     data.add_argument("--train-file", nargs="+", required=True, help="corpus files: one sentence a line, words split by spaces")
     data.add_argument("--dev-file", help="held-out corpus for perplexity")
@@ -102,7 +99,6 @@ def add_parser(subparsers) -> None:
         "the biLSTM runs as many steps as a batch's longest sentence, so mixed lengths waste most of its work",
     )
     train.add_argument("--no-progress", action="store_true", help="no progress bar")
-    parser.set_defaults(run=run)
 
 
 

@@ -6,23 +6,20 @@ import heapq
 import json
 import sys
 
-from .common import add_command, add_model_arguments, add_text_arguments, make_embedder, read_lines, split_lines
+from .common import add_model_arguments, add_text_arguments, make_embedder, read_lines, split_lines
 from .errors import CommandError
 
 
-def add_parser(subparsers) -> None:
-    parser = add_command(
-        subparsers,
-        "similar",
-        help="find the words in a corpus whose contextual vectors are nearest to a word in a sentence",
-        description=(
-            "Occurrence mode (--sentence): rank every word occurrence in --corpus by the cosine between its\n"
-            "contextual vector and that of --word in --sentence; --same-word keeps only occurrences of the\n"
-            "same word (which uses of 小米 mean the grain, which the phone maker?).\n\n"
-            "Type mode (--types): average each word type's vectors over all its occurrences in the corpus and\n"
-            "list the word types nearest to --word's average (or to --word in --sentence, if given)."
-        ),
-    )
+HELP = "find the words in a corpus whose contextual vectors are nearest to a word in a sentence"
+DESCRIPTION = """Occurrence mode (--sentence): rank every word occurrence in --corpus by the cosine between its
+contextual vector and that of --word in --sentence; --same-word keeps only occurrences of the
+same word (which uses of 小米 mean the grain, which the phone maker?).
+
+Type mode (--types): average each word type's vectors over all its occurrences in the corpus and
+list the word types nearest to --word's average (or to --word in --sentence, if given)."""
+
+
+def add_arguments(parser) -> None:
     parser.add_argument("--corpus", required=True, help="UTF-8 text, one sentence per line (blank lines ignored)")
     parser.add_argument("--word", required=True, help="the query word (must be one of the words after splitting)")
     parser.add_argument("--sentence", help="a sentence containing --word: the context of the query")
@@ -36,7 +33,6 @@ def add_parser(subparsers) -> None:
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
     add_text_arguments(parser)
     add_model_arguments(parser)
-    parser.set_defaults(run=run)
 
 
 def _normalise(matrix):
