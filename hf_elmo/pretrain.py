@@ -111,6 +111,15 @@ def weight_names(path: Path) -> list[str]:
     return keys
 
 
+# ElmoConfig fields taken as they are from `hf-elmo pretrain` options (field: option).
+CONFIG_FIELD_OPTIONS = {
+    "char_embedding_dim": "char_dim", "num_highway_layers": "highway", "max_characters_per_token": "max_characters",
+    "projection_dim": "projection_dim", "lstm_cell_dim": "cell_dim", "num_lstm_layers": "layers",
+    "cell_clip": "cell_clip", "proj_clip": "proj_clip", "lm_softmax": "softmax", "lm_num_sampled": "num_sampled",
+    "lm_dropout": "dropout",
+}
+
+
 def _tokenizer_from_args(args, output_dir: Path) -> ElmoTokenizer:
     """The byte scheme needs nothing; the dictionary scheme's character vocabulary is the run's own
     char_vocab.json when resuming, else built from the training files."""
@@ -142,20 +151,10 @@ def _config_from_args(args, vocabulary: list[str], tokenizer: ElmoTokenizer) -> 
         }
     return ElmoConfig(
         **characters,
-        char_embedding_dim=args.char_dim,
+        **{field: getattr(args, option) for field, option in CONFIG_FIELD_OPTIONS.items()},
         char_cnn_filters=filters,
-        num_highway_layers=args.highway,
-        max_characters_per_token=args.max_characters,
-        projection_dim=args.projection_dim,
-        lstm_cell_dim=args.cell_dim,
-        num_lstm_layers=args.layers,
-        cell_clip=args.cell_clip,
-        proj_clip=args.proj_clip,
         use_skip_connections=not args.no_skip_connections,
         lm_vocab=vocabulary,
-        lm_softmax=args.softmax,
-        lm_num_sampled=args.num_sampled,
-        lm_dropout=args.dropout,
     )
 
 
