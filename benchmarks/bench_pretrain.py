@@ -9,7 +9,8 @@ number of steps in fresh processes, one setup after the other, on the same corpu
 - (a) the build setup of issue #19's starting point: commit 86ee0a7 (checked out into a git worktree under
   --work-dir), 1 process x 1 thread, batch 64, batches drawn without grouping by length (as build.sh ran it);
 - the current code in the same setup, and the levers one at a time: length grouping, 2 threads, 2 processes x
-  1 thread (torchrun, gloo), larger batches.
+  1 thread (torchrun, gloo; (b), the setup build.sh runs), larger batches, and the dictionary character scheme
+  (one id per character, 20 positions a word instead of 50 bytes: a cheaper character CNN).
 
 Words per second count the corpus words of the batches trained on (steps x processes x batch x the mean words
 per training piece); tokens per second add the two sentence boundaries. The FLOP ceiling is the arithmetic per
@@ -35,15 +36,16 @@ MODEL_ARGS = [
     "--filters", "[[1,32],[2,32],[3,64],[4,128],[5,256]]", "--highway", "1",
     "--softmax", "sampled", "--num-sampled", "2048", "--dropout", "0.1",
 ]
-CHAR_WIDTH = 50
+# The dictionary scheme: one id per character, 18 characters a word (the shipped bytes scheme: 48 bytes).
+DICTIONARY_ARGS = ["--char-scheme", "dictionary", "--char-min-count", "2", "--max-characters", "20"]
 
 
 def flops_per_word(projection=128, cell=512, layers=2, char_dim=16, filters=((1, 32), (2, 32), (3, 64), (4, 128), (5, 256)),
-                   highway=1, sampled=2048) -> float:
+                   highway=1, sampled=2048, char_width=50) -> float:
     """Multiply-adds x 2 of one word's forward pass, x 3 for forward + backward (the backward is two products
     per forward product)."""
     total_filters = sum(count for _, count in filters)
-    cnn = sum(2 * width * char_dim * count * (CHAR_WIDTH - width + 1) for width, count in filters)
+    cnn = sum(2 * width * char_dim * count * (char_width - width + 1) for width, count in filters)
     cnn += highway * 2 * total_filters * 2 * total_filters + 2 * total_filters * projection
     per_direction_layer = 2 * projection * 4 * cell * 2 + 2 * cell * projection  # input, recurrent, projection
     lstm = 2 * layers * per_direction_layer
@@ -92,13 +94,13 @@ def baseline_checkout(work: Path) -> Path:
 
 
 def run_setup(name, code_dir: Path, work: Path, train: Path, vocab: Path, steps: int, processes: int, threads: int,
-              batch: int, grouped: bool) -> float:
+              batch: int, grouped: bool, extra: tuple = ()) -> float:
     """Seconds of training (the Trainer's own runtime, without start-up) for `steps` optimiser steps."""
     output = work / "runs" / name
     subprocess.run(["rm", "-rf", str(output)], check=True)
     args = ["--train-file", str(train), "--vocab", str(vocab), *MODEL_ARGS, "--output-dir", str(output),
             "--batch-size", str(batch), "--max-steps", str(steps), "--threads", str(threads), "--seed", "42",
-            "--save-steps", "100000", "--eval-steps", "100000", "--logging-steps", "100000", "--no-progress"]
+            "--save-steps", "100000", "--eval-steps", "100000", "--logging-steps", "100000", "--no-progress", *extra]
     if not grouped:
         args.append("--no-group-by-length")
     launcher = [sys.executable, "-m"] if processes == 1 else [
@@ -119,21 +121,22 @@ def main() -> None:
     args.work_dir.mkdir(parents=True, exist_ok=True)
     train, vocab, words_per_piece = prepare(args.work_dir)
     baseline = baseline_checkout(args.work_dir)
-    setups = [  # name, code, processes, threads, batch per process, grouped by length
-        ("(a) 86ee0a7 build setup", baseline, 1, 1, 64, False),
-        ("current, same setup", REPO, 1, 1, 64, False),
-        ("current, grouped by length", REPO, 1, 1, 64, True),
-        ("current, 1 process x 2 threads", REPO, 1, 2, 64, True),
-        ("current, 2 processes x 1 thread", REPO, 2, 1, 64, True),
-        ("(b) current, 2 processes x 1 thread, batch 128", REPO, 2, 1, 128, True),
+    setups = [  # name, code, processes, threads, batch per process, grouped by length, more options
+        ("(a) 86ee0a7 build setup", baseline, 1, 1, 64, False, ()),
+        ("current, same setup", REPO, 1, 1, 64, False, ()),
+        ("current, grouped by length", REPO, 1, 1, 64, True, ()),
+        ("current, 1 process x 2 threads", REPO, 1, 2, 64, True, ()),
+        ("(b) current, 2 processes x 1 thread (build.sh)", REPO, 2, 1, 64, True, ()),
+        ("current, 2 processes x 1 thread, batch 128", REPO, 2, 1, 128, True, ()),
+        ("current, 2 processes x 1 thread, dictionary scheme", REPO, 2, 1, 64, True, tuple(DICTIONARY_ARGS)),
     ]
-    flops = flops_per_word()
     rates = {threads: matmul_rate(threads) for threads in (1, 2)}
     rows, reference = [], None
-    for name, code, processes, threads, batch, grouped in setups:
+    for name, code, processes, threads, batch, grouped, extra in setups:
         started = time.time()
+        flops = flops_per_word(char_width=20 if extra == tuple(DICTIONARY_ARGS) else 50)
         seconds = run_setup(name.replace(" ", "_").replace(",", "").replace("(", "").replace(")", ""), code,
-                            args.work_dir, train, vocab, args.steps, processes, threads, batch, grouped)
+                            args.work_dir, train, vocab, args.steps, processes, threads, batch, grouped, extra)
         words = args.steps * processes * batch * words_per_piece
         speed = words / seconds
         reference = reference or speed
@@ -146,7 +149,8 @@ def main() -> None:
               "FLOP ceiling words/s", "of ceiling")
     table = ["| " + " | ".join(header) + " |", "|" + " --- |" * len(header)]
     table += ["| " + " | ".join(map(str, row)) + " |" for row in rows]
-    summary = (f"{flops / 1e6:.1f} MFLOP per word (forward + backward); matrix-multiply rate {rates[1]:.0f} GFLOP/s "
+    summary = (f"{flops_per_word() / 1e6:.1f} MFLOP per word (forward + backward; "
+               f"{flops_per_word(char_width=20) / 1e6:.1f} with the dictionary scheme's 20 positions); matrix-multiply rate {rates[1]:.0f} GFLOP/s "
                f"(1 thread), {rates[2]:.0f} GFLOP/s (2 threads); {words_per_piece:.2f} words per training piece")
     print("\n".join(table) + "\n\n" + summary)
     if args.markdown:
