@@ -119,26 +119,22 @@ class ElmoBiLstmLayer(ModuleWithCaches):
 
 
 def _lstm_recurrence_reference(
-    input_gates: torch.Tensor,
-    batch_sizes: list[int],
-    recurrent_weight: torch.Tensor,
-    projection_weight: torch.Tensor,
-    state: tuple[torch.Tensor, torch.Tensor],
-    cell_clip: float | None,
-    proj_clip: float | None,
+    input_gates: torch.Tensor, batch_sizes: list[int], layer: ElmoBiLstmLayer, state: tuple[torch.Tensor, torch.Tensor],
+    cell_clip: float | None, proj_clip: float | None,
 ) -> tuple[torch.Tensor, tuple[torch.Tensor, torch.Tensor]]:
     """The straightforward recurrence (`lstm_implementation="reference"`), the definition the kernels are tested against.
 
     Args:
         input_gates: (2, T, B, 4C) input products plus bias for every step, time-major, rows sorted by
             decreasing length so that the rows still running at step t are the first `batch_sizes[t]`.
-        recurrent_weight: (2, 4C, P); projection_weight: (2, P, C).
+        layer: its recurrent_weight (2, 4C, P) and projection_weight (2, P, C) are read.
         state: (h (2, B, P), c (2, B, C)) to start from.
 
     Returns: (2, T, B, P) outputs, exactly zero past each row's length, and the final (h, c): each row
     holds the state after its own last step. Nothing is modified in place, so autograd works.
     """
     h, c = state
+    recurrent_weight, projection_weight = layer.recurrent_weight, layer.projection_weight
     batch = input_gates.shape[2]
     # Unbinding once keeps autograd from materialising a full-size gradient for every per-step slice.
     step_gates = input_gates.unbind(1)
@@ -277,8 +273,7 @@ class ElmoBiLstm(ModuleWithCaches):
                 bias.unsqueeze(1), layer_input.reshape(2, steps * batch, -1), layer.input_weight.transpose(1, 2)
             ).view(2, steps, batch, -1)
             return _lstm_recurrence_reference(
-                input_gates, batch_sizes, layer.recurrent_weight, layer.projection_weight, layer_state,
-                config.cell_clip, config.proj_clip,
+                input_gates, batch_sizes, layer, layer_state, config.cell_clip, config.proj_clip
             )
 
         return self._batch_major_layers(inputs, reverse_index, state, dropout, run_layer)
