@@ -75,7 +75,7 @@ from transformers import {auto_class}, AutoTokenizer
 tokenizer = AutoTokenizer.from_pretrained("{repo_id}", trust_remote_code=True)
 model = {auto_class}.from_pretrained("{repo_id}", trust_remote_code=True).eval()
 
-batch = tokenizer(["{example}"], padding=True, return_tensors="pt")  # (batch, words, 50) character ids
+batch = tokenizer(["{example}"], padding=True, return_tensors="pt")  # (batch, words, max_characters_per_token) ids
 with torch.no_grad():
     outputs = model(**batch)
 ```"""
@@ -93,11 +93,11 @@ def builtin_specs(namespace: str = DEFAULT_NAMESPACE) -> dict[str, CardSpec]:
             datasets=["peoples-daily-1998", "msra_ner"],
             metrics=["perplexity"],
             summary=(
-                "A small Chinese ELMo (character CNN over UTF-8 bytes, highway layers, 2-layer biLSTM language "
-                "model with projections) trained from scratch by the hf-elmo project. It is the default model "
-                "shipped inside the `hf-elmo` package (`hf_elmo.DEFAULT_MODEL`), so it works offline. "
-                "Words are split with jieba; every word is read character by character, so there are no "
-                "out-of-vocabulary words."
+                "A small Chinese ELMo (character CNN over one embedding per character, highway layers, 2-layer "
+                "biLSTM language model with projections) trained from scratch by the hf-elmo project. It is the "
+                "default model shipped inside the `hf-elmo` package (`hf_elmo.DEFAULT_MODEL`), so it works "
+                "offline. Words are split with jieba; every word is read character by character, so there are no "
+                "out-of-vocabulary words (characters seen fewer than twice in training share one `<oov>` id)."
             ),
             usage=_usage(zh_small)
             + "\n\n`outputs.elmo_representations[0]` is the learned mix of all layers, `(batch, words, 2 * projection_dim)`;"
