@@ -123,7 +123,7 @@ def _remove_what_killed_runs_left(output_dir: Path) -> None:
 
     if not output_dir.is_dir():
         return
-    for name in ("run_options.json", "pretraining_summary.json", "vocab.txt"):
+    for name in ("run_options.json", "pretraining_summary.json", "vocab.txt", "char_vocab.json"):
         remove_leftovers(output_dir / name)
     removed = remove_incomplete_checkpoints(output_dir)
     if removed:
