@@ -151,7 +151,7 @@ def predict_tags(
         for begin in range(0, len(order), batch_size):
             chunk = order[begin : begin + batch_size]
             if model.config.label_characters:
-                batch = character_batch(tokenizer, [sentences[i] for i in chunk], max_words)
+                batch = character_batch(collator, [sentences[i] for i in chunk])
             else:
                 batch = collator([{"words": list(sentences[i])} for i in chunk])
             batch = {key: value.to(device) for key, value in batch.items()}

@@ -763,7 +763,8 @@ class ElmoForTokenClassification(_ElmoHeadMixin, ElmoPreTrainedModel):
     """ELMo with a tagging head: learned mix [; own word vectors x_k] -> dropout -> [BiLSTM] -> linear -> [CRF].
 
     `config.task_encoder` ("linear" / "bilstm"), `config.use_crf`, `config.task_token_features` (the head's own
-    trainable word vectors: the paper's [x_k; ELMo_k]), `config.freeze_elmo` (default). One label per word."""
+    trainable word vectors: the paper's [x_k; ELMo_k]), `config.freeze_elmo` (default). One label per word, or per
+    character with `config.label_characters`."""
 
     accepts_loss_kwargs = True
 

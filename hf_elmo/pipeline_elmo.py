@@ -9,6 +9,7 @@ from __future__ import annotations
 from transformers import AutoModelForTokenClassification, Pipeline
 from transformers.pipelines import PIPELINE_REGISTRY
 
+from .data_collator import ElmoDataCollator
 from .tagging import character_batch, characters_of_text, entities_from_tags, tagged_mask
 
 TASK = "elmo-token-classification"
@@ -34,7 +35,7 @@ class ElmoTokenClassificationPipeline(Pipeline):
             raise TypeError(f"{TASK} takes strings, got {type(text).__name__}")
         if self.model.config.label_characters:
             words = characters_of_text(self.tokenizer, text)
-            encoding = character_batch(self.tokenizer, [words])
+            encoding = character_batch(ElmoDataCollator(self.tokenizer), [words])
         else:
             encoding = self.tokenizer(text, return_tensors="pt", return_words=True)
             words = encoding.pop("words")

@@ -90,13 +90,12 @@ def is_cjk_word(word: str) -> bool:
     )
 
 
-def character_batch(tokenizer, sentences: Sequence[Sequence[str]], max_words: int | None = None) -> dict:
-    """The inputs of a tagger with `config.label_characters` for sentences given as characters: the biLM reads
-    the words the characters form, the tagger labels the characters."""
+def character_batch(collator, sentences: Sequence[Sequence[str]]) -> dict:
+    """The inputs of a tagger with `config.label_characters` for sentences given as characters, made by `collator`
+    (an `ElmoDataCollator`): the biLM reads the words the characters form, the tagger labels the characters."""
     from .char_words import characters_as_words
-    from .data_collator import ElmoDataCollator
 
-    return ElmoDataCollator(tokenizer, max_words=max_words)([characters_as_words({"words": list(s)}) for s in sentences])
+    return collator([characters_as_words({"words": list(sentence)}) for sentence in sentences])
 
 
 def characters_of_text(tokenizer, text: str) -> list[str]:
@@ -137,12 +136,16 @@ def tag(
     model.eval()
     device = next(model.parameters()).device
     results = []
+    if model.config.label_characters:
+        from .data_collator import ElmoDataCollator
+
+        collator = ElmoDataCollator(tokenizer)  # one for all batches: it remembers each word's character ids
     try:
         for begin in range(0, len(inputs), batch_size):
             chunk = inputs[begin : begin + batch_size]
             if model.config.label_characters:
                 words_batch = [list(s) if is_split_into_words else characters_of_text(tokenizer, s) for s in chunk]
-                encoding = character_batch(tokenizer, words_batch)
+                encoding = character_batch(collator, words_batch)
             else:
                 encoding = tokenizer(
                     chunk, is_split_into_words=is_split_into_words, padding=True, return_tensors="pt", return_words=True
