@@ -25,7 +25,7 @@ from torch import nn
 from transformers import PreTrainedModel
 from transformers import initialization as init
 from transformers.modeling_outputs import SequenceClassifierOutput, TokenClassifierOutput
-from transformers.utils import ModelOutput, logging
+from transformers.utils import ModelOutput, add_start_docstrings_to_model_forward, logging
 
 from .configuration_elmo import ElmoConfig
 from .elmo_char_encoder import ElmoCharacterEncoder, ElmoHighway, ElmoHighwayLayer  # noqa: F401 (public names)
@@ -623,6 +623,21 @@ def _refuse_unknown_arguments(model_name: str, kwargs: dict) -> None:
         raise TypeError(f"{model_name}.forward() got unexpected keyword arguments: {', '.join(unknown)}")
 
 
+_HEAD_INPUTS_DOCSTRING = r"""
+        Args:
+            input_ids (`torch.LongTensor` of shape `(batch_size, num_words, max_characters_per_token)`):
+                Character ids from [`ElmoTokenizer`].
+            attention_mask (`torch.Tensor` of shape `(batch_size, num_words)`, *optional*): 1 for real words.
+            word_ids (`torch.LongTensor` of shape `(batch_size, num_words)`, *optional*): Word-vocabulary ids, for
+                models with a word embedding (as [`ElmoModel`] takes them).
+            elmo_hidden_states (`torch.FloatTensor` of shape `(batch_size, num_lstm_layers + 1, num_words, 2P)`, *optional*):
+                The frozen biLM's layers (`ElmoModel.hidden_states` stacked on dim 1) computed beforehand, instead
+                of `input_ids` (which `config.task_token_features` still needs); needs `config.freeze_elmo`.
+            output_hidden_states (`bool`, *optional*): Also return the biLM layers.
+            num_items_in_batch (`int`, *optional*): Labelled items in the whole accumulated batch (`Trainer`), the
+                loss's divisor so that accumulated micro-batches add up to the large-batch loss."""
+
+
 class _ElmoHeadMixin:
     """What both heads share: the biLM (optionally frozen), an own learned mix, optional own word vectors x_k,
     dropout, weight init."""
@@ -660,6 +675,14 @@ class _ElmoHeadMixin:
         # Loading swaps in fresh parameters (requires_grad=True), so apply `freeze_elmo` again.
         model.set_elmo_frozen(model.config.freeze_elmo)
         return (model, loading_info) if wants_loading_info else model
+
+    def _head_inputs(self, input_ids, attention_mask, word_ids, elmo_hidden_states, return_dict, unknown_arguments):
+        """What both heads' `forward` begin with: refuse unknown arguments, resolve `return_dict`, mix the layers.
+
+        Returns (mixed vectors, mask, biLM layers) as `_mixed_representation` does, and `return_dict`."""
+        _refuse_unknown_arguments(type(self).__name__, unknown_arguments)
+        return_dict = return_dict if return_dict is not None else self.config.return_dict
+        return *self._mixed_representation(input_ids, attention_mask, word_ids, elmo_hidden_states), return_dict
 
     def _mixed_representation(self, input_ids, attention_mask, word_ids=None, elmo_hidden_states=None):
         """Run the biLM (without autograd when it is frozen), or take its precomputed layers, and mix them.
@@ -782,39 +805,24 @@ class ElmoForTokenClassification(_ElmoHeadMixin, ElmoPreTrainedModel):
         self.crf = ElmoCrf(config.num_labels) if config.use_crf else None
         self.post_init()
 
+    @add_start_docstrings_to_model_forward(_HEAD_INPUTS_DOCSTRING)
     def forward(
-        self,
-        input_ids: torch.Tensor | None = None,
-        attention_mask: torch.Tensor | None = None,
-        labels: torch.Tensor | None = None,
-        word_ids: torch.Tensor | None = None,
-        output_hidden_states: bool | None = None,
-        return_dict: bool | None = None,
-        num_items_in_batch: int | torch.Tensor | None = None,
-        elmo_hidden_states: torch.Tensor | None = None,
-        token_word_index: torch.Tensor | None = None,
-        token_positions: torch.Tensor | None = None,
-        **kwargs,
+        self, input_ids: torch.Tensor | None = None, attention_mask: torch.Tensor | None = None,
+        labels: torch.Tensor | None = None, word_ids: torch.Tensor | None = None,
+        token_word_index: torch.Tensor | None = None, token_positions: torch.Tensor | None = None,
+        output_hidden_states: bool | None = None, return_dict: bool | None = None,
+        num_items_in_batch: int | torch.Tensor | None = None, elmo_hidden_states: torch.Tensor | None = None, **kwargs,
     ) -> ElmoTokenClassifierOutput | tuple:
         r"""
-        Args:
-            input_ids (`torch.LongTensor` of shape `(batch_size, num_words, max_characters_per_token)`):
-                Character ids from [`ElmoTokenizer`].
-            attention_mask (`torch.Tensor` of shape `(batch_size, num_words)`, *optional*): 1 for real words.
-            elmo_hidden_states (`torch.FloatTensor` of shape `(batch_size, num_lstm_layers + 1, num_words, 2P)`, *optional*):
-                The frozen biLM's layers (`ElmoModel.hidden_states` stacked on dim 1) computed beforehand, instead
-                of `input_ids` (which `config.task_token_features` still needs); needs `config.freeze_elmo`.
             token_word_index, token_positions (`torch.LongTensor` of shape `(batch_size, num_characters)`):
                 With `config.label_characters`: each character's word (-1 at padding) and position in it; labels,
                 logits and predictions are then per character (see `elmo_word_characters`).
             labels (`torch.LongTensor` of shape `(batch_size, num_words)`, *optional*): Tag ids in `[0, num_labels)`
                 or -100 (none). Loss: the mean cross-entropy (or CRF negative log-likelihood) per labelled word.
-            num_items_in_batch (`int`, *optional*): Labelled words in the whole accumulated batch (`Trainer`), the
-                loss's divisor so that accumulated micro-batches add up to the large-batch loss.
         """
-        _refuse_unknown_arguments(type(self).__name__, kwargs)
-        return_dict = return_dict if return_dict is not None else self.config.return_dict
-        mixed, mask, elmo_layers = self._mixed_representation(input_ids, attention_mask, word_ids, elmo_hidden_states)
+        mixed, mask, elmo_layers, return_dict = self._head_inputs(
+            input_ids, attention_mask, word_ids, elmo_hidden_states, return_dict, kwargs
+        )
         mixed, mask = tagged_vectors(self.config.label_characters, mixed, mask, token_word_index, token_positions)
         logits = self.classifier(self.dropout(self.encoder(mixed, mask)) if self.encoder is not None else mixed)
         loss = None if labels is None else tagging_loss(logits, labels, mask, self.crf, num_items_in_batch)
@@ -857,25 +865,14 @@ class ElmoForSequenceClassification(_ElmoHeadMixin, ElmoPreTrainedModel):
         self.classifier = nn.Linear(classifier_input, config.num_labels)
         self.post_init()
 
+    @add_start_docstrings_to_model_forward(_HEAD_INPUTS_DOCSTRING)
     def forward(
-        self,
-        input_ids: torch.Tensor | None = None,
-        attention_mask: torch.Tensor | None = None,
-        labels: torch.Tensor | None = None,
-        word_ids: torch.Tensor | None = None,
-        output_hidden_states: bool | None = None,
-        return_dict: bool | None = None,
-        num_items_in_batch: int | torch.Tensor | None = None,
-        elmo_hidden_states: torch.Tensor | None = None,
-        **kwargs,
+        self, input_ids: torch.Tensor | None = None, attention_mask: torch.Tensor | None = None,
+        labels: torch.Tensor | None = None, word_ids: torch.Tensor | None = None,
+        output_hidden_states: bool | None = None, return_dict: bool | None = None,
+        num_items_in_batch: int | torch.Tensor | None = None, elmo_hidden_states: torch.Tensor | None = None, **kwargs,
     ) -> SequenceClassifierOutput | tuple:
         r"""
-        Args:
-            input_ids (`torch.LongTensor` of shape `(batch_size, num_words, max_characters_per_token)`):
-                Character ids from [`ElmoTokenizer`].
-            attention_mask (`torch.Tensor` of shape `(batch_size, num_words)`, *optional*): 1 for real words.
-            elmo_hidden_states (`torch.FloatTensor` of shape `(batch_size, num_lstm_layers + 1, num_words, 2P)`, *optional*):
-                Precomputed layers of the frozen biLM instead of `input_ids` (see [`ElmoForTokenClassification`]).
             labels (`torch.Tensor`, *optional*): as transformers' classification heads read them, by
                 `config.problem_type` (when unset: regression if `num_labels == 1`, else single-label for integer
                 labels and multi-label for floating-point ones):
@@ -883,11 +880,10 @@ class ElmoForSequenceClassification(_ElmoHeadMixin, ElmoPreTrainedModel):
                   sentence out of the mean cross-entropy loss;
                 * regression: targets `(batch_size,)` or `(batch_size, num_labels)`, mean squared error;
                 * multi-label classification: 0/1 targets `(batch_size, num_labels)`, mean binary cross-entropy.
-            num_items_in_batch (`int`, *optional*): labelled items in the whole accumulated batch (`Trainer`).
         """
-        _refuse_unknown_arguments(type(self).__name__, kwargs)
-        return_dict = return_dict if return_dict is not None else self.config.return_dict
-        mixed, mask, elmo_layers = self._mixed_representation(input_ids, attention_mask, word_ids, elmo_hidden_states)
+        mixed, mask, elmo_layers, return_dict = self._head_inputs(
+            input_ids, attention_mask, word_ids, elmo_hidden_states, return_dict, kwargs
+        )
         weights = mask.unsqueeze(-1).to(mixed.dtype)
         pooled = (mixed * weights).sum(dim=1) / weights.sum(dim=1).clamp(min=1.0)  # (B, F)
         if self.pre_classifier is not None:
