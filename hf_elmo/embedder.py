@@ -26,6 +26,9 @@ from .loading import ModelNotFoundError, load_model_and_tokenizer
 from .modeling_elmo import ElmoModel, ElmoModelOutput
 from .tokenization_elmo import ElmoTokenizer
 
+#: What `Embedder.embed` and friends take: one raw sentence, raw sentences, or sentences split into words.
+Sentences = str | Sequence[str] | Sequence[Sequence[str]]
+
 #: Layer choices for `Embedder.embed`; an `int` picks one layer (0 = character CNN, L = top biLSTM).
 LAYER_CHOICES = ("all", "top", "average", "mix")
 
@@ -132,13 +135,17 @@ class Embedder:
 
     # sentences -> words ----------------------------------------------------------------------
 
-    def tokenize(self, sentences: str | Sequence[str] | Sequence[Sequence[str]]) -> list[list[str]] | list[str]:
+    def tokenize(self, sentences: Sentences) -> list[list[str]] | list[str]:
         """The words the vectors of `embed(sentences)` belong to, in the same shape: one word list per sentence
         (raw strings go through the tokenizer, word lists pass through), a single word list for a single string."""
         words, single = self._as_word_lists(sentences)
         return words[0] if single else words
 
-    def _as_word_lists(self, sentences) -> tuple[list[list[str]], bool]:
+    def _as_word_lists(self, sentences: Sentences, return_tensors: str = "pt") -> tuple[list[list[str]], bool]:
+        """(one word list per sentence, whether `sentences` was a single string); checks `return_tensors` too,
+        so that a bad choice fails before any work."""
+        if return_tensors not in ("np", "pt"):
+            raise ValueError(f"return_tensors must be 'np' or 'pt', got {return_tensors!r}")
         if isinstance(sentences, str):
             return [self.tokenizer.tokenize(sentences)], True
         if not isinstance(sentences, (list, tuple)):
@@ -216,14 +223,8 @@ class Embedder:
 
     # public API -----------------------------------------------------------------------------
 
-    def embed(
-        self,
-        sentences: str | Sequence[str] | Sequence[Sequence[str]],
-        layers: str | int = "all",
-        return_tensors: str = "np",
-        batch_size: int | None = None,
-        progress: bool | None = None,
-    ):
+    def embed(self, sentences: Sentences, layers: str | int = "all", return_tensors: str = "np",
+            batch_size: int | None = None, progress: bool | None = None):
         """Contextual word vectors for each sentence.
 
         Args:
@@ -236,32 +237,22 @@ class Embedder:
         Returns:
             A list with one array per sentence, in input order (a single array for a single string).
         """
-        if return_tensors not in ("np", "pt"):
-            raise ValueError(f"return_tensors must be 'np' or 'pt', got {return_tensors!r}")
-        word_lists, single = self._as_word_lists(sentences)
+        word_lists, single = self._as_word_lists(sentences, return_tensors)
         results: list = [None] * len(word_lists)
         for index, vectors in self.iter_embed(word_lists, layers, batch_size, progress):
             results[index] = vectors.float().numpy() if return_tensors == "np" else vectors
         return results[0] if single else results
 
-    def sentence_vectors(
-        self,
-        sentences: str | Sequence[str] | Sequence[Sequence[str]],
-        layers: str | int = "average",
-        return_tensors: str = "np",
-        batch_size: int | None = None,
-        progress: bool | None = None,
-    ):
+    def sentence_vectors(self, sentences: Sentences, layers: str | int = "average", return_tensors: str = "np",
+            batch_size: int | None = None, progress: bool | None = None):
         """Mean of each sentence's word vectors over its real words (TF Hub's `default` output is this
         over the learned mix: `layers="mix"`).
 
         Returns an array `(sentences, 2P)` (`(sentences, L + 1, 2P)` for `layers="all"`); a sentence with
         no words gets zeros. A single string gives one vector.
         """
-        if return_tensors not in ("np", "pt"):
-            raise ValueError(f"return_tensors must be 'np' or 'pt', got {return_tensors!r}")
         layers = check_layers(layers, self.num_layers)
-        word_lists, single = self._as_word_lists(sentences)
+        word_lists, single = self._as_word_lists(sentences, return_tensors)
         shape = (len(word_lists),) + ((self.num_layers,) if layers == "all" else ()) + (self.dim,)
         result = torch.zeros(shape, dtype=self.model.dtype)
         for indices, output in self.iter_batches(word_lists, batch_size, progress):
