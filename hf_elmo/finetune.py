@@ -75,6 +75,7 @@ from .data_collator import LABEL_KEYS, ElmoDataCollator, example_label, is_sente
 from .loading import ModelNotFoundError, check_model_location, load_tokenizer, resolve_model_name
 from .file_io import check_output_folder
 from .modeling_elmo import ElmoForSequenceClassification, ElmoForTokenClassification, ElmoWeightShapeError
+from .tag_metrics import seqeval_scores, tag_metrics_function  # noqa: F401  (re-exported)
 from .tagging import character_batch, is_cjk_word, tagged_mask
 
 logger = logging.getLogger("hf_elmo.finetune")
@@ -89,49 +90,6 @@ class ListDataset(torch.utils.data.Dataset):
 
     def __getitem__(self, index: int) -> dict:
         return self.items[index]
-
-
-# Metrics -------------------------------------------------------------------------------------
-
-
-def seqeval_scores(gold: Sequence[Sequence[str]], predicted: Sequence[Sequence[str]]) -> dict[str, float]:
-    """Micro precision / recall / F1 over entities, token accuracy, and `{TYPE}_precision/_recall/_f1/_support`."""
-    try:
-        from seqeval.metrics import accuracy_score, classification_report
-    except ImportError:
-        raise SystemExit("evaluation needs seqeval: pip install 'hf-elmo[train]'") from None
-    report = classification_report(gold, predicted, output_dict=True, zero_division=0)
-    micro = report.get("micro avg", {"precision": 0.0, "recall": 0.0, "f1-score": 0.0})
-    scores = {
-        "precision": float(micro["precision"]),
-        "recall": float(micro["recall"]),
-        "f1": float(micro["f1-score"]),
-        "accuracy": float(accuracy_score(gold, predicted)),
-    }
-    for entity, values in report.items():
-        if entity.endswith(" avg"):
-            continue
-        scores[f"{entity}_precision"] = float(values["precision"])
-        scores[f"{entity}_recall"] = float(values["recall"])
-        scores[f"{entity}_f1"] = float(values["f1-score"])
-        scores[f"{entity}_support"] = int(values["support"])
-    return scores
-
-
-def tag_metrics_function(id2label: dict[int, str]):
-    """`compute_metrics` for the `Trainer`: reads the model's decoded `predictions` (Viterbi with a CRF)."""
-
-    def compute_metrics(eval_prediction) -> dict[str, float]:
-        outputs = eval_prediction.predictions
-        predicted_ids = outputs[1] if isinstance(outputs, (tuple, list)) else outputs.argmax(-1)
-        gold, predicted = [], []
-        for gold_row, predicted_row in zip(eval_prediction.label_ids, predicted_ids):
-            keep = gold_row != -100
-            gold.append([id2label[int(i)] for i in gold_row[keep]])
-            predicted.append([id2label[int(i)] if i >= 0 else "O" for i in predicted_row[keep]])
-        return seqeval_scores(gold, predicted)
-
-    return compute_metrics
 
 
 @torch.no_grad()
@@ -675,22 +633,8 @@ def looks_character_labelled(sentences: Sequence[TaggedSentence], share: float =
     return bool(tokens) and single >= share * len(tokens)
 
 
-def train_tagger(
-    train: Sequence[TaggedSentence],
-    dev: Sequence[TaggedSentence] | None = None,
-    test: Sequence[TaggedSentence] | None = None,
-    options: FinetuneOptions | None = None,
-) -> dict:
-    """Fine-tune an [`ElmoForTokenClassification`]; returns `{"model", "tokenizer", "results"}`.
-
-    `results` holds the label list, dev / test seqeval scores (`dev`, `test`), training time and the options.
-    With `options.output_dir` the folder is written (model, tokenizer, results.json).
-    """
-    options = _start_training(options)
-    if not train:
-        raise DataError("no training sentences")
-    check_tagging_labels(train)
-    label2id = {label: i for i, label in enumerate(label_list(train))}
+def _new_tagger(options: FinetuneOptions, label2id: dict[str, int], train: Sequence[TaggedSentence]):
+    """The tagger to train and its tokenizer; decides `label_characters` (the option, else the data's look)."""
     head = {"task_encoder": options.task_encoder, "use_crf": options.use_crf}
     if options.task_encoder_hidden_size is not None:
         head["task_encoder_hidden_size"] = options.task_encoder_hidden_size
@@ -713,6 +657,26 @@ def train_tagger(
     if model.config.label_characters:
         logger.info("characters labelled: the biLM reads the jieba words they form (--no-label-characters: "
                     "one character a word)")
+    return model, tokenizer
+
+
+def train_tagger(
+    train: Sequence[TaggedSentence],
+    dev: Sequence[TaggedSentence] | None = None,
+    test: Sequence[TaggedSentence] | None = None,
+    options: FinetuneOptions | None = None,
+) -> dict:
+    """Fine-tune an [`ElmoForTokenClassification`]; returns `{"model", "tokenizer", "results"}`.
+
+    `results` holds the label list, dev / test seqeval scores (`dev`, `test`), training time and the options.
+    With `options.output_dir` the folder is written (model, tokenizer, results.json).
+    """
+    options = _start_training(options)
+    if not train:
+        raise DataError("no training sentences")
+    check_tagging_labels(train)
+    label2id = {label: i for i, label in enumerate(label_list(train))}
+    model, tokenizer = _new_tagger(options, label2id, train)
     collator = ElmoDataCollator(tokenizer, max_words=options.max_words)
     started = time.time()
 
