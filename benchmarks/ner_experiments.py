@@ -249,8 +249,24 @@ def write_ner_card_results(results_dir: Path, card_results: Path = CARD_RESULTS)
         ),
     }
     names = {path.stem for path in results_dir.glob("*.json")}
+    random_path = results_dir / "pd-elmo-random.json"
+    if random_path.exists():
+        random_run = json.loads(random_path.read_text(encoding="utf-8"))
+        if not random_run["results"]["options"].get("random_init"):
+            raise ValueError(f"{random_path} is not a --random-bilm run")
+        if random_run["results"]["model_config"] != results["model_config"] or random_run["results"]["options"].get(
+            "task_token_features"
+        ) != options.get("task_token_features"):
+            raise ValueError(f"{random_path} differs from pd-elmo in the architecture or the head: not a baseline")
+        random_f1 = random_run["results"]["test"]["f1"]
+        details["Without pretraining: the same head on a random frozen biLM"] = (
+            f"`{random_run['command']}`: test F1 {100 * random_f1:.2f}; pretraining gains "
+            f"{100 * (test['f1'] - random_f1):+.2f} F1"
+        )
     for elmo_name, scratch_name in pretrained_vs_scratch_pairs(names):
         elmo_run, scratch = (json.loads((results_dir / f"{n}.json").read_text(encoding="utf-8")) for n in (elmo_name, scratch_name))
+        if elmo_run["results"]["model_config"] != results["model_config"]:
+            continue  # a run of an earlier biLM: NER_EXPERIMENTS.md keeps it, this card is about the current one
         elmo_f1, scratch_f1 = elmo_run["results"]["test"]["f1"], scratch["results"]["test"]["f1"]
         if bool(elmo_run["results"]["options"].get("task_token_features")) != bool(
             scratch["results"]["options"].get("task_token_features")
