@@ -10,8 +10,14 @@ from a JSON file (``model_cards/results/<name>.json``) that whoever measures the
          "metric_type": "perplexity", "metric_name": "Perplexity", "metric_value": 123.4}
       ],
       "details": {"Parameters": "4.1M", "Training time": "2 h on 2 CPU cores"},
+      "evaluation": [
+        {"measure": "MSRA NER test F1", "result": "73.9", "target": ">= 90", "command": "python benchmarks/..."}
+      ],
       "training": "optional text replacing the card's default Training section"
     }
+
+``evaluation`` (optional) becomes a table of every acceptance measure: what was measured, the result, the
+target it is held to and the command that produced it.
 
 Results whose ``metric_value`` is still ``null`` are listed as pending in the text and left out of the
 ``model-index`` metadata (the Hub's model-index needs a value).
@@ -32,6 +38,7 @@ _RESULT_KEYS = {
     "task_type", "task_name", "dataset_type", "dataset_name", "dataset_split", "dataset_config",
     "metric_type", "metric_name", "metric_value", "source_name", "source_url", "verified",
 }  # fmt: skip
+_EVALUATION_COLUMNS = {"measure": "Measure", "result": "Result", "target": "Target", "command": "Command"}
 _REQUIRED_RESULT_KEYS = ("task_type", "dataset_type", "dataset_name", "metric_type", "metric_value")
 
 _PAPER = "Peters et al., 2018. Deep contextualized word representations. NAACL. https://arxiv.org/abs/1802.05365"
@@ -221,9 +228,16 @@ def load_results(path: str | os.PathLike) -> dict[str, Any]:
         raise ValueError(f'{path}: "details" must be an object')
     if not isinstance(data.get("training", ""), str):
         raise ValueError(f'{path}: "training" must be a string')
-    unknown = set(data) - {"results", "details", "training"}
+    evaluation = data.get("evaluation", [])
+    if not isinstance(evaluation, list) or any(
+        not isinstance(row, dict) or set(row) != set(_EVALUATION_COLUMNS)
+        or not all(isinstance(value, str) for value in row.values())
+        for row in evaluation
+    ):
+        raise ValueError(f'{path}: "evaluation" must be a list of objects with the strings {list(_EVALUATION_COLUMNS)}')
+    unknown = set(data) - {"results", "details", "evaluation", "training"}
     if unknown:
-        raise ValueError(f"{path}: unknown keys {sorted(unknown)} (expected results, details, training)")
+        raise ValueError(f"{path}: unknown keys {sorted(unknown)} (expected results, details, evaluation, training)")
     return data
 
 
@@ -242,6 +256,11 @@ def _results_table(results: list[dict[str, Any]], pending_note: str) -> str:
             f"{r.get('metric_name', r['metric_type'])} | {value} | {r.get('source_name', 'measured by hf-elmo')} |"
         )
     return "\n".join(rows)
+
+
+def _table(header: list[str], rows: list[list[str]]) -> str:
+    lines = [header, ["---"] * len(header), *rows]
+    return "\n".join("| " + " | ".join(cells) + " |" for cells in lines)
 
 
 def make_model_card(
@@ -275,6 +294,9 @@ def make_model_card(
     details = results.get("details") or {}
     if details:
         sections["Details"] = "\n".join(["| | |", "| --- | --- |"] + [f"| {k} | {v} |" for k, v in details.items()])
+    if results.get("evaluation"):
+        sections["Evaluation"] = _table(list(_EVALUATION_COLUMNS.values()),
+                                        [[row[key] for key in _EVALUATION_COLUMNS] for row in results["evaluation"]])
     sections.update(extra_sections or {})
     sections["Limitations"] = spec.limitations
     sections["Citation"] = _PAPER

@@ -102,6 +102,8 @@ def test_converted_card_uses_published_figures_only_for_the_standard_architectur
         ('{"results": [], "extra": 1}', "unknown keys"),
         ('{"results": "nope"}', '"results" list'),
         ("not json", "not valid JSON"),
+        ('{"evaluation": [{"measure": "F1", "result": "90"}]}', '"evaluation" must be a list'),
+        ('{"evaluation": [{"measure": "F1", "result": 90, "target": ">= 90", "command": "x"}]}', "the strings"),
     ],
 )
 def test_bad_results_files_are_rejected_with_the_reason(tmp_path, content, problem):
@@ -109,6 +111,23 @@ def test_bad_results_files_are_rejected_with_the_reason(tmp_path, content, probl
     path.write_text(content)
     with pytest.raises(ValueError, match=problem):
         load_results(path)
+
+
+def test_evaluation_rows_become_a_table_with_their_commands(tmp_path):
+    rows = [
+        {"measure": "MSRA test F1", "result": "80.1", "target": ">= 90: missed", "command": "`python a.py --x 1`"},
+        {"measure": "PD test F1", "result": "97.1", "target": ">= 95.5: met", "command": "`python b.py`"},
+    ]
+    path = tmp_path / "results.json"
+    path.write_text(json.dumps({"results": [], "evaluation": rows}))
+    card = str(make_model_card(builtin_specs()["elmo-zh-small"], load_results(path)))
+    table = card.split("## Evaluation\n\n", 1)[1].split("\n\n", 1)[0].splitlines()
+    assert table == [
+        "| Measure | Result | Target | Command |",
+        "| --- | --- | --- | --- |",
+        "| MSRA test F1 | 80.1 | >= 90: missed | `python a.py --x 1` |",
+        "| PD test F1 | 97.1 | >= 95.5: met | `python b.py` |",
+    ]
 
 
 def test_results_value_must_be_a_number(tmp_path):
