@@ -11,7 +11,7 @@ from finetune_helpers import (
 from transformers import pipeline
 
 from hf_elmo import ElmoDataCollator, ElmoForSequenceClassification, ElmoForTokenClassification, ElmoTokenizer
-from hf_elmo.conll import DataError, encode_tags, read_conll, sentences_from_dataset, sentences_from_pairs
+from hf_elmo.conll import read_conll
 from hf_elmo.finetune import FinetuneOptions, evaluate_tagger, main, predict_tags, train_tagger
 from hf_elmo.tagging import tag
 from paths import REPO_ROOT
@@ -165,75 +165,6 @@ def test_cli_train_writes_a_loadable_folder(trained, tmp_path, capsys):
 
 
 # Bad input ------------------------------------------------------------------------------------
-
-
-def test_conll_formats(tmp_path):
-    path = tmp_path / "mixed.txt"
-    path.write_bytes(
-        "-DOCSTART- -X- -X- O\r\n\r\nEU NNP B-NP B-ORG\r\nrejects VBZ B-VP O\r\n\r\n"
-        "New York\tB-LOC\n张三 B-PER\n\n\n".encode("utf-8")
-    )
-    sentences = read_conll(path)
-    assert [(s.words, s.tags) for s in sentences] == [
-        (["EU", "rejects"], ["B-ORG", "O"]),
-        (["New York", "张三"], ["B-LOC", "B-PER"]),
-    ]
-    assert sentences[1].where(1) == f"{path}:7"
-
-
-@pytest.mark.parametrize(
-    "content,message",
-    [
-        ("a\tO\nlonely\n", r":2: expected 'word<TAB>tag'"),
-        ("a\tO\n\tO\n", r":2: expected"),
-        ("a\tO\nb\t\n", r":2: expected"),
-        ("a\tO\nb\tB X\n", r":2: tag 'B X' contains whitespace"),
-        ("", "no sentences found"),
-        ("\n\n  \n", "no sentences found"),
-    ],
-)
-def test_malformed_conll_is_reported_with_file_and_line(tmp_path, content, message):
-    path = tmp_path / "bad.txt"
-    path.write_text(content, encoding="utf-8")
-    with pytest.raises(DataError, match=message):
-        read_conll(path)
-
-
-def test_jsonl_and_pairs_check_word_and_tag_counts(tmp_path):
-    path = tmp_path / "data.jsonl"
-    path.write_text('{"words": ["a", "b"], "tags": ["O", "O"]}\n{"words": ["a"], "tags": ["O", "B-PER"]}\n')
-    with pytest.raises(DataError, match=r"data.jsonl:2: 1 words but 2 tags"):
-        read_conll(path)
-    with pytest.raises(DataError, match="sentence 2 has 1 words but 0 tags"):
-        sentences_from_pairs([(["a"], ["O"]), (["b"], [])])
-    with pytest.raises(DataError, match="not found"):
-        read_conll(tmp_path / "missing.txt")
-
-
-def test_dataset_rows_with_class_label_names():
-    class Names:
-        names = ["O", "B-PER"]
-
-    class Column:
-        feature = Names()
-
-    class FakeDataset(list):
-        features = {"ner_tags": Column()}
-
-    rows = FakeDataset([{"tokens": ["Alice", "ran"], "ner_tags": [1, 0]}])
-    assert [(s.words, s.tags) for s in sentences_from_dataset(rows)] == [(["Alice", "ran"], ["B-PER", "O"])]
-
-
-def test_unseen_labels_error_or_map_to_o(tmp_path, caplog):
-    path = write_conll(tmp_path / "test.txt", [(["Alice", "in", "Paris"], ["B-PER", "O", "B-MISC"])])
-    sentences = read_conll(path)
-    label2id = {"O": 0, "B-PER": 1}
-    with pytest.raises(DataError, match=r"test.txt:3: label 'B-MISC' does not occur in the training data"):
-        encode_tags(sentences, label2id)
-    with caplog.at_level(logging.WARNING, logger="hf_elmo.conll"):
-        examples = encode_tags(sentences, label2id, unseen_label="O", split="test")
-    assert examples[0]["labels"] == [1, 0, 0]
-    assert "B-MISC" in caplog.text
 
 
 def test_cli_reports_bad_files_without_writing(tmp_path, capsys):

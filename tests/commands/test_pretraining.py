@@ -17,7 +17,7 @@ import torch
 
 from hf_elmo import ElmoConfig, ElmoModel, ElmoTokenizer
 from hf_elmo.bilm_format import load_model_from_bilm, write_bilm_files
-from hf_elmo.lm_data import LanguageModelCollator, LineDataset, build_vocabulary, load_vocabulary, save_vocabulary
+from hf_elmo.lm_data import LanguageModelCollator, LineDataset, load_vocabulary
 from hf_elmo.modeling_elmo import ElmoForPreTraining, ElmoLanguageModelSoftmax
 from hf_elmo.pretrain import exact_perplexity, main as pretrain_main
 from paths import REPO_ROOT
@@ -168,32 +168,6 @@ def test_tiny_model_reaches_bilm_tf_perplexity_bar(tmp_path):
 # Vocabulary and corpus ----------------------------------------------------------------------------
 
 
-def test_build_vocabulary_orders_specials_then_frequency(tmp_path):
-    corpus = tmp_path / "c.txt"
-    corpus.write_text("b a a c\nc a b\n d \n", encoding="utf-8")
-    assert build_vocabulary([corpus]) == ["<S>", "</S>", "<UNK>", "a", "b", "c", "d"]
-    assert build_vocabulary([corpus], min_count=2) == ["<S>", "</S>", "<UNK>", "a", "b", "c"]
-    assert build_vocabulary([corpus], max_size=4) == ["<S>", "</S>", "<UNK>", "a"]
-    save_vocabulary(build_vocabulary([corpus]), tmp_path / "v.txt")
-    assert load_vocabulary(tmp_path / "v.txt")[3] == "a"
-
-
-@pytest.mark.parametrize(
-    "text, message",
-    [
-        ("a\nb\n", "must start with the lines <S>, </S>, <UNK>"),
-        ("<S>\n</S>\n<UNK>\nx y\n", ":4: expected one word per line"),
-        ("<S>\n</S>\n<UNK>\n\nx\n", ":4: expected one word per line"),
-        ("<S>\n</S>\n<UNK>\nx\nx\n", "appears more than once"),
-    ],
-)
-def test_vocabulary_in_the_wrong_format_is_refused(tmp_path, text, message):
-    path = tmp_path / "vocab.txt"
-    path.write_text(text, encoding="utf-8")
-    with pytest.raises(ValueError, match=message):
-        load_vocabulary(path)
-
-
 @pytest.mark.parametrize(
     "content, message",
     [(b"", "the corpus is empty"), (b"   \n \t \n", "the corpus is empty"), (b"good line\nbad \xff\xfe line\n", r"c\.txt:2: not valid UTF-8")],
@@ -312,15 +286,6 @@ def test_init_from_a_folder_without_weights_or_config_is_refused(tmp_path, capsy
     assert not (tmp_path / "o").exists()
 
 
-def test_long_sentences_are_cut_into_pieces(tmp_path):
-    corpus = tmp_path / "c.txt"
-    corpus.write_text(" ".join(str(i) for i in range(12)) + "\n\nx y\n", encoding="utf-8")
-    dataset = LineDataset(corpus, max_words=5)
-    assert [dataset[i] for i in range(len(dataset))] == [
-        ["0", "1", "2", "3", "4"], ["5", "6", "7", "8", "9"], ["10", "11"], ["x", "y"]
-    ]
-
-
 # Interruption and scale-out (subprocesses) -----------------------------------------------------
 
 
@@ -411,23 +376,6 @@ def test_a_checkpoints_loss_sum_is_read_only_for_its_own_step(tmp_path):
     assert checkpoint_loss_sum(checkpoint) is None  # copied from another checkpoint
     (checkpoint / TRAIN_LOSS_FILE).write_text("{")
     assert checkpoint_loss_sum(checkpoint) is None
-
-
-def test_a_byte_order_mark_is_not_part_of_the_first_word(tmp_path, capsys):
-    from hf_elmo.cli import main as cli_main
-    from hf_elmo.lm_data import LineDataset, build_vocabulary
-
-    raw = tmp_path / "raw.txt"
-    raw.write_bytes("\ufeff小米 发布 了\r\n这家 小米\r\n".encode("utf-8"))
-    assert LineDataset(raw)[0] == ["小米", "发布", "了"] and LineDataset(raw)[1] == ["这家", "小米"]
-    words = build_vocabulary([raw])
-    assert words[3] == "小米" and sorted(words[4:]) == sorted(["发布", "了", "这家"])
-    assert cli_main(["corpus", "segment", "--input", str(raw), "--output", str(tmp_path / "s.txt"),
-                     "--segmenter", "whitespace"]) == 0
-    assert (tmp_path / "s.txt").read_text(encoding="utf-8").splitlines()[0] == "小米 发布 了"
-    vocabulary = tmp_path / "v.txt"
-    vocabulary.write_bytes("\ufeff<S>\n</S>\n<UNK>\n小米\n".encode("utf-8"))
-    assert load_vocabulary(vocabulary) == ["<S>", "</S>", "<UNK>", "小米"]
 
 
 def test_training_batches_group_sentences_of_similar_length(tmp_path):

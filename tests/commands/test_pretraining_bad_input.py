@@ -9,7 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from hf_elmo.lm_data import LineDataset, build_vocabulary, main as corpus_main, save_vocabulary
+from folder_listing import leftovers
+from hf_elmo.lm_data import main as corpus_main
 from hf_elmo import commands
 from hf_elmo.pretrain import main as pretrain_main
 from paths import REPO_ROOT
@@ -29,10 +30,6 @@ def one_error_line(capsys) -> str:
     return err
 
 
-def leftovers(folder: Path) -> list[str]:
-    return sorted(path.name for path in folder.iterdir())
-
-
 # Files named like the old temporaries ----------------------------------------------------------
 
 
@@ -48,14 +45,6 @@ def test_corpus_commands_leave_a_user_file_named_output_tmp_alone(tmp_path, comm
     for name in ("ok.txt", "bad.txt"):
         assert (tmp_path / f"{name}.tmp").read_text(encoding="utf-8") == "notes\n"
     assert leftovers(tmp_path) == ["bad.txt.tmp", "broken.txt", "ok.txt", "ok.txt.tmp"]
-
-
-def test_save_vocabulary_leaves_a_user_file_named_output_tmp_alone(tmp_path):
-    (tmp_path / "v.txt.tmp").write_text("notes\n", encoding="utf-8")
-    save_vocabulary(["<S>", "</S>", "<UNK>", "a"], tmp_path / "v.txt")
-    assert (tmp_path / "v.txt.tmp").read_text(encoding="utf-8") == "notes\n"
-    assert (tmp_path / "v.txt").read_text(encoding="utf-8") == "<S>\n</S>\n<UNK>\na\n"
-    assert leftovers(tmp_path) == ["v.txt", "v.txt.tmp"]
 
 
 def test_pretrain_leaves_user_files_named_like_its_outputs_tmp_alone(tmp_path):
@@ -134,23 +123,6 @@ def test_corpus_vocab_refuses_a_vocabulary_without_words(tmp_path, capsys, optio
     assert corpus_main(["vocab", "--corpus", DATA, "--output", str(tmp_path / "v.txt"), *options]) == 2
     assert message in one_error_line(capsys)
     assert leftovers(tmp_path) == []
-
-
-def test_build_vocabulary_refuses_limits_that_leave_no_words(tmp_path):
-    corpus = tmp_path / "c.txt"
-    corpus.write_text("a a b\n", encoding="utf-8")
-    with pytest.raises(ValueError, match="no word occurs at least 3 times"):
-        build_vocabulary([corpus], min_count=3)
-    with pytest.raises(ValueError, match="max_size 3 leaves no words"):
-        build_vocabulary([corpus], max_size=3)
-    with pytest.raises(ValueError, match="min_count must be at least 1"):
-        build_vocabulary([corpus], min_count=0)
-    assert build_vocabulary([corpus], max_size=4) == ["<S>", "</S>", "<UNK>", "a"]
-
-
-def test_line_dataset_refuses_max_words_below_one():
-    with pytest.raises(ValueError, match="max_words must be at least 1, got 0"):
-        LineDataset(DATA, max_words=0)
 
 
 # pretrain: everything checked before the run folder is made ----------------------------------------------

@@ -16,28 +16,13 @@ from hf_elmo.bilm_format import load_model_from_bilm
 from hf_elmo.configuration_elmo import ElmoConfig
 from hf_elmo.modeling_elmo import ElmoModel
 from hf_elmo.tokenization_elmo import ElmoTokenizer
-from numerics import bilm_tolerance, char_encoder_tolerance, float32_tolerance, lstm_tolerance, magnitude
+from numerics import bilm_tolerance, lstm_tolerance
 import paths
+from small_models import CELL_CLIP, PROJ_CLIP, encode, max_diff, small_model
 
 pytestmark = pytest.mark.numerics  # also run under forced AVX2 kernels by .ci/run
 
 FIXTURES = paths.FIXTURES / "allennlp_elmo"
-CELL_CLIP, PROJ_CLIP = 0.5, 0.3
-
-
-def small_model(skip: bool = True, clip: bool = True, layers: int = 2, dtype=torch.float32, seed: int = 0) -> ElmoModel:
-    torch.manual_seed(seed)
-    config = ElmoConfig(
-        char_embedding_dim=4, char_cnn_filters=[[1, 4], [2, 8], [3, 8]], num_highway_layers=1, projection_dim=8,
-        lstm_cell_dim=16, num_lstm_layers=layers, use_skip_connections=skip,
-        cell_clip=CELL_CLIP if clip else None, proj_clip=PROJ_CLIP if clip else None,
-    )
-    model = ElmoModel(config).to(dtype).eval()
-    with torch.no_grad():  # with clips: large enough weights that both clips are often active
-        for layer in model.bilstm.layers:
-            for parameter in layer.parameters():
-                parameter.normal_(0.0, 0.6 if clip else 0.25)
-    return model
 
 
 def bilstm_inputs(batch_lengths, steps, dim=8, dtype=torch.float32, seed=1):
@@ -66,10 +51,6 @@ def run_bilstm(model, inputs, lengths, state=None, fast=True, onednn=True, **kwa
         return model.bilstm(inputs, lengths, state, **kwargs)
     finally:
         model.config.lstm_implementation = "auto"
-
-
-def max_diff(a, b):
-    return max(float((x - y).abs().max()) for x, y in zip(a, b))
 
 
 @pytest.mark.parametrize("skip", [True, False])
@@ -243,235 +224,6 @@ def test_fixture_model_fast_equals_reference():
     assert max_diff(fast, reference) <= bilm_tolerance(model.config, *reference)
 
 
-# Character encoder ------------------------------------------------------------------------------------
-
-
-def plain_character_encoder(encoder, char_ids):
-    """ELMo layer 0 written the obvious way: Conv1d over all positions, max, activation, highway, projection."""
-    chars = encoder.char_embedding(char_ids).transpose(1, 2)
-    pooled = torch.cat([conv(chars).amax(dim=-1) for conv in encoder.convolutions], dim=-1)
-    return encoder.projection(encoder.highway(encoder.activation(pooled)))
-
-
-def test_character_encoder_equals_plain_convolution():
-    model = small_model()
-    tokenizer = ElmoTokenizer()
-    words = ["a", "hello", "x" * 60, "日本語", "", "<S>"]
-    char_ids = torch.tensor([tokenizer.word_to_char_ids(w) if w else [0] * 50 for w in words])
-    encoder = model.char_encoder
-    with torch.no_grad():
-        expected = plain_character_encoder(encoder, char_ids)
-        assert float((encoder(char_ids) - expected).abs().max()) <= char_encoder_tolerance(model.config, expected)
-        short = char_ids[[0, 1, 3]]  # no long word: most of the padding tail is dropped
-        assert float((encoder(short) - expected[[0, 1, 3]]).abs().max()) <= char_encoder_tolerance(model.config, expected)
-
-
-def test_character_encoder_chunks(monkeypatch):
-    model = small_model()
-    char_ids = torch.tensor([ElmoTokenizer().word_to_char_ids(w) for w in ["ab", "cde", "fghij", "k", "lmnopq"]])
-    with torch.no_grad():
-        whole = model.char_encoder(char_ids)
-        monkeypatch.setattr(type(model.char_encoder), "chunk_size", 2)
-        chunked = model.char_encoder(char_ids)
-        monkeypatch.setattr(type(model.char_encoder), "convolution_chunk_size", 3)
-        chunked_convolutions = model.char_encoder(char_ids)
-    assert float((whole - chunked).abs().max()) <= char_encoder_tolerance(model.config, whole)
-    assert float((whole - chunked_convolutions).abs().max()) <= char_encoder_tolerance(model.config, whole)
-
-
-def test_repeated_tokens_are_encoded_once_with_the_same_vectors_and_gradients(monkeypatch):
-    model = small_model()
-    tokenizer = ElmoTokenizer()
-    words = ["ab", "cde", "ab", "<S>", "cde", "ab", "<S>"]
-    char_ids = torch.tensor([tokenizer.word_to_char_ids(w) for w in words])
-    encoder = model.char_encoder
-    with torch.no_grad():
-        expected = plain_character_encoder(encoder, char_ids)
-    counter = count_cnn_tokens(model, monkeypatch)
-    vectors = encoder(char_ids)
-    assert counter["tokens"] == 3  # three distinct tokens
-    assert float((vectors.detach() - expected).abs().max()) <= char_encoder_tolerance(model.config, expected)
-    # Gradients reach the CNN from every occurrence, as if each had been encoded on its own.
-    weights = torch.randn(vectors.shape, generator=torch.Generator().manual_seed(3))
-    (vectors * weights).sum().backward()
-    got = [p.grad.clone() for p in encoder.parameters() if p.grad is not None]
-    encoder.zero_grad(set_to_none=True)
-    (plain_character_encoder(encoder, char_ids) * weights).sum().backward()
-    wanted = [p.grad for p in encoder.parameters() if p.grad is not None]
-    # a weight's gradient sums over every character position of every token
-    tolerance = float32_tolerance(magnitude(*wanted), char_ids.numel(), 3 + model.config.num_highway_layers)
-    assert len(got) == len(wanted) and max_diff(got, wanted) <= tolerance
-
-
-# Token-embedding cache --------------------------------------------------------------------------------
-
-
-def encode(sentences):
-    return ElmoTokenizer(segmenter="whitespace")(sentences, is_split_into_words=True, padding=True, return_tensors="pt")
-
-
-def cached_model(words):
-    model = small_model()
-    tokenizer = ElmoTokenizer()
-    model.build_token_cache(torch.tensor([tokenizer.word_to_char_ids(w) for w in words]))
-    return model
-
-
-def count_cnn_tokens(model, monkeypatch):
-    """Count the tokens this model's character CNN encodes (patched on the instance only)."""
-    counter = {"tokens": 0}
-    original = model.char_encoder.encode
-
-    def counting(char_ids, word_ids=None):
-        counter["tokens"] += char_ids.shape[0]
-        return original(char_ids, word_ids)
-
-    monkeypatch.setattr(model.char_encoder, "encode", counting)
-    return counter
-
-
-def test_token_cache_matches_cnn_and_falls_back(monkeypatch):
-    sentences = [["the", "cat", "sat"], ["a", "dog", "unknownword", "sat"]]
-    plain = small_model()
-    model = cached_model(["the", "cat", "sat", "a", "dog"])
-    assert model.config.token_cache_size == 7  # five words and <S>, </S>
-    counter = count_cnn_tokens(model, monkeypatch)
-    with torch.no_grad():
-        expected = plain(**encode(sentences)).hidden_states
-        got = model(**encode(sentences)).hidden_states
-    assert max_diff(got, expected) <= bilm_tolerance(model.config, *expected)
-    assert counter["tokens"] == 1  # only "unknownword" went through the CNN
-
-
-def test_token_cache_not_used_for_training_or_gradients(monkeypatch):
-    model = cached_model(["the", "cat"])
-    counter = count_cnn_tokens(model, monkeypatch)
-    model(**encode([["the", "cat"]]))  # eval mode but gradients wanted: the CNN runs
-    assert counter["tokens"] == 4
-    model.train()
-    with torch.no_grad():
-        model(**encode([["the", "cat"]]))
-    assert counter["tokens"] == 8
-
-
-def test_token_cache_saved_and_loaded(tmp_path, monkeypatch):
-    model = cached_model(["the", "cat", "sat"])
-    model.save_pretrained(tmp_path)
-    loaded = ElmoModel.from_pretrained(tmp_path).eval()
-    assert loaded.config.token_cache_size == 5
-    assert torch.equal(loaded.char_encoder.token_cache.vectors, model.char_encoder.token_cache.vectors)
-    counter = count_cnn_tokens(loaded, monkeypatch)
-    with torch.no_grad():
-        got = loaded(**encode([["the", "cat", "sat"]])).hidden_states
-    expected_model = small_model()
-    with torch.no_grad():
-        expected = expected_model(**encode([["the", "cat", "sat"]])).hidden_states
-    assert max_diff(got, expected) <= bilm_tolerance(model.config, *expected)
-    assert counter["tokens"] == 5  # the first-use spot check of the (5) cached entries; the words skip the CNN
-
-
-def test_a_copy_of_a_model_keeps_using_its_token_cache(monkeypatch, caplog):
-    import copy
-
-    model = cached_model(["the", "cat", "sat"])
-    with torch.no_grad():
-        model(**encode([["the", "cat"]]))  # the cache is in use
-    twin = copy.deepcopy(model)
-    counter = count_cnn_tokens(twin, monkeypatch)
-    with torch.no_grad(), caplog.at_level("WARNING"):
-        twin(**encode([["the", "cat", "sat"]]))
-    assert "weights changed" not in caplog.text
-    assert counter["tokens"] == 5  # the copy's first-use spot check; the words themselves skip the CNN
-
-
-def test_token_cache_refuses_ids_that_are_not_words():
-    model = small_model()
-    good = torch.tensor([ElmoTokenizer().word_to_char_ids("cat")])
-    for bad, message in ((good + 1000, "outside"), (good.float(), "integer"), (torch.zeros_like(good), "all-zero row")):
-        with pytest.raises((ValueError, TypeError), match=message):
-            model.build_token_cache(torch.cat([good, bad]) if bad.dtype == good.dtype else bad)
-    assert model.char_encoder.token_cache is None
-
-
-def test_stale_token_cache_is_ignored(monkeypatch):
-    model = cached_model(["the", "cat"])
-    with torch.no_grad():
-        model.char_encoder.projection.bias.add_(1.0)  # e.g. an optimiser step
-        got = model(**encode([["the", "cat"]])).hidden_states[0]
-        model.drop_token_cache()
-        expected = model(**encode([["the", "cat"]])).hidden_states[0]
-    assert torch.equal(got, expected)
-    assert model.config.token_cache_size == 0
-
-
-# Lower-precision modes ---------------------------------------------------------------------------------
-
-
-def test_int8_products_are_exact_integer_sums_on_every_kernel():
-    """fbgemm's AVX2 kernels add pairs of u8 x s8 products in 16 bits; activations at the top of the 8-bit range
-    next to weights at +-127 overflow that (2 * 255 * 127 > 32767). The int8 product must equal the same
-    quantisation done in float64 (exact integer sums, then one float32 rounding per output) on whatever kernel
-    the machine runs; CI also runs this with FBGEMM_ENABLE_INSTRUCTIONS=AVX2."""
-    from hf_elmo.quantization import int8_linear, pack_int8
-
-    generator = torch.Generator().manual_seed(0)
-    columns = 256
-    weight = torch.randn(64, columns, generator=generator)
-    weight[:, ::2] = weight[:, ::2].abs().amax(dim=1, keepdim=True)  # every other weight at its row's +127
-    activations = torch.rand(5, columns, generator=generator) * 4.0
-    activations[:, 0] = -0.05  # a small negative minimum: the positive values sit at the top of the range
-    activations[:, 1::2] = 4.0
-    got = int8_linear(activations, pack_int8(weight)).double()
-
-    weight_scales = weight.abs().amax(dim=1).double() / 127.0
-    quantized_weight = torch.round(weight.double() / weight_scales[:, None]).clamp(-127, 127) * weight_scales[:, None]
-    quantized = torch.quantize_per_tensor_dynamic(activations, torch.quint8, reduce_range=True)
-    quantized_activations = quantized.dequantize().double()
-    expected = quantized_activations @ quantized_weight.T
-    sums_of_magnitudes = quantized_activations.abs() @ quantized_weight.abs().T
-    # exact integer sums in both; float32 rounding of the scales and of the result
-    assert float(((got - expected).abs() / sums_of_magnitudes).max()) <= float32_tolerance(1.0, 1, stages=4)
-
-
-def test_int8_mode_is_close_and_reversible():
-    from hf_elmo.quantization import dequantize_lstm, quantize_lstm_int8
-
-    model = small_model(clip=False)
-    encoded = encode([["the", "cat", "sat"], ["a", "dog"]])
-    with torch.no_grad():
-        expected = model(**encoded).hidden_states
-        quantize_lstm_int8(model)
-        quantized = model(**encoded).hidden_states
-        dequantize_lstm(model)
-        again = model(**encoded).hidden_states
-    assert max_diff(again, expected) == 0
-    drift = max_diff(quantized[1:], expected[1:])
-    # 8-bit weights and 7-bit activations: each product is off by up to about 1/127 of its terms' scale; three
-    # products per layer and two layers give a few percent, with margin at 10% of the largest value
-    assert 0 < drift < 0.1 * max(float(layer.abs().max()) for layer in expected)
-    assert not quantized[-1][1, 2:].any()  # padding stays zero
-
-
-def test_int8_mode_follows_weight_changes_and_refuses_other_dtypes():
-    from hf_elmo.quantization import quantize_lstm_int8
-
-    model = small_model(clip=False)
-    encoded = encode([["the", "cat", "sat"]])
-    quantize_lstm_int8(model)
-    with torch.no_grad():
-        before = model(**encoded).hidden_states[-1]
-        model.bilstm.layers[1].recurrent_weight.mul_(0.0)  # e.g. loading other weights in place
-        after = model(**encoded).hidden_states[-1]
-        model.config.lstm_implementation = "auto"
-        reference = model(**encoded).hidden_states[-1]
-    assert not torch.allclose(before, after)  # the new weights are used...
-    assert float((after - reference).abs().max()) < 0.1 * float(reference.abs().max())  # ...quantised
-    quantize_lstm_int8(model)
-    model.to(torch.bfloat16)
-    with torch.no_grad(), pytest.raises(TypeError, match="runs float32 models"):
-        model(**encoded)
-
-
 def test_concurrent_calls_from_two_threads_give_each_its_own_numbers():
     """Inference keeps scratch memory between calls; two threads sharing one model must not share it."""
     import threading
@@ -539,36 +291,6 @@ def test_under_torch_compile_inference_takes_the_path_inductor_can_lower(monkeyp
         compiled_path, _ = model.bilstm(inputs, lengths)
         reference, _ = run_bilstm(model, inputs, lengths, fast=False)
     assert max_diff(compiled_path, reference) <= lstm_tolerance(model.config, *reference)
-
-
-def test_token_cache_survives_a_cast_to_bfloat16_and_is_refused_for_other_weights(monkeypatch, caplog):
-    import logging
-
-    words = ["the", "cat", "sat"]
-    model = cached_model(words).to(torch.bfloat16)
-    plain = small_model().to(torch.bfloat16)
-    with torch.no_grad(), caplog.at_level(logging.WARNING):
-        model(**encode([words]))  # the first call after the cast spot-checks a few cached entries
-        counter = count_cnn_tokens(model, monkeypatch)
-        got = model(**encode([words])).hidden_states
-        expected = plain(**encode([words])).hidden_states
-    assert "token cache" not in caplog.text and counter["tokens"] == 0  # the cache was used
-    assert max_diff(got[:1], expected[:1]) <= 0.05  # layer 0: float32 vectors rounded vs a bf16 CNN
-    other = cached_model(words)
-    with torch.no_grad():
-        for parameter in other.char_encoder.projection.parameters():
-            parameter.add_(0.5)  # other weights, same cache
-        other.char_encoder.token_cache._signature = None  # as after loading: the spot-check runs
-        with caplog.at_level(logging.WARNING):
-            other(**encode([words]))
-    assert "built with other character-encoder weights" in caplog.text
-    stepped = cached_model(words)
-    counter = count_cnn_tokens(stepped, monkeypatch)
-    with torch.no_grad():
-        stepped.char_encoder.projection.bias.add_(1e-7)  # an in-place update, however small: stale
-        with caplog.at_level(logging.WARNING):
-            stepped(**encode([words]))
-    assert "weights changed after the token cache was built" in caplog.text and counter["tokens"] == 5
 
 
 def test_lstm_implementation_is_a_validated_config_field_that_is_saved(tmp_path):

@@ -4,6 +4,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 from finetune_helpers import LABELS, save_tiny_base, tiny_config
+from head_helpers import ID2LABEL, LABEL2ID, SENTENCES, TAGS, batch, tagger
 from transformers import AutoModelForSequenceClassification, AutoModelForTokenClassification
 
 from hf_elmo import (
@@ -13,26 +14,6 @@ from hf_elmo import (
     ElmoTokenizer,
     ElmoTokenClassifierOutput,
 )
-
-ID2LABEL = dict(enumerate(LABELS))
-LABEL2ID = {label: i for i, label in ID2LABEL.items()}
-SENTENCES = [["Alice", "met", "Bob", "in", "Paris"], ["hello"], ["New", "York", "."]]
-TAGS = [[3, 0, 3, 0, 1], [0], [1, 2, 0]]
-
-
-def batch(sentences=SENTENCES, tags=TAGS):
-    encoding = ElmoTokenizer()(sentences, is_split_into_words=True, padding=True, return_tensors="pt")
-    labels = torch.full(encoding["attention_mask"].shape, -100)
-    for row, row_tags in enumerate(tags):
-        labels[row, : len(row_tags)] = torch.tensor(row_tags)
-    return dict(encoding), labels
-
-
-def tagger(seed=0, **overrides) -> ElmoForTokenClassification:
-    torch.manual_seed(seed)
-    values = dict(id2label=ID2LABEL, label2id=LABEL2ID, classifier_dropout=0.0)
-    values.update(overrides)
-    return ElmoForTokenClassification(tiny_config(**values)).eval()
 
 
 @pytest.mark.parametrize("encoder", ["linear", "bilstm"])
@@ -53,29 +34,6 @@ def test_token_head_outputs_and_loss(encoder, use_crf):
     else:
         expected = F.cross_entropy(output.logits[labelled], labels[labelled])
     torch.testing.assert_close(output.loss, expected)
-
-
-def test_loss_ignores_minus_100_positions():
-    model = tagger()
-    inputs, labels = batch()
-    output = model(**inputs, labels=labels)
-    # Marking one more word -100 must drop exactly that word's term from the mean.
-    partial = labels.clone()
-    partial[0, 2] = -100
-    keep = partial != -100
-    expected = F.cross_entropy(output.logits[keep], partial[keep])
-    torch.testing.assert_close(model(**inputs, labels=partial).loss, expected)
-    assert not torch.allclose(expected, output.loss)
-
-
-def test_bad_labels_are_rejected():
-    model = tagger()
-    inputs, labels = batch()
-    with pytest.raises(ValueError, match="one label per word"):
-        model(**inputs, labels=labels[:, :3])
-    labels[0, 0] = len(LABELS)
-    with pytest.raises(ValueError, match="outside"):
-        model(**inputs, labels=labels)
 
 
 def test_predictions_do_not_depend_on_batch_padding():
@@ -164,25 +122,6 @@ def test_sequence_head_mean_pools_real_words_only(tmp_path):
     loaded = AutoModelForSequenceClassification.from_pretrained(tmp_path).eval()
     assert type(loaded) is ElmoForSequenceClassification
     torch.testing.assert_close(loaded(**inputs).logits, logits)
-
-
-def test_sequence_head_regression_and_multi_label_losses_follow_transformers():
-    inputs, _ = batch()
-    torch.manual_seed(0)
-    regressor = ElmoForSequenceClassification(tiny_config(num_labels=1, classifier_dropout=0.0)).eval()
-    targets = torch.tensor([0.3, 0.9, -1.5])  # num_labels 1: regression, as in transformers
-    output = regressor(**inputs, labels=targets)
-    torch.testing.assert_close(output.loss, F.mse_loss(output.logits.squeeze(-1), targets))
-    assert output.loss > 0
-    tagger_like = ElmoForSequenceClassification(tiny_config(num_labels=3, classifier_dropout=0.0)).eval()
-    multi = torch.tensor([[1.0, 0.0, 1.0], [0.0, 0.0, 0.0], [0.0, 1.0, 0.0]])  # float labels: multi-label
-    output = tagger_like(**inputs, labels=multi)
-    torch.testing.assert_close(output.loss, F.binary_cross_entropy_with_logits(output.logits, multi))
-    with pytest.raises(ValueError, match="multi-label classification .* needs labels of shape \\(3, 3\\)"):
-        tagger_like(**inputs, labels=torch.tensor([0.3, 0.9, 1.0]))  # floats for a single-label classifier
-    tagger_like.config.problem_type = "regression"
-    output = tagger_like(**inputs, labels=multi)
-    torch.testing.assert_close(output.loss, F.mse_loss(output.logits, multi))
 
 
 def test_config_rejects_bad_head_options():

@@ -6,45 +6,11 @@ import pytest
 import torch
 
 import hf_elmo.modeling_elmo as modeling_elmo
-from hf_elmo import ElmoConfig, ElmoModel, ElmoScalarMix, ElmoTokenizer
-from reference_fixtures import tiny_config_kwargs
+from hf_elmo import ElmoModel, ElmoTokenizer
+from modeling_helpers import SENTENCES, encode, make_model, run
 from transformers import AutoModel
 
 pytestmark = pytest.mark.numerics  # also run under forced AVX2 kernels by .ci/run
-
-SENTENCES = [
-    "the quick brown fox jumps over the lazy dog".split(),
-    "hello world".split(),
-    "a b c d e".split(),
-    ["x"],
-]
-
-
-def make_model(seed=0, **overrides):
-    torch.manual_seed(seed)
-    model = ElmoModel(ElmoConfig(**tiny_config_kwargs(**overrides))).eval()
-    # Non-zero LSTM biases and mix weights so that every path carries signal.
-    with torch.no_grad():
-        for layer in model.bilstm.layers:
-            layer.bias.normal_(std=0.5)
-        for mix in model.scalar_mixes:
-            mix.scalar_parameters.normal_()
-            mix.gamma.fill_(0.7)
-    return model
-
-
-def encode(sentences):
-    return ElmoTokenizer()(sentences, is_split_into_words=True, padding=True, return_tensors="pt")
-
-
-@pytest.fixture(scope="module")
-def model():
-    return make_model(num_output_representations=2)
-
-
-def run(model, sentences, **kwargs):
-    with torch.no_grad():
-        return model(**encode(sentences), **kwargs)
 
 
 # Outputs ---------------------------------------------------------------------------------------
@@ -105,42 +71,6 @@ def test_number_of_mixes_is_configurable(count):
     model = make_model(num_output_representations=count)
     assert len(model.scalar_mixes) == count
     assert len(run(model, SENTENCES[:2]).elmo_representations) == count
-
-
-def test_scalar_mix_math(model):
-    output = run(model, SENTENCES)
-    for mix, mixed in zip(model.scalar_mixes, output.elmo_representations):
-        weights = torch.softmax(mix.scalar_parameters, dim=0)
-        expected = mix.gamma * sum(w * layer for w, layer in zip(weights, output.hidden_states))
-        assert torch.allclose(mixed, expected, atol=1e-6, rtol=0)
-    # Freshly built mixes are the plain average (w = 0, gamma = 1).
-    fresh = ElmoScalarMix(3)
-    layers = [torch.randn(2, 4, 6) for _ in range(3)]
-    assert torch.allclose(fresh(layers), sum(layers) / 3, atol=1e-6)
-    with pytest.raises(ValueError, match="expected 3 layers"):
-        fresh(layers[:2])
-
-
-def test_scalar_mix_layer_norm():
-    """One mean and variance per layer over all unmasked elements of the batch, the <S>/</S> positions
-    included, as AllenNLP computes it (its numbers: test_parity.py); the boundaries are dropped afterwards."""
-    model = make_model(scalar_mix_layer_norm=True)
-    output = run(model, SENTENCES)
-    with_boundaries = run(model, SENTENCES, keep_sentence_boundaries=True)
-    mix = model.scalar_mixes[0]
-    weights = torch.softmax(mix.scalar_parameters, dim=0)
-    expected = 0
-    for weight, layer in zip(weights, with_boundaries.hidden_states):
-        values = layer[with_boundaries.mask]  # (real words and boundaries, width)
-        normalised = (layer - values.mean()) / torch.sqrt(values.var(unbiased=False) + 1e-12)
-        expected = expected + weight * normalised
-    expected = (mix.gamma * expected)[:, 1:-1]
-    mask = output.mask
-    assert torch.allclose(output.elmo_representations[0][mask], expected[mask], atol=1e-5, rtol=0)
-    assert not output.elmo_representations[0][~mask].any()
-    assert torch.allclose(with_boundaries.elmo_representations[0][:, 1:-1][mask], expected[mask], atol=1e-5, rtol=0)
-    with pytest.raises(ValueError, match="mask"):
-        mix(list(output.hidden_states))
 
 
 # Independence and state ------------------------------------------------------------------------

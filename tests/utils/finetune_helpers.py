@@ -17,6 +17,7 @@ TINY = dict(
     num_lstm_layers=2,
 )
 LABELS = ["O", "B-LOC", "I-LOC", "B-PER", "I-PER"]
+NOT_UTF8 = b"\xff\xfe\x00abc\n"  # bytes that are not UTF-8, for the readers' error messages
 
 
 def tiny_config(**overrides) -> ElmoConfig:
