@@ -59,3 +59,24 @@ def test_everything_over_a_size_limit_is_a_documented_exception_with_its_size():
         assert documented[name] == lines, f"{kind} {name} has {lines} lines; docs/architecture.md says {documented[name]}"
     stale = set(documented) - {name for _, name, _ in over}
     assert not stale, f"docs/architecture.md lists exceptions that are within the limits now: {sorted(stale)}"
+
+
+def test_every_module_has_a_test_file_of_its_name_or_is_mapped_to_existing_ones():
+    text = (ROOT / "docs" / "architecture.md").read_text(encoding="utf-8")
+    section = text.split("## Where each module is tested", 1)[1].split("\n## ", 1)[0]
+    mapped = {}
+    for modules, tests in re.findall(r"^\| (`[^|]+`) \| ([^|]+) \|$", section, flags=re.M):
+        test_files = re.findall(r"`(tests/[^`]+\.py)`", tests)
+        for module in re.findall(r"`([^`]+\.py)`", modules):
+            mapped[module] = test_files
+    test_names = {path.stem[len("test_"):] for path in (ROOT / "tests").rglob("test_*.py")}
+    for path in sorted((ROOT / "hf_elmo").rglob("*.py")):
+        if "pretrained" in path.relative_to(ROOT).parts or path.name == "__init__.py" and path.parent.name == "hf_elmo":
+            continue
+        if path.stem in test_names:
+            continue
+        name = path.relative_to(ROOT / "hf_elmo").as_posix()
+        assert name in mapped, f"hf_elmo/{path.relative_to(ROOT / 'hf_elmo')} has no test file of its name and no row in docs/architecture.md"
+        assert mapped[name], f"docs/architecture.md names no test file for {name}"
+        for test_file in mapped[name]:
+            assert (ROOT / test_file).is_file(), f"docs/architecture.md: {test_file} (for {name}) does not exist"
