@@ -40,15 +40,19 @@ with torch.no_grad():
     classifier = ElmoForSequenceClassification(ElmoConfig(**tiny, num_labels=3))
     out["ElmoForSequenceClassification"] = classifier.eval()(**batch).logits.numpy()
     shipped = ElmoModel.from_pretrained(sys.argv[3]).eval()
-    out["shipped elmo-zh-small of the old commit"] = torch.stack(shipped(**batch).hidden_states).numpy()
+    shipped_batch = ElmoTokenizer.from_pretrained(sys.argv[3])(sentences, is_split_into_words=True, padding=True,
+                                                               return_tensors="pt")
+    out["shipped elmo-zh-small of the old commit"] = torch.stack(shipped(**shipped_batch).hidden_states).numpy()
 np.savez(sys.argv[2], **out)
 '''
 
 
 def outputs(package_root: Path, model: Path, work: Path, name: str) -> dict:
     path = work / f"{name}.npz"
-    subprocess.run([sys.executable, "-c", RUN, str(package_root), str(path), str(model)], check=True,
-                   capture_output=True, env={"OMP_NUM_THREADS": "1", "PATH": "/usr/bin:/bin"}, cwd=work)
+    run = subprocess.run([sys.executable, "-c", RUN, str(package_root), str(path), str(model)], capture_output=True,
+                         text=True, env={"OMP_NUM_THREADS": "1", "PATH": "/usr/bin:/bin"}, cwd=work)
+    if run.returncode != 0:
+        raise SystemExit(f"the {name} checkout's run failed:\n{run.stderr[-3000:]}")
     data = np.load(path)
     return {key: data[key] for key in data.files}
 
