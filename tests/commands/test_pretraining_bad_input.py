@@ -292,15 +292,23 @@ def test_ctrl_c_ends_with_one_line_saying_what_remains(command, tmp_path):
         ready = lambda: "trainable of" in log.read_text()  # noqa: E731
         expected = f"nothing was written to {run}; the same command resumes from the last finished epoch"
     stderr = open(tmp_path / "stderr.txt", "w")
+    # A suite started in the background by a shell without job control inherits SIGINT ignored, and Python
+    # keeps an ignored SIGINT ignored: give the command the default disposition a user's terminal gives it.
     process = subprocess.Popen([sys.executable, "-m", "hf_elmo.cli", *argv], cwd=REPO, stderr=stderr,
-                               stdout=subprocess.DEVNULL)
-    deadline = time.time() + 240
-    while not ready() and process.poll() is None and time.time() < deadline:
-        time.sleep(0.5)
-    time.sleep(1.0)
-    process.send_signal(signal.SIGINT)
-    code = process.wait(timeout=120)
-    stderr.close()
+                               stdout=subprocess.DEVNULL,
+                               preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+    try:
+        deadline = time.time() + 240
+        while not ready() and process.poll() is None and time.time() < deadline:
+            time.sleep(0.5)
+        time.sleep(1.0)
+        process.send_signal(signal.SIGINT)
+        code = process.wait(timeout=120)
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait()
+        stderr.close()
     text = (tmp_path / "stderr.txt").read_text()
     assert code == 130, text[-3000:]
     assert "Traceback" not in text, text[-3000:]
