@@ -248,14 +248,13 @@ def _eval_result(result: dict[str, Any]) -> EvalResult:
 def _results_table(results: list[dict[str, Any]], pending_note: str) -> str:
     if not results:
         return pending_note
-    rows = ["| Task | Dataset | Split | Metric | Value | Source |", "| --- | --- | --- | --- | --- | --- |"]
-    for r in results:
-        value = "pending" if r["metric_value"] is None else f"{r['metric_value']:g}"
-        rows.append(
-            f"| {r.get('task_name', r['task_type'])} | {r['dataset_name']} | {r.get('dataset_split', '')} | "
-            f"{r.get('metric_name', r['metric_type'])} | {value} | {r.get('source_name', 'measured by hf-elmo')} |"
-        )
-    return "\n".join(rows)
+    rows = [
+        [r.get("task_name", r["task_type"]), r["dataset_name"], r.get("dataset_split", ""),
+         r.get("metric_name", r["metric_type"]), "pending" if r["metric_value"] is None else f"{r['metric_value']:g}",
+         r.get("source_name", "measured by hf-elmo")]
+        for r in results
+    ]
+    return _table(["Task", "Dataset", "Split", "Metric", "Value", "Source"], rows)
 
 
 def _table(header: list[str], rows: list[list[str]]) -> str:
