@@ -116,6 +116,7 @@ def options_for(args, **overrides) -> FinetuneOptions:
         logging_steps=args.logging_steps,
         task_token_features=args.token_features,
         label_characters=args.label_characters,
+        task_character_features=args.character_features,
     )
     values.update(overrides)
     return FinetuneOptions(**values)
@@ -326,6 +327,10 @@ def main(argv=None) -> int:
         "--label-characters", action=argparse.BooleanOptionalAction, default=None,
         help="msra: the biLM reads jieba words, each character gets its word's vectors and S/B/M/E position "
         "(default: as `hf-elmo finetune train` decides, i.e. on for MSRA)",
+    )
+    parser.add_argument(
+        "--character-features", action="store_true",
+        help="msra, with --token-features: each character also gets x_k of the character alone",
     )
     parser.add_argument(
         "--random-bilm", action="store_true",

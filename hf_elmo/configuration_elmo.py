@@ -76,6 +76,7 @@ FIELD_TYPES = {
     "freeze_elmo": BOOLEAN,
     "task_token_features": BOOLEAN,
     "label_characters": BOOLEAN,
+    "task_character_features": BOOLEAN,
     "classifier_dropout": NUMBER,
     "classifier_hidden_size": INTEGER,
     "lstm_implementation": one_of(*LSTM_IMPLEMENTATIONS),
@@ -148,6 +149,11 @@ class ElmoConfig(PretrainedConfig):
             word's vectors plus its position in the word (single, begin, middle, end), passed per character as
             `token_word_index` and `token_positions` (the package's `char_words` makes them). For character-labelled
             data (MSRA and most Chinese NER sets) with a biLM pretrained on segmented words.
+        task_character_features (`bool`, defaults to `False`):
+            With `label_characters` and `task_token_features`: each character also gets the head's own vector x_k
+            of the character alone (read as a one-character word by the same trainable character CNN), passed as
+            `character_input_ids`; the word's vectors and the position in the word cannot tell the characters of
+            one word apart, this can.
         classifier_dropout (`float`, defaults to 0.5): Dropout on the ELMo mix and inside the task heads.
         classifier_hidden_size (`int`, defaults to 256):
             Hidden layer of the sequence-classification MLP (0 = a single linear layer).
@@ -199,6 +205,7 @@ class ElmoConfig(PretrainedConfig):
         freeze_elmo: bool = True,
         task_token_features: bool = False,
         label_characters: bool = False,
+        task_character_features: bool = False,
         classifier_dropout: float = 0.5,
         classifier_hidden_size: int = 256,
         lstm_implementation: str = "auto",
@@ -249,6 +256,7 @@ class ElmoConfig(PretrainedConfig):
         self.freeze_elmo = freeze_elmo
         self.task_token_features = task_token_features
         self.label_characters = label_characters
+        self.task_character_features = task_character_features
         self.classifier_dropout = classifier_dropout
         self.classifier_hidden_size = classifier_hidden_size
         self.lstm_implementation = lstm_implementation
@@ -334,6 +342,10 @@ class ElmoConfig(PretrainedConfig):
             problems.append(f"lstm_forget_bias must be a finite number, got {self.lstm_forget_bias}")
         if self.classifier_hidden_size < 0:
             problems.append(f"classifier_hidden_size must be >= 0, got {self.classifier_hidden_size}")
+        if self.task_character_features and not (self.label_characters and self.task_token_features):
+            problems.append("task_character_features needs label_characters and task_token_features")
+        if self.task_character_features and self.word_embedding_dim:
+            problems.append("task_character_features needs a biLM without a word embedding (word_embedding_dim 0)")
         if problems:
             raise ValueError("Invalid ElmoConfig: " + "; ".join(problems))
 

@@ -109,7 +109,7 @@ def predict_tags(
         for begin in range(0, len(order), batch_size):
             chunk = order[begin : begin + batch_size]
             if model.config.label_characters:
-                batch = character_batch(collator, [sentences[i] for i in chunk])
+                batch = character_batch(collator, [sentences[i] for i in chunk], model.config)
             else:
                 batch = collator([{"words": list(sentences[i])} for i in chunk])
             batch = {key: value.to(device) for key, value in batch.items()}
@@ -183,6 +183,8 @@ class FinetuneOptions:
     task_token_features: bool = False
     # Character-labelled data read as words by the biLM (config.label_characters); None: decided from the data.
     label_characters: bool | None = None
+    # With label_characters and task_token_features: x_k of each character alone too (config.task_character_features).
+    task_character_features: bool = False
     dropout: float | None = None
     classifier_hidden_size: int | None = None
     epochs: float = 3.0
@@ -238,6 +240,9 @@ class FinetuneOptions:
             refuse("task_encoder", "'linear' or 'bilstm'")
         if self.unseen_label not in ("error", "O"):
             refuse("unseen_label", "'error' or 'O'")
+        if self.task_character_features and (not self.task_token_features or self.label_characters is False):
+            raise OptionError("--character-features gives each character the head's own vector x_k: it needs "
+                              "--token-features and character-labelled data (not --no-label-characters)")
         if self.output_dir:  # the folder is built beside its final place, so its parent must take new files
             if os.path.exists(self.output_dir) and not os.path.isdir(self.output_dir):
                 raise OptionError(f"--output-dir {self.output_dir} is a file, not a folder")
@@ -440,6 +445,8 @@ def precompute_elmo_layers(
                 if "token_word_index" in examples[index]:  # characters of words: labels stay one per character
                     item["token_word_index"] = [i if i < count else -1 for i in examples[index]["token_word_index"]]
                     item["token_positions"] = list(examples[index]["token_positions"])
+                    if "characters" in examples[index]:
+                        item["characters"] = list(examples[index]["characters"])
                     item["labels"] = None if labels is None else list(labels)
                 elif labels is not None:
                     item["labels"] = labels if is_sentence_label(labels) else list(labels)[:count]
@@ -642,7 +649,8 @@ def _new_tagger(options: FinetuneOptions, label2id: dict[str, int], train: Seque
     def tagger(label_characters: bool):
         return build_model(ElmoForTokenClassification, options, num_labels=len(label2id),
                            id2label={i: label for label, i in label2id.items()}, label2id=label2id,
-                           **_head_config(options, {**head, "label_characters": label_characters}))
+                           **_head_config(options, {**head, "label_characters": label_characters,
+                                                    "task_character_features": options.task_character_features}))
 
     label_characters = options.label_characters
     model = tagger(label_characters if label_characters is not None else looks_character_labelled(train))
@@ -654,6 +662,8 @@ def _new_tagger(options: FinetuneOptions, label2id: dict[str, int], train: Seque
                 f"{options.model} reads {tokenizer.segmenter!r} tokens, not jieba words: pass --no-label-characters"
             )
         model = tagger(False)  # a biLM of characters reads character-labelled data as it is
+    if options.task_character_features and not model.config.label_characters:
+        raise OptionError("--character-features is for character-labelled data read as words (--label-characters)")
     if model.config.label_characters:
         logger.info("characters labelled: the biLM reads the jieba words they form (--no-label-characters: "
                     "one character a word)")
@@ -682,7 +692,9 @@ def train_tagger(
 
     def examples(sentences, unseen_label: str, split: str) -> list[dict]:
         encoded = encode_tags(sentences, label2id, unseen_label, split)
-        return [characters_as_words(example) for example in encoded] if model.config.label_characters else encoded
+        if not model.config.label_characters:
+            return encoded
+        return [characters_as_words(example, keep_characters=model.config.task_character_features) for example in encoded]
 
     train_examples, dev_examples = _maybe_precompute(
         model, collator, options, examples(train, "error", "train"),

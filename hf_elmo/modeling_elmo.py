@@ -703,13 +703,16 @@ class _ElmoHeadMixin:
             mixed = torch.cat([self._own_word_vectors(input_ids, mask, word_ids, like=mixed), mixed], dim=-1)
         return self.dropout(mixed), mask, layers
 
-    def _own_word_vectors(self, input_ids, mask, word_ids, like: torch.Tensor) -> torch.Tensor:
+    def _own_word_vectors(self, input_ids, mask, word_ids, like: torch.Tensor, name: str = "input_ids") -> torch.Tensor:
         """x_k of the words (zeros at padding): (B, W, P)."""
         if input_ids is None:
             raise ValueError(
-                "config.task_token_features: the head's own word vectors need input_ids (character ids), "
+                f"config.task_token_features: the head's own word vectors need {name} (character ids), "
                 "also when the biLM layers come precomputed in elmo_hidden_states"
             )
+        if input_ids.shape[:2] != mask.shape:
+            raise ValueError(f"{name} must be (batch, positions, characters) with (batch, positions) = "
+                             f"{tuple(mask.shape)}, got {tuple(input_ids.shape)}")
         vectors = like.new_zeros(*mask.shape, self.config.projection_dim)
         if mask.any():
             selected_word_ids = None if word_ids is None else word_ids.to(mask.device)[mask]
@@ -796,6 +799,7 @@ class ElmoForTokenClassification(_ElmoHeadMixin, ElmoPreTrainedModel):
         self.num_labels = config.num_labels
         self._build_elmo(config)
         feature_size = self.feature_size + (len(WORD_POSITIONS) if config.label_characters else 0)
+        feature_size += config.projection_dim if config.task_character_features else 0
         self.encoder = None
         if config.task_encoder == "bilstm":
             self.encoder = ElmoTaskBiLstm(feature_size, config.task_encoder_hidden_size,
@@ -810,6 +814,7 @@ class ElmoForTokenClassification(_ElmoHeadMixin, ElmoPreTrainedModel):
         self, input_ids: torch.Tensor | None = None, attention_mask: torch.Tensor | None = None,
         labels: torch.Tensor | None = None, word_ids: torch.Tensor | None = None,
         token_word_index: torch.Tensor | None = None, token_positions: torch.Tensor | None = None,
+        character_input_ids: torch.Tensor | None = None,
         output_hidden_states: bool | None = None, return_dict: bool | None = None,
         num_items_in_batch: int | torch.Tensor | None = None, elmo_hidden_states: torch.Tensor | None = None, **kwargs,
     ) -> ElmoTokenClassifierOutput | tuple:
@@ -817,6 +822,8 @@ class ElmoForTokenClassification(_ElmoHeadMixin, ElmoPreTrainedModel):
             token_word_index, token_positions (`torch.LongTensor` of shape `(batch_size, num_characters)`):
                 With `config.label_characters`: each character's word (-1 at padding) and position in it; labels,
                 logits and predictions are then per character (see `elmo_word_characters`).
+            character_input_ids (`torch.LongTensor` of shape `(batch_size, num_characters, max_characters_per_token)`):
+                With `config.task_character_features`: the character ids of each character read as a word alone.
             labels (`torch.LongTensor` of shape `(batch_size, num_words)`, *optional*): Tag ids in `[0, num_labels)`
                 or -100 (none). Loss: the mean cross-entropy (or CRF negative log-likelihood) per labelled word.
         """
@@ -824,6 +831,11 @@ class ElmoForTokenClassification(_ElmoHeadMixin, ElmoPreTrainedModel):
             input_ids, attention_mask, word_ids, elmo_hidden_states, return_dict, kwargs
         )
         mixed, mask = tagged_vectors(self.config.label_characters, mixed, mask, token_word_index, token_positions)
+        if self.config.task_character_features:
+            own = self._own_word_vectors(character_input_ids, mask, None, like=mixed, name="character_input_ids")
+            mixed = torch.cat([mixed, self.dropout(own)], dim=-1)
+        elif character_input_ids is not None:
+            raise ValueError("character_input_ids are for taggers with config.task_character_features")
         logits = self.classifier(self.dropout(self.encoder(mixed, mask)) if self.encoder is not None else mixed)
         loss = None if labels is None else tagging_loss(logits, labels, mask, self.crf, num_items_in_batch)
         predictions = None

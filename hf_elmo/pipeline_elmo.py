@@ -35,7 +35,7 @@ class ElmoTokenClassificationPipeline(Pipeline):
             raise TypeError(f"{TASK} takes strings, got {type(text).__name__}")
         if self.model.config.label_characters:
             words = characters_of_text(self.tokenizer, text)
-            encoding = character_batch(ElmoDataCollator(self.tokenizer), [words])
+            encoding = character_batch(ElmoDataCollator(self.tokenizer), [words], self.model.config)
         else:
             encoding = self.tokenizer(text, return_tensors="pt", return_words=True)
             words = encoding.pop("words")

@@ -90,12 +90,13 @@ def is_cjk_word(word: str) -> bool:
     )
 
 
-def character_batch(collator, sentences: Sequence[Sequence[str]]) -> dict:
+def character_batch(collator, sentences: Sequence[Sequence[str]], config) -> dict:
     """The inputs of a tagger with `config.label_characters` for sentences given as characters, made by `collator`
     (an `ElmoDataCollator`): the biLM reads the words the characters form, the tagger labels the characters."""
     from .char_words import characters_as_words
 
-    return collator([characters_as_words({"words": list(sentence)}) for sentence in sentences])
+    keep = config.task_character_features
+    return collator([characters_as_words({"words": list(sentence)}, keep_characters=keep) for sentence in sentences])
 
 
 def characters_of_text(tokenizer, text: str) -> list[str]:
@@ -145,7 +146,7 @@ def tag(
             chunk = inputs[begin : begin + batch_size]
             if model.config.label_characters:
                 words_batch = [list(s) if is_split_into_words else characters_of_text(tokenizer, s) for s in chunk]
-                encoding = character_batch(collator, words_batch)
+                encoding = character_batch(collator, words_batch, model.config)
             else:
                 encoding = tokenizer(
                     chunk, is_split_into_words=is_split_into_words, padding=True, return_tensors="pt", return_words=True

@@ -55,10 +55,7 @@ def _add_training_options(parser: argparse.ArgumentParser) -> None:
 
 
 
-def add_arguments(parser) -> None:
-    commands = parser.add_subparsers(dest="finetune_command", required=True)
-
-    train = commands.add_parser("train", help="fine-tune a tagger (NER, POS, ...)")
+def _add_tagger_arguments(train) -> None:
     data = train.add_mutually_exclusive_group(required=True)
     data.add_argument("--train", help="training file: CoNLL-style (word<TAB>tag) or .jsonl")
     data.add_argument("--dataset", help="a `datasets` dataset (local path or cached name) with train/validation/test")
@@ -78,9 +75,20 @@ def add_arguments(parser) -> None:
         "reads jieba words",
     )
     train.add_argument(
+        "--character-features", dest="task_character_features", action="store_true",
+        help="with --token-features on character-labelled data: each character also gets the head's own vector x_k "
+        "of the character alone (the characters of one jieba word otherwise share the word's vectors)",
+    )
+    train.add_argument(
         "--unseen-label", choices=("error", "O"), default="error", help="dev/test labels unseen in training"
     )
     _add_training_options(train)
+
+
+def add_arguments(parser) -> None:
+    commands = parser.add_subparsers(dest="finetune_command", required=True)
+
+    _add_tagger_arguments(commands.add_parser("train", help="fine-tune a tagger (NER, POS, ...)"))
 
     classify = commands.add_parser(
         "train-classifier",
@@ -180,7 +188,8 @@ def _train(args) -> None:
     from ..finetune import train_tagger
 
     options = _options(args, task_encoder=args.task_encoder, task_encoder_hidden_size=args.hidden_size,
-                       use_crf=args.use_crf, unseen_label=args.unseen_label, label_characters=args.label_characters)
+                       use_crf=args.use_crf, unseen_label=args.unseen_label, label_characters=args.label_characters,
+                       task_character_features=args.task_character_features)
     if args.dataset:
         splits = load_hub_dataset(args.dataset, args.dataset_config, args.words_column, args.tags_column)
     else:

@@ -318,3 +318,24 @@ def test_character_labelled_files_are_read_as_words_and_tagged_per_character(tmp
     off = [str(tmp_path / "off") if arg == str(tmp_path / "chars") else arg for arg in argv] + ["--no-label-characters"]
     assert main(off + ["--max-steps", "1"]) == 0
     assert not ElmoForTokenClassification.from_pretrained(tmp_path / "off").config.label_characters
+
+
+def test_character_features_train_save_and_tag(tmp_path, capsys):
+    base = save_tiny_base(tmp_path / "base", **LEARNABLE)
+    chinese = dict(people=CHINESE_PEOPLE, places=CHINESE_PLACES, filler=CHINESE_FILLER, words_per_sentence=(2, 6))
+    train = write_conll(tmp_path / "train.txt", toy_sentences(40, 1, **chinese))
+    argv = ["train", "--model", base, "--train", train, "--dev", train, "--output-dir", str(tmp_path / "out"),
+            "--hidden-size", "8", "--epochs", "1", "--batch-size", "16", "--token-features"]
+    assert main(argv[:-1] + ["--character-features"]) == 2
+    assert "--character-features gives each character the head's own vector x_k" in capsys.readouterr().err
+    assert main(argv + ["--character-features", "--no-label-characters"]) == 2
+    assert main(argv + ["--character-features"]) == 0  # biLM layers precomputed: the characters go along
+    model = ElmoForTokenClassification.from_pretrained(tmp_path / "out")
+    tokenizer = ElmoTokenizer.from_pretrained(tmp_path / "out")
+    assert model.config.task_character_features and model.config.label_characters
+    results = json.loads((tmp_path / "out" / "results.json").read_text())
+    assert evaluate_tagger(model, tokenizer, read_conll(train))["f1"] == results["dev"]["f1"]
+    tagged = tag(model, tokenizer, "今天李四在上海。")[0]
+    assert tagged["words"] == list("今天李四在上海。")
+    assert pipeline("elmo-token-classification", model=model, tokenizer=tokenizer)("今天李四在上海。") == tagged["entities"]
+    assert len(predict_tags(model, tokenizer, [list("我们在北京")])[0]) == 5

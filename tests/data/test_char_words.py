@@ -53,3 +53,10 @@ def test_a_character_example_becomes_words_with_each_characters_word_and_positio
     assert converted["token_word_index"] == [0, 0, 1, 2, 2]
     assert [WORD_POSITIONS[p] for p in converted["token_positions"]] == ["B", "E", "S", "B", "E"]
     assert converted["labels"] == example["labels"] and example["words"] == list("张三在北京")  # input untouched
+
+
+def test_the_characters_are_kept_when_asked_for():
+    example = {"words": list("张三在北京")}
+    assert "characters" not in characters_as_words(example, fixed_segmenter(["张三", "在", "北京"]))
+    kept = characters_as_words(example, fixed_segmenter(["张三", "在", "北京"]), keep_characters=True)
+    assert kept["characters"] == list("张三在北京") and kept["words"] == ["张三", "在", "北京"]

@@ -97,3 +97,64 @@ def test_the_collator_pads_character_positions_and_cuts_with_max_words():
     examples[1]["labels"], examples[1]["token_word_index"] = [0], [4]
     with pytest.raises(ValueError, match="must point at its 1 words"):
         ElmoDataCollator(tokenizer)(examples)
+
+
+def _character_feature_batch(tokenizer, sentences):
+    examples = []
+    for chars in sentences:
+        pieces = chars.split("|")
+        examples.append(characters_as_words({"words": list("".join(pieces))}, lambda text, pieces=pieces: pieces,
+                                            keep_characters=True))
+    return ElmoDataCollator(tokenizer)(examples)
+
+
+def test_character_features_give_each_character_its_own_vector():
+    torch.manual_seed(0)
+    config = tiny_config(num_labels=3, label_characters=True, task_token_features=True, task_character_features=True,
+                         task_encoder="linear", classifier_dropout=0.0)
+    model = ElmoForTokenClassification(config).eval()
+    tokenizer = ElmoTokenizer(segmenter="whitespace")
+    batch = _character_feature_batch(tokenizer, ["小米|粥|好香", "小米|手机"])
+    # Each character's ids are its ids as a one-character word.
+    assert batch["character_input_ids"].shape == (2, 5, config.max_characters_per_token)
+    assert batch["character_input_ids"][1, 3].tolist() == tokenizer(["机"], is_split_into_words=True)["input_ids"][0]
+    assert not batch["character_input_ids"][1, 4].any()  # padding
+    output = model(**batch)
+    # Independently: [x_k(word); ELMo mix of the word; position one-hot; x_k(character)].
+    layers = ElmoModel.forward(model.elmo, batch["input_ids"], batch["attention_mask"]).hidden_states
+    weights = torch.softmax(model.scalar_mix.scalar_parameters.detach().view(-1), 0)
+    mixed = model.scalar_mix.gamma.detach() * sum(w * layer for w, layer in zip(weights, layers))
+    word_vectors = model.token_features(batch["input_ids"][0])
+    char_vectors = model.token_features(batch["character_input_ids"][0])
+    index = [0, 0, 1, 2, 2]
+    features = torch.cat([word_vectors[index], mixed[0, index], torch.eye(4)[[1, 3, 0, 1, 3]], char_vectors], dim=-1)
+    torch.testing.assert_close(output.logits[0], model.classifier(features), rtol=1e-5, atol=1e-6)
+    # The two characters of 小米 share word vector and differ only by position without; with, by their own vectors.
+    assert not torch.equal(char_vectors[0], char_vectors[1])
+
+
+def test_character_features_need_their_ids_and_their_config():
+    tokenizer = ElmoTokenizer(segmenter="whitespace")
+    batch = _character_feature_batch(tokenizer, ["小米|粥"])
+    config = dict(num_labels=2, label_characters=True, task_token_features=True)
+    with pytest.raises(ValueError, match="character_input_ids are for taggers with config.task_character_features"):
+        ElmoForTokenClassification(tiny_config(**config))(**batch)
+    model = ElmoForTokenClassification(tiny_config(**config, task_character_features=True))
+    without = {key: value for key, value in batch.items() if key != "character_input_ids"}
+    with pytest.raises(ValueError, match="need character_input_ids"):
+        model(**without)
+    with pytest.raises(ValueError, match=r"character_input_ids must be \(batch, positions, characters\)"):
+        model(**{**without, "character_input_ids": batch["character_input_ids"][:, :2]})
+    for missing in ("label_characters", "task_token_features"):
+        with pytest.raises(ValueError, match="task_character_features needs label_characters and task_token_features"):
+            tiny_config(**{**config, missing: False}, task_character_features=True)
+
+
+def test_the_collator_refuses_characters_that_do_not_match_the_positions():
+    tokenizer = ElmoTokenizer(segmenter="whitespace")
+    example = characters_as_words({"words": list("小米粥")}, lambda text: ["小米", "粥"], keep_characters=True)
+    example["characters"] = ["小", "米"]
+    with pytest.raises(ValueError, match="'characters' must be a list of the 3 characters"):
+        ElmoDataCollator(tokenizer)([example])
+    with pytest.raises(ValueError, match="need ElmoDataCollator\\(tokenizer=...\\)"):
+        ElmoDataCollator()([{**example, "characters": list("小米粥"), "input_ids": [[1, 2, 3]] * 2}])
