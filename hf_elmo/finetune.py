@@ -183,8 +183,9 @@ class FinetuneOptions:
     task_token_features: bool = False
     # Character-labelled data read as words by the biLM (config.label_characters); None: decided from the data.
     label_characters: bool | None = None
-    # With label_characters and task_token_features: x_k of each character alone too (config.task_character_features).
-    task_character_features: bool = False
+    # With label_characters and task_token_features: x_k of each character alone too (config.task_character_features);
+    # None: on whenever both are.
+    task_character_features: bool | None = None
     dropout: float | None = None
     classifier_hidden_size: int | None = None
     epochs: float = 3.0
@@ -240,7 +241,7 @@ class FinetuneOptions:
             refuse("task_encoder", "'linear' or 'bilstm'")
         if self.unseen_label not in ("error", "O"):
             refuse("unseen_label", "'error' or 'O'")
-        if self.task_character_features and (not self.task_token_features or self.label_characters is False):
+        if self.task_character_features is True and (not self.task_token_features or self.label_characters is False):
             raise OptionError("--character-features gives each character the head's own vector x_k: it needs "
                               "--token-features and character-labelled data (not --no-label-characters)")
         if self.output_dir:  # the folder is built beside its final place, so its parent must take new files
@@ -650,7 +651,11 @@ def _new_tagger(options: FinetuneOptions, label2id: dict[str, int], train: Seque
         return build_model(ElmoForTokenClassification, options, num_labels=len(label2id),
                            id2label={i: label for label, i in label2id.items()}, label2id=label2id,
                            **_head_config(options, {**head, "label_characters": label_characters,
-                                                    "task_character_features": options.task_character_features}))
+                                                    "task_character_features": character_features(label_characters)}))
+
+    def character_features(label_characters: bool) -> bool:
+        wanted = options.task_character_features
+        return bool(label_characters) and (options.task_token_features if wanted is None else wanted)
 
     label_characters = options.label_characters
     model = tagger(label_characters if label_characters is not None else looks_character_labelled(train))

@@ -32,6 +32,7 @@ from .elmo_char_encoder import ElmoCharacterEncoder, ElmoHighway, ElmoHighwayLay
 from .elmo_crf import ElmoCrf
 from .elmo_losses import classification_loss, tagging_loss
 from .elmo_lstm import ElmoBiLstm, ElmoBiLstmLayer
+from .elmo_sampled_softmax import log_uniform_samples, sampled_softmax_losses
 from .elmo_scalar_mix import ElmoScalarMix
 from .elmo_token_cache import ElmoTokenCache
 from .elmo_word_characters import WORD_POSITIONS, tagged_vectors
@@ -469,10 +470,9 @@ class ElmoForPreTrainingOutput(ModelOutput):
 class ElmoLanguageModelSoftmax(nn.Module):
     """The word softmax shared by the forward and backward language models (the paper ties it).
 
-    Training with `config.lm_softmax == "sampled"` uses an importance-sampled softmax: negatives drawn
-    from a log-uniform (Zipf) distribution over the frequency-sorted vocabulary, their logits corrected
-    by log(K q(w)) and accidental hits removed, so that the sampled normaliser is an unbiased estimate
-    of the full one. Evaluation always uses the full softmax, so perplexities are exact.
+    Training with `config.lm_softmax == "sampled"` uses the importance-sampled softmax of
+    `elmo_sampled_softmax` (log-uniform negatives, corrected logits, accidental hits removed).
+    Evaluation always uses the full softmax, so perplexities are exact.
     """
 
     def __init__(self, config: ElmoConfig):
@@ -489,18 +489,8 @@ class ElmoLanguageModelSoftmax(nn.Module):
     def sampled_loss(
         self, hidden: torch.Tensor, targets: torch.Tensor, reduction: str = "sum", generator: torch.Generator | None = None
     ) -> torch.Tensor:
-        vocab_size = self.weight.shape[0]
-        num_sampled = self.num_sampled
-        log_range = torch.log1p(torch.tensor(float(vocab_size), dtype=torch.float64))
-        uniform = torch.rand(num_sampled, dtype=torch.float64, generator=generator).to(hidden.device)
-        samples = (torch.exp(uniform * log_range.to(hidden.device)).long() - 1).clamp_(0, vocab_size - 1)
-        probability = (torch.log((samples + 2).double()) - torch.log((samples + 1).double())) / log_range
-        log_expected = torch.log(num_sampled * probability).to(hidden.dtype)
-        true_logits = (hidden * self.weight[targets]).sum(-1) + self.bias[targets]
-        sampled_logits = hidden @ self.weight[samples].t() + self.bias[samples] - log_expected
-        sampled_logits = sampled_logits.masked_fill(samples.unsqueeze(0) == targets.unsqueeze(1), float("-inf"))
-        logits = torch.cat([true_logits.unsqueeze(1), sampled_logits], dim=1)
-        losses = torch.logsumexp(logits, dim=1) - true_logits
+        samples, log_expected = log_uniform_samples(self.weight.shape[0], self.num_sampled, hidden.device, generator)
+        losses = sampled_softmax_losses(hidden, self.weight, self.bias, targets, samples, log_expected)
         return losses.sum() if reduction == "sum" else losses
 
     def forward(self, hidden: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:

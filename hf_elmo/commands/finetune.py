@@ -75,9 +75,10 @@ def _add_tagger_arguments(train) -> None:
         "reads jieba words",
     )
     train.add_argument(
-        "--character-features", dest="task_character_features", action="store_true",
-        help="with --token-features on character-labelled data: each character also gets the head's own vector x_k "
-        "of the character alone (the characters of one jieba word otherwise share the word's vectors)",
+        "--character-features", dest="task_character_features", action=argparse.BooleanOptionalAction, default=None,
+        help="with --label-characters and --token-features: each character also gets the head's own vector x_k of "
+        "the character alone (the characters of one jieba word otherwise share the word's vectors). Default: on "
+        "whenever both are",
     )
     train.add_argument(
         "--unseen-label", choices=("error", "O"), default="error", help="dev/test labels unseen in training"

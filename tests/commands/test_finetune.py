@@ -329,7 +329,7 @@ def test_character_features_train_save_and_tag(tmp_path, capsys):
     assert main(argv[:-1] + ["--character-features"]) == 2
     assert "--character-features gives each character the head's own vector x_k" in capsys.readouterr().err
     assert main(argv + ["--character-features", "--no-label-characters"]) == 2
-    assert main(argv + ["--character-features"]) == 0  # biLM layers precomputed: the characters go along
+    assert main(argv) == 0  # on by default with --token-features; the biLM layers precomputed, the characters too
     model = ElmoForTokenClassification.from_pretrained(tmp_path / "out")
     tokenizer = ElmoTokenizer.from_pretrained(tmp_path / "out")
     assert model.config.task_character_features and model.config.label_characters
@@ -339,3 +339,5 @@ def test_character_features_train_save_and_tag(tmp_path, capsys):
     assert tagged["words"] == list("今天李四在上海。")
     assert pipeline("elmo-token-classification", model=model, tokenizer=tokenizer)("今天李四在上海。") == tagged["entities"]
     assert len(predict_tags(model, tokenizer, [list("我们在北京")])[0]) == 5
+    assert main(argv + ["--no-character-features", "--max-steps", "1", "--overwrite"]) == 0
+    assert not ElmoForTokenClassification.from_pretrained(tmp_path / "out").config.task_character_features

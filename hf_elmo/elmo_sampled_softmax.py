@@ -1,0 +1,84 @@
+"""The biLM's importance-sampled softmax loss (Jean et al. 2015, as bilm-tf trains ELMo).
+
+Negatives are drawn from a log-uniform (Zipf) distribution over the frequency-sorted vocabulary; their logits
+are corrected by log(K q(w)) and accidental hits (a negative equal to the row's target) removed, so that the
+sampled normaliser is an unbiased estimate of the full one.
+
+`sampled_softmax_losses_reference` is the plain formula in torch operations, kept as the reference the tests
+compare with. `sampled_softmax_losses` computes the same numbers with a hand-written backward: the (rows, K)
+logits become exp(logit - row max) in place and then, in the backward, the softmax weights times the upstream
+gradient in place again, where autograd's logsumexp keeps several (rows, K) temporaries alive and passes over
+them more often (benchmarks/RESULTS.md).
+"""
+
+from __future__ import annotations
+
+import torch
+
+
+def log_uniform_samples(
+    vocab_size: int, num_sampled: int, device: torch.device, generator: torch.Generator | None = None
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """`num_sampled` word ids drawn with replacement from P(w) = log((w + 2) / (w + 1)) / log(V + 1), and the
+    log of their expected counts log(K P(w)), the correction their logits get."""
+    log_range = torch.log1p(torch.tensor(float(vocab_size), dtype=torch.float64))
+    uniform = torch.rand(num_sampled, dtype=torch.float64, generator=generator).to(device)
+    samples = (torch.exp(uniform * log_range.to(device)).long() - 1).clamp_(0, vocab_size - 1)
+    probability = (torch.log((samples + 2).double()) - torch.log((samples + 1).double())) / log_range.to(device)
+    return samples, torch.log(num_sampled * probability)
+
+
+def sampled_softmax_losses_reference(hidden, weight, bias, targets, samples, log_expected) -> torch.Tensor:
+    """Per-row losses (N,) of hidden (N, P) against its targets (N,) and the shared `samples` (K,)."""
+    log_expected = log_expected.to(hidden.dtype)
+    true_logits = (hidden * weight[targets]).sum(-1) + bias[targets]
+    sampled_logits = hidden @ weight[samples].t() + bias[samples] - log_expected
+    sampled_logits = sampled_logits.masked_fill(samples.unsqueeze(0) == targets.unsqueeze(1), float("-inf"))
+    logits = torch.cat([true_logits.unsqueeze(1), sampled_logits], dim=1)
+    return torch.logsumexp(logits, dim=1) - true_logits
+
+
+class _SampledSoftmaxLoss(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, hidden, weight, bias, targets, samples, log_expected):
+        sampled_weight = weight[samples]
+        true_weight = weight[targets]
+        true_logits = (hidden * true_weight).sum(-1) + bias[targets]
+        exps = torch.addmm(bias[samples] - log_expected.to(hidden.dtype), hidden, sampled_weight.t())
+        exps.masked_fill_(samples.unsqueeze(0) == targets.unsqueeze(1), float("-inf"))
+        row_max = torch.maximum(exps.amax(dim=1), true_logits)
+        exps.sub_(row_max.unsqueeze(1)).exp_()
+        true_exp = (true_logits - row_max).exp()
+        total = exps.sum(dim=1) + true_exp
+        ctx.save_for_backward(hidden, weight, targets, samples, exps, true_exp, total)
+        ctx.bias_size, ctx.bias_dtype = bias.shape, bias.dtype
+        return row_max + total.log() - true_logits
+
+    @staticmethod
+    @torch.autograd.function.once_differentiable
+    def backward(ctx, grad_losses):
+        hidden, weight, targets, samples, exps, true_exp, total = ctx.saved_tensors
+        needs_hidden, needs_weight, needs_bias = ctx.needs_input_grad[:3]
+        scale = grad_losses / total
+        sampled_grad = exps.mul_(scale.unsqueeze(1))  # d loss / d sampled logit; the saved exps are not needed again
+        true_grad = scale * true_exp - grad_losses  # d loss / d true logit
+        grad_hidden = grad_weight = grad_bias = None
+        if needs_hidden:
+            grad_hidden = torch.addmm(true_grad.unsqueeze(1) * weight[targets], sampled_grad, weight[samples])
+        if needs_weight:
+            grad_weight = torch.zeros_like(weight)
+            grad_weight.index_add_(0, samples, sampled_grad.t() @ hidden)
+            grad_weight.index_add_(0, targets, true_grad.unsqueeze(1) * hidden)
+        if needs_bias:
+            grad_bias = grad_losses.new_zeros(ctx.bias_size, dtype=ctx.bias_dtype)
+            grad_bias.index_add_(0, samples, sampled_grad.sum(dim=0))
+            grad_bias.index_add_(0, targets, true_grad)
+        return grad_hidden, grad_weight, grad_bias, None, None, None
+
+
+def sampled_softmax_losses(hidden, weight, bias, targets, samples, log_expected) -> torch.Tensor:
+    """`sampled_softmax_losses_reference`'s losses, with the hand-written backward."""
+    return _SampledSoftmaxLoss.apply(hidden, weight, bias, targets, samples, log_expected)
+
+
+__all__ = ["log_uniform_samples", "sampled_softmax_losses", "sampled_softmax_losses_reference"]

@@ -1,0 +1,1 @@
+../../elmo_sampled_softmax.py
