@@ -9,8 +9,10 @@ number of steps in fresh processes, one setup after the other, on the same corpu
 - (a) the build setup of issue #19's starting point: commit 86ee0a7 (checked out into a git worktree under
   --work-dir), 1 process x 1 thread, batch 64, batches drawn without grouping by length (as build.sh ran it);
 - the current code in the same setup, and the levers one at a time: length grouping, 2 threads, 2 processes x
-  1 thread (torchrun, gloo; (b), the setup build.sh runs), larger batches, and the dictionary character scheme
-  (one id per character, 20 positions a word instead of 50 bytes: a cheaper character CNN).
+  1 thread (torchrun, gloo), the dictionary character scheme (one id per character, 20 positions a word instead
+  of 50 bytes: a cheaper character CNN; with 2 x 1 and length grouping it is (b), what build.sh runs), and
+  around (b): huge pages turned off (`THP_MEM_ALLOC_ENABLE=0`, see `hf_elmo.pretrain.use_huge_pages`) and
+  batch 128 per process.
 
 Words per second count the corpus words of the batches trained on (steps x processes x batch x the mean words
 per training piece); tokens per second add the two sentence boundaries. The FLOP ceiling is the arithmetic per
@@ -94,7 +96,7 @@ def baseline_checkout(work: Path) -> Path:
 
 
 def run_setup(name, code_dir: Path, work: Path, train: Path, vocab: Path, steps: int, processes: int, threads: int,
-              batch: int, grouped: bool, extra: tuple = ()) -> float:
+              batch: int, grouped: bool, extra: tuple = (), environment: dict | None = None) -> float:
     """Seconds of training (the Trainer's own runtime, without start-up) for `steps` optimiser steps."""
     output = work / "runs" / name
     subprocess.run(["rm", "-rf", str(output)], check=True)
@@ -105,7 +107,7 @@ def run_setup(name, code_dir: Path, work: Path, train: Path, vocab: Path, steps:
         args.append("--no-group-by-length")
     launcher = [sys.executable, "-m"] if processes == 1 else [
         sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", str(processes), "-m"]
-    env = dict(os.environ, PYTHONPATH=str(code_dir), OMP_NUM_THREADS=str(threads))
+    env = dict(os.environ, PYTHONPATH=str(code_dir), OMP_NUM_THREADS=str(threads), **(environment or {}))
     result = subprocess.run([*launcher, "hf_elmo.pretrain", *args], cwd=code_dir, env=env, capture_output=True, text=True)
     if result.returncode != 0:
         raise SystemExit(f"{name} failed:\n{result.stderr[-3000:]}")
@@ -121,22 +123,26 @@ def main() -> None:
     args.work_dir.mkdir(parents=True, exist_ok=True)
     train, vocab, words_per_piece = prepare(args.work_dir)
     baseline = baseline_checkout(args.work_dir)
-    setups = [  # name, code, processes, threads, batch per process, grouped by length, more options
-        ("(a) 86ee0a7 build setup", baseline, 1, 1, 64, False, ()),
-        ("current, same setup", REPO, 1, 1, 64, False, ()),
-        ("current, grouped by length", REPO, 1, 1, 64, True, ()),
-        ("current, 1 process x 2 threads", REPO, 1, 2, 64, True, ()),
-        ("(b) current, 2 processes x 1 thread (build.sh)", REPO, 2, 1, 64, True, ()),
-        ("current, 2 processes x 1 thread, batch 128", REPO, 2, 1, 128, True, ()),
-        ("current, 2 processes x 1 thread, dictionary scheme", REPO, 2, 1, 64, True, tuple(DICTIONARY_ARGS)),
+    no_huge_pages = {"THP_MEM_ALLOC_ENABLE": "0"}
+    setups = [  # name, code, processes, threads, batch per process, grouped by length, more options, environment
+        ("(a) 86ee0a7 build setup", baseline, 1, 1, 64, False, (), {}),
+        ("current, same setup", REPO, 1, 1, 64, False, (), {}),
+        ("current, grouped by length", REPO, 1, 1, 64, True, (), {}),
+        ("current, 1 process x 2 threads", REPO, 1, 2, 64, True, (), {}),
+        ("current, 2 processes x 1 thread, bytes", REPO, 2, 1, 64, True, (), {}),
+        ("(b) current, 2 processes x 1 thread, dictionary scheme (build.sh)", REPO, 2, 1, 64, True,
+         tuple(DICTIONARY_ARGS), {}),
+        ("(b) without huge pages", REPO, 2, 1, 64, True, tuple(DICTIONARY_ARGS), no_huge_pages),
+        ("(b) with batch 128", REPO, 2, 1, 128, True, tuple(DICTIONARY_ARGS), {}),
     ]
     rates = {threads: matmul_rate(threads) for threads in (1, 2)}
     rows, reference = [], None
-    for name, code, processes, threads, batch, grouped, extra in setups:
+    for name, code, processes, threads, batch, grouped, extra, environment in setups:
         started = time.time()
         flops = flops_per_word(char_width=20 if extra == tuple(DICTIONARY_ARGS) else 50)
         seconds = run_setup(name.replace(" ", "_").replace(",", "").replace("(", "").replace(")", ""), code,
-                            args.work_dir, train, vocab, args.steps, processes, threads, batch, grouped, extra)
+                            args.work_dir, train, vocab, args.steps, processes, threads, batch, grouped, extra,
+                            environment)
         words = args.steps * processes * batch * words_per_piece
         speed = words / seconds
         reference = reference or speed

@@ -384,8 +384,11 @@ class _LstmLayerFunction(torch.autograd.Function):
         inside_proj_clip = hidden.abs() <= proj_clip if proj_clip else None
         recurrent_t = recurrent_weight.transpose(1, 2).contiguous()
         projection_t = projection_weight.transpose(1, 2).contiguous()
-        grad_gates = gates.new_zeros(2, 4 * cell_dim, num_steps * batch)
-        grad_hidden = gates.new_zeros(2, projection_dim, num_steps * batch)  # before the projection clip
+        # Every running step's columns are written below; only the all-padding steps at the end need zeros.
+        grad_gates = gates.new_empty(2, 4 * cell_dim, num_steps * batch)
+        grad_hidden = gates.new_empty(2, projection_dim, num_steps * batch)  # before the projection clip
+        for grad in (grad_gates, grad_hidden):
+            grad[:, :, run_steps * batch :] = 0
         grad_h = h0.new_zeros(2, projection_dim, batch)  # recurrent part of d loss / d h_t
         # d loss / d c_t, carried backwards. A row's final-cell gradient joins at the row's last step; until
         # then (rows that have ended) its columns stay exactly zero through the whole-block operations below,
