@@ -33,6 +33,7 @@ import json
 import logging
 import os
 import re
+import uuid
 from collections.abc import Sequence
 
 from tokenizers.pre_tokenizers import BertPreTokenizer
@@ -503,8 +504,16 @@ class ElmoTokenizer(PreTrainedTokenizerBase):
                 continue
             name = (filename_prefix + "-" if filename_prefix else "") + VOCAB_FILES_NAMES[key]
             path = os.path.join(save_directory, name)
-            with open(path, "w", encoding="utf-8") as handle:
-                json.dump(vocab, handle, ensure_ascii=False, indent=0)
+            # Written beside and renamed into place, so a killed save never leaves half a vocabulary; the name is
+            # the temporary pattern of hf-elmo's file_io (its stale-temporary sweep recognises it).
+            temporary = os.path.join(save_directory, f".{name}.tmp-{os.getpid()}-0-{uuid.uuid4().hex}")
+            try:
+                with open(temporary, "w", encoding="utf-8") as handle:
+                    json.dump(vocab, handle, ensure_ascii=False, indent=0)
+                os.replace(temporary, path)
+            finally:
+                if os.path.exists(temporary):
+                    os.remove(temporary)
             saved.append(path)
         return tuple(saved)
 

@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 import torch
 
+import hf_elmo
 import hf_elmo.tokenization_elmo as tokenization_elmo
 from hf_elmo import ElmoConfig, ElmoModel, ElmoTokenizer
 from reference_fixtures import tiny_config_kwargs
@@ -188,6 +189,26 @@ def test_save_and_load(tmp_path):
         assert loaded.segmenter == "chars" and loaded.do_lower_case is True
         text = ["我爱北京 Hello", "Bye"]
         assert loaded(text, padding=True)["input_ids"] == original(text, padding=True)["input_ids"]
+
+
+def test_a_failed_vocabulary_save_keeps_the_old_file_and_leaves_no_temporary(tmp_path, monkeypatch):
+    tokenizer = ElmoTokenizer.from_pretrained(hf_elmo.DEFAULT_MODEL)
+    tokenizer.save_pretrained(tmp_path)
+    before = (tmp_path / "char_vocab.json").read_bytes()
+    real_dump = json.dump
+
+    def dump_half_then_fail(value, handle, **kwargs):
+        real_dump(dict(list(value.items())[:10]), handle, **kwargs)
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(tokenization_elmo.json, "dump", dump_half_then_fail)
+    with pytest.raises(OSError, match="No space left"):
+        tokenizer.save_vocabulary(str(tmp_path))
+    assert (tmp_path / "char_vocab.json").read_bytes() == before
+    assert sorted(path.name for path in tmp_path.iterdir() if path.name.startswith(".")) == []
+    monkeypatch.setattr(tokenization_elmo.json, "dump", real_dump)
+    assert tokenizer.save_vocabulary(str(tmp_path)) == (str(tmp_path / "char_vocab.json"),)
+    assert (tmp_path / "char_vocab.json").read_bytes() == before
 
 
 def test_auto_tokenizer_from_model_folder(tmp_path):
