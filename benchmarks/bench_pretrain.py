@@ -11,8 +11,7 @@ number of steps in fresh processes, one setup after the other, on the same corpu
 - the current code in the same setup, and the levers one at a time: length grouping, 2 threads, 2 processes x
   1 thread (torchrun, gloo), the dictionary character scheme (one id per character, 20 positions a word instead
   of 50 bytes: a cheaper character CNN; with 2 x 1 and length grouping it is (b), what build.sh runs), and
-  around (b): huge pages turned off (`THP_MEM_ALLOC_ENABLE=0`, see `hf_elmo.pretrain.use_huge_pages`) and
-  batch 128 per process.
+  (b) with batch 128 per process.
 
 Words per second count the corpus words of the batches trained on (steps x processes x batch x the mean words
 per training piece); tokens per second add the two sentence boundaries. The FLOP ceiling is the arithmetic per
@@ -123,7 +122,6 @@ def main() -> None:
     args.work_dir.mkdir(parents=True, exist_ok=True)
     train, vocab, words_per_piece = prepare(args.work_dir)
     baseline = baseline_checkout(args.work_dir)
-    no_huge_pages = {"THP_MEM_ALLOC_ENABLE": "0"}
     setups = [  # name, code, processes, threads, batch per process, grouped by length, more options, environment
         ("(a) 86ee0a7 build setup", baseline, 1, 1, 64, False, (), {}),
         ("current, same setup", REPO, 1, 1, 64, False, (), {}),
@@ -132,7 +130,6 @@ def main() -> None:
         ("current, 2 processes x 1 thread, bytes", REPO, 2, 1, 64, True, (), {}),
         ("(b) current, 2 processes x 1 thread, dictionary scheme (build.sh)", REPO, 2, 1, 64, True,
          tuple(DICTIONARY_ARGS), {}),
-        ("(b) without huge pages", REPO, 2, 1, 64, True, tuple(DICTIONARY_ARGS), no_huge_pages),
         ("(b) with batch 128", REPO, 2, 1, 128, True, tuple(DICTIONARY_ARGS), {}),
     ]
     rates = {threads: matmul_rate(threads) for threads in (1, 2)}

@@ -8,7 +8,7 @@ sampled normaliser is an unbiased estimate of the full one.
 compare with. `sampled_softmax_losses` computes the same numbers with a hand-written backward: the (rows, K)
 logits become exp(logit - row max) in place and then, in the backward, the softmax weights times the upstream
 gradient in place again, where autograd's logsumexp keeps several (rows, K) temporaries alive and passes over
-them more often (benchmarks/RESULTS.md).
+them more often (`benchmarks/bench_sampled_softmax.py`, figures in benchmarks/RESULTS.md).
 """
 
 from __future__ import annotations

@@ -257,19 +257,9 @@ def main(argv: list[str] | None = None) -> int:
     return command_main(["pretrain", *(sys.argv[1:] if argv is None else argv)])
 
 
-def use_huge_pages() -> None:
-    """Back tensors of 2 MB and more with transparent huge pages (PyTorch's THP_MEM_ALLOC_ENABLE, read at the
-    process's first such allocation; a value the user set is kept). A training step allocates and frees buffers
-    of tens of MB (gates, their gradients, sampled logits), which glibc returns to the kernel and gets back as
-    4 KB pages to fault in one by one; huge pages need 512 times fewer faults (benchmarks/RESULTS.md)."""
-    os.environ.setdefault("THP_MEM_ALLOC_ENABLE", "1")
-
-
 def run(args) -> int:
     """Pretrain with the parsed `hf-elmo pretrain` options. Under torchrun every rank ends its process here."""
     from transformers.utils import logging as transformers_logging
-
-    use_huge_pages()
 
     bars_were_on = transformers_logging.is_progress_bar_enabled()
     if args.no_progress:  # also the bars transformers shows outside the Trainer (loading weights)

@@ -444,13 +444,3 @@ def test_dictionary_scheme_builds_a_character_vocabulary_trains_and_loads(tmp_pa
     assert pretrain_main(bytes_command) == 2
     assert "--char-scheme 'dictionary' there, 'bytes' now" in capsys.readouterr().err
 
-
-def test_pretraining_backs_large_tensors_with_huge_pages_unless_told_otherwise(monkeypatch):
-    from hf_elmo.pretrain import use_huge_pages
-
-    monkeypatch.delenv("THP_MEM_ALLOC_ENABLE", raising=False)
-    use_huge_pages()
-    assert os.environ["THP_MEM_ALLOC_ENABLE"] == "1"
-    monkeypatch.setenv("THP_MEM_ALLOC_ENABLE", "0")
-    use_huge_pages()
-    assert os.environ["THP_MEM_ALLOC_ENABLE"] == "0"
