@@ -199,16 +199,16 @@ class ElmoDataCollator:
         """`character_input_ids` (batch, characters, width): each character's ids read as a word alone."""
         if self.tokenizer is None:
             raise ValueError("examples with 'characters' need ElmoDataCollator(tokenizer=...)")
+        width = self.tokenizer.max_characters_per_token
         rows = []
         for row, example in enumerate(examples):
             characters = example.get("characters")
             if characters is None or isinstance(characters, str) or len(characters) != len(example["token_word_index"]):
                 raise ValueError(f"example {row}: 'characters' must be a list of the {len(example['token_word_index'])} "
                                  "characters that token_word_index places (every example, or none)")
-            width = self.tokenizer.max_characters_per_token
             ids = [self._char_ids(character) for character in characters]
             rows.append(torch.tensor(ids, dtype=torch.long) if ids else torch.zeros(0, width, dtype=torch.long))
-        return _padded(rows, num_characters, 0, self.tokenizer.max_characters_per_token)
+        return _padded(rows, num_characters, 0, width)
 
     def _labels(self, raw: list, full_lengths: list[int], num_words: int, unit: str = "word") -> torch.Tensor:
         # One label per example: a Python or numpy number (datasets yields numpy scalars) or a 0-d tensor; an

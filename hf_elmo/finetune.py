@@ -648,14 +648,12 @@ def _new_tagger(options: FinetuneOptions, label2id: dict[str, int], train: Seque
         head["task_encoder_hidden_size"] = options.task_encoder_hidden_size
 
     def tagger(label_characters: bool):
+        wanted = options.task_character_features
+        character_features = bool(label_characters) and (options.task_token_features if wanted is None else wanted)
         return build_model(ElmoForTokenClassification, options, num_labels=len(label2id),
                            id2label={i: label for label, i in label2id.items()}, label2id=label2id,
                            **_head_config(options, {**head, "label_characters": label_characters,
-                                                    "task_character_features": character_features(label_characters)}))
-
-    def character_features(label_characters: bool) -> bool:
-        wanted = options.task_character_features
-        return bool(label_characters) and (options.task_token_features if wanted is None else wanted)
+                                                    "task_character_features": character_features}))
 
     label_characters = options.label_characters
     model = tagger(label_characters if label_characters is not None else looks_character_labelled(train))
