@@ -95,7 +95,7 @@ def baseline_checkout(work: Path) -> Path:
 
 
 def run_setup(name, code_dir: Path, work: Path, train: Path, vocab: Path, steps: int, processes: int, threads: int,
-              batch: int, grouped: bool, extra: tuple = (), environment: dict | None = None) -> float:
+              batch: int, grouped: bool, extra: tuple = ()) -> float:
     """Seconds of training (the Trainer's own runtime, without start-up) for `steps` optimiser steps."""
     output = work / "runs" / name
     subprocess.run(["rm", "-rf", str(output)], check=True)
@@ -106,7 +106,7 @@ def run_setup(name, code_dir: Path, work: Path, train: Path, vocab: Path, steps:
         args.append("--no-group-by-length")
     launcher = [sys.executable, "-m"] if processes == 1 else [
         sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", str(processes), "-m"]
-    env = dict(os.environ, PYTHONPATH=str(code_dir), OMP_NUM_THREADS=str(threads), **(environment or {}))
+    env = dict(os.environ, PYTHONPATH=str(code_dir), OMP_NUM_THREADS=str(threads))
     result = subprocess.run([*launcher, "hf_elmo.pretrain", *args], cwd=code_dir, env=env, capture_output=True, text=True)
     if result.returncode != 0:
         raise SystemExit(f"{name} failed:\n{result.stderr[-3000:]}")
@@ -122,24 +122,23 @@ def main() -> None:
     args.work_dir.mkdir(parents=True, exist_ok=True)
     train, vocab, words_per_piece = prepare(args.work_dir)
     baseline = baseline_checkout(args.work_dir)
-    setups = [  # name, code, processes, threads, batch per process, grouped by length, more options, environment
-        ("(a) 86ee0a7 build setup", baseline, 1, 1, 64, False, (), {}),
-        ("current, same setup", REPO, 1, 1, 64, False, (), {}),
-        ("current, grouped by length", REPO, 1, 1, 64, True, (), {}),
-        ("current, 1 process x 2 threads", REPO, 1, 2, 64, True, (), {}),
-        ("current, 2 processes x 1 thread, bytes", REPO, 2, 1, 64, True, (), {}),
+    setups = [  # name, code, processes, threads, batch per process, grouped by length, more options
+        ("(a) 86ee0a7 build setup", baseline, 1, 1, 64, False, ()),
+        ("current, same setup", REPO, 1, 1, 64, False, ()),
+        ("current, grouped by length", REPO, 1, 1, 64, True, ()),
+        ("current, 1 process x 2 threads", REPO, 1, 2, 64, True, ()),
+        ("current, 2 processes x 1 thread, bytes", REPO, 2, 1, 64, True, ()),
         ("(b) current, 2 processes x 1 thread, dictionary scheme (build.sh)", REPO, 2, 1, 64, True,
-         tuple(DICTIONARY_ARGS), {}),
-        ("(b) with batch 128", REPO, 2, 1, 128, True, tuple(DICTIONARY_ARGS), {}),
+         tuple(DICTIONARY_ARGS)),
+        ("(b) with batch 128", REPO, 2, 1, 128, True, tuple(DICTIONARY_ARGS)),
     ]
     rates = {threads: matmul_rate(threads) for threads in (1, 2)}
     rows, reference = [], None
-    for name, code, processes, threads, batch, grouped, extra, environment in setups:
+    for name, code, processes, threads, batch, grouped, extra in setups:
         started = time.time()
         flops = flops_per_word(char_width=20 if extra == tuple(DICTIONARY_ARGS) else 50)
         seconds = run_setup(name.replace(" ", "_").replace(",", "").replace("(", "").replace(")", ""), code,
-                            args.work_dir, train, vocab, args.steps, processes, threads, batch, grouped, extra,
-                            environment)
+                            args.work_dir, train, vocab, args.steps, processes, threads, batch, grouped, extra)
         words = args.steps * processes * batch * words_per_piece
         speed = words / seconds
         reference = reference or speed

@@ -443,4 +443,3 @@ def test_dictionary_scheme_builds_a_character_vocabulary_trains_and_loads(tmp_pa
     bytes_command = [arg if arg != "dictionary" else "bytes" for arg in command]
     assert pretrain_main(bytes_command) == 2
     assert "--char-scheme 'dictionary' there, 'bytes' now" in capsys.readouterr().err
-
