@@ -190,7 +190,7 @@ def test_a_folder_without_its_tokenizer_warns_or_refuses(tmp_path, caplog):
     import logging
 
     from hf_elmo import ElmoConfig, ElmoModel
-    from reference_fixtures import tiny_config_kwargs
+    from small_models import tiny_config_kwargs
 
     ElmoModel(ElmoConfig(**tiny_config_kwargs())).save_pretrained(tmp_path / "bare")  # weights only, no tokenizer
     with caplog.at_level(logging.WARNING, logger="hf_elmo.embedder"):

@@ -4,7 +4,8 @@ import json
 
 import pytest
 import torch
-from finetune_helpers import NOT_UTF8, save_tiny_base, tiny_config, toy_sentences, write_conll
+from finetune_helpers import NOT_UTF8, save_tiny_base, toy_sentences, write_conll
+from small_models import tiny_config
 
 from hf_elmo import ElmoTokenizer
 from hf_elmo.conll import DataError, read_conll

@@ -14,7 +14,8 @@ import torch
 
 from hf_elmo import ElmoConfig, ElmoModel, ElmoTokenizer
 from numerics import bilm_tolerance
-from reference_fixtures import ALLENNLP, REFERENCES, tiny_config_kwargs
+from reference_fixtures import ALLENNLP, REFERENCES
+from small_models import tiny_config_kwargs
 from transformers import AutoModel, AutoTokenizer
 from paths import REPO_ROOT
 

@@ -11,16 +11,15 @@ import numpy as np
 import pytest
 import torch
 
-from hf_elmo import ElmoConfig, ElmoTokenizer
+from hf_elmo import ElmoTokenizer
 from hf_elmo.modeling_elmo import ElmoForPreTraining
 from paths import REPO_ROOT
+from small_models import tiny_config
 
 pytest.importorskip("sklearn")
 pytest.importorskip("jieba")  # the 小米 files need 小米 kept as one word
 
 SCRIPT = REPO_ROOT / "benchmarks" / "eval_zh_model.py"
-TINY = dict(char_embedding_dim=4, char_cnn_filters=[[1, 4], [2, 8]], num_highway_layers=1, projection_dim=8,
-            lstm_cell_dim=16, num_lstm_layers=2)
 REVIEWS = {
     "train": [("质量很好，很满意", 1), ("太差了，再也不买", 0), ("物流很快，好评", 1), ("坏了，退货", 0),
               ("非常喜欢这个", 1), ("不好用，失望", 0)],
@@ -39,7 +38,7 @@ def evaluation():
 def save_tiny_pretraining_run(folder: Path) -> Path:
     torch.manual_seed(0)
     vocabulary = ["<S>", "</S>", "<UNK>", "小米", "的", "了", "。"]
-    ElmoForPreTraining(ElmoConfig(**TINY, lm_vocab=vocabulary)).save_pretrained(folder)
+    ElmoForPreTraining(tiny_config(lm_vocab=vocabulary)).save_pretrained(folder)
     ElmoTokenizer().save_pretrained(folder)
     return folder
 
@@ -84,7 +83,7 @@ def test_evaluate_runs_end_to_end_and_writes_json_and_markdown(evaluation, tmp_p
 def test_encoder_only_folder_has_no_perplexity(evaluation, tmp_path):
     from hf_elmo import ElmoModel
 
-    ElmoModel(ElmoConfig(**TINY)).save_pretrained(tmp_path)
+    ElmoModel(tiny_config()).save_pretrained(tmp_path)
     assert evaluation.dev_perplexity(str(tmp_path), dev_lines=["小米 。"]) is None
     assert evaluation.dev_perplexity(None) is None
 
@@ -103,7 +102,7 @@ def test_sense_files_match_their_labels_and_refuse_a_line_without_xiaomi(evaluat
     for name, senses in evaluation.SENSE_FILES.items():
         lines = [line for line in (folder / name).read_text(encoding="utf-8").splitlines() if line.strip()]
         assert len(lines) == len(senses) and all(line.count("小米") == 1 for line in lines)
-    embedder = Embedder(ElmoModel(ElmoConfig(**TINY)), tokenizer=ElmoTokenizer(), device="cpu")
+    embedder = Embedder(ElmoModel(tiny_config()), tokenizer=ElmoTokenizer(), device="cpu")
     with pytest.raises(ValueError, match="line 2"):
         evaluation.xiaomi_occurrences(embedder, {"x.txt": (["我买了小米。", "我买了大米。"], ["grain", "grain"])})
 

@@ -7,7 +7,8 @@ import pytest
 
 from hf_elmo import ElmoConfig
 from hf_elmo.bilm_format import allennlp_options, config_from_allennlp_options
-from reference_fixtures import ALLENNLP, BILM_TF, FIXTURES, tiny_config_kwargs
+from reference_fixtures import ALLENNLP, BILM_TF, FIXTURES
+from small_models import tiny_config_kwargs
 from transformers import AutoConfig
 
 ALLENNLP_OPTIONS = json.loads((ALLENNLP / "options.json").read_text())

@@ -5,7 +5,8 @@ import math
 import pytest
 import torch
 import torch.nn.functional as F
-from finetune_helpers import LABELS, tiny_config
+from finetune_helpers import LABELS
+from small_models import tiny_config
 from head_helpers import batch, tagger
 
 from hf_elmo import ElmoForSequenceClassification

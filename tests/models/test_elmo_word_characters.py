@@ -2,7 +2,7 @@
 
 import pytest
 import torch
-from finetune_helpers import tiny_config
+from small_models import tiny_config
 
 from hf_elmo import ElmoDataCollator, ElmoForTokenClassification, ElmoModel, ElmoTokenizer
 from hf_elmo.char_words import characters_as_words

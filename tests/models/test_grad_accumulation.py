@@ -2,7 +2,7 @@
 
 import pytest
 import torch
-from finetune_helpers import tiny_config
+from small_models import tiny_config
 from transformers import Trainer, TrainingArguments
 
 from hf_elmo import ElmoDataCollator, ElmoForSequenceClassification, ElmoForTokenClassification, ElmoTokenizer

@@ -3,7 +3,8 @@
 import pytest
 import torch
 import torch.nn.functional as F
-from finetune_helpers import LABELS, save_tiny_base, tiny_config
+from finetune_helpers import LABELS, save_tiny_base
+from small_models import tiny_config
 from head_helpers import ID2LABEL, LABEL2ID, SENTENCES, TAGS, batch, tagger
 from transformers import AutoModelForSequenceClassification, AutoModelForTokenClassification
 

@@ -9,7 +9,7 @@ import torch
 import hf_elmo
 import hf_elmo.tokenization_elmo as tokenization_elmo
 from hf_elmo import ElmoConfig, ElmoModel, ElmoTokenizer
-from reference_fixtures import tiny_config_kwargs
+from small_models import tiny_config_kwargs
 from transformers import AutoTokenizer
 
 PAD_WORD = [0] * 50

@@ -6,27 +6,14 @@ import random
 
 import torch
 
-from hf_elmo import ElmoConfig, ElmoModel, ElmoTokenizer
+from hf_elmo import ElmoModel, ElmoTokenizer
+from small_models import tiny_config
 
-TINY = dict(
-    char_embedding_dim=4,
-    char_cnn_filters=[[1, 4], [2, 8]],
-    num_highway_layers=1,
-    projection_dim=8,
-    lstm_cell_dim=16,
-    num_lstm_layers=2,
-)
 LABELS = ["O", "B-LOC", "I-LOC", "B-PER", "I-PER"]
 NOT_UTF8 = b"\xff\xfe\x00abc\n"  # bytes that are not UTF-8, for the readers' error messages
 
-
-def tiny_config(**overrides) -> ElmoConfig:
-    values = dict(TINY)
-    values.update(overrides)
-    return ElmoConfig(**values)
-
-
-# Random biLM features of TINY barely tell words apart; this still-small size learns a toy task in seconds.
+# Random biLM features of the tiny configuration barely tell words apart; this still-small size learns a toy
+# task in seconds.
 LEARNABLE = dict(char_embedding_dim=8, char_cnn_filters=[[1, 32], [2, 32]], projection_dim=16, lstm_cell_dim=32)
 
 

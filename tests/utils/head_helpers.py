@@ -2,7 +2,8 @@
 test_elmo_losses.py)."""
 
 import torch
-from finetune_helpers import LABELS, tiny_config
+from finetune_helpers import LABELS
+from small_models import tiny_config
 
 from hf_elmo import ElmoForTokenClassification, ElmoTokenizer
 

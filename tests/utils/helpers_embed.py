@@ -9,20 +9,13 @@ import h5py
 import numpy as np
 import torch
 
-from hf_elmo import ElmoConfig, ElmoModel, ElmoTokenizer
+from hf_elmo import ElmoModel, ElmoTokenizer
 from hf_elmo.bilm_format import load_model_from_bilm
 import paths
+from small_models import tiny_config
 
 FIXTURES = paths.FIXTURES / "allennlp_elmo"
 
-TINY = dict(
-    char_embedding_dim=4,
-    char_cnn_filters=[[1, 4], [2, 8]],
-    num_highway_layers=1,
-    projection_dim=8,
-    lstm_cell_dim=16,
-    num_lstm_layers=2,
-)
 
 SENTENCES = [
     "小米 粥 很 好喝",
@@ -38,7 +31,7 @@ SENTENCES = [
 def save_tiny_model(folder: Path, seed: int = 0) -> Path:
     """A random tiny `ElmoModel` + a `chars` tokenizer in `folder`; its learned mix is not uniform."""
     torch.manual_seed(seed)
-    model = ElmoModel(ElmoConfig(**TINY)).eval()
+    model = ElmoModel(tiny_config()).eval()
     with torch.no_grad():
         model.scalar_mixes[0].scalar_parameters.copy_(torch.tensor([0.5, -1.0, 2.0]))
         model.scalar_mixes[0].gamma.fill_(1.5)

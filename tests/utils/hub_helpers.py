@@ -25,24 +25,10 @@ def hub():
         yield server
 
 
-def tiny_config(**overrides):
-    from hf_elmo import ElmoConfig
-
-    settings = dict(
-        char_embedding_dim=4,
-        char_cnn_filters=[[1, 4], [2, 8]],
-        num_highway_layers=1,
-        projection_dim=8,
-        lstm_cell_dim=16,
-        num_lstm_layers=2,
-    )
-    settings.update(overrides)
-    return ElmoConfig(**settings)
-
-
 def tiny_model(seed: int, **overrides):
     """A small random ElmoModel whose scalar mix is not the default (so the mix weights must round-trip)."""
     from hf_elmo import ElmoModel
+    from small_models import tiny_config
 
     torch.manual_seed(seed)
     model = ElmoModel(tiny_config(**overrides)).eval()

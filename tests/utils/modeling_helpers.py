@@ -4,7 +4,7 @@ every path carries signal (non-zero LSTM biases, mixes that are not the plain av
 import torch
 
 from hf_elmo import ElmoConfig, ElmoModel, ElmoTokenizer
-from reference_fixtures import tiny_config_kwargs
+from small_models import tiny_config_kwargs
 
 SENTENCES = [
     "the quick brown fox jumps over the lazy dog".split(),

@@ -47,15 +47,3 @@ REFERENCES = [
 ]
 
 
-def tiny_config_kwargs(**overrides) -> dict:
-    """A model small enough to run in milliseconds (the byte scheme still needs 262 character ids)."""
-    kwargs = dict(
-        char_embedding_dim=4,
-        char_cnn_filters=[[1, 4], [2, 8]],
-        num_highway_layers=1,
-        projection_dim=8,
-        lstm_cell_dim=16,
-        num_lstm_layers=2,
-    )
-    kwargs.update(overrides)
-    return kwargs

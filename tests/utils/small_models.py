@@ -1,5 +1,5 @@
-"""Small random ElmoModels with clips that are really active, shared by the biLSTM, character-encoder,
-token-cache and int8 tests (tests/models/test_elmo_lstm.py, test_elmo_char_encoder.py, test_elmo_token_cache.py,
+"""The tests' small configurations: the tiny one most tests build, and small random ElmoModels with clips that
+are really active, shared by the biLSTM, character-encoder, token-cache and int8 tests (tests/models/test_elmo_lstm.py, test_elmo_char_encoder.py, test_elmo_token_cache.py,
 test_quantization.py)."""
 
 from __future__ import annotations
@@ -11,6 +11,16 @@ from hf_elmo.modeling_elmo import ElmoModel
 from hf_elmo.tokenization_elmo import ElmoTokenizer
 
 CELL_CLIP, PROJ_CLIP = 0.5, 0.3
+
+
+def tiny_config_kwargs(**overrides) -> dict:
+    """The smallest model the tests build, milliseconds a call (the byte scheme still needs 262 character ids)."""
+    return {**dict(char_embedding_dim=4, char_cnn_filters=[[1, 4], [2, 8]], num_highway_layers=1, projection_dim=8,
+                   lstm_cell_dim=16, num_lstm_layers=2), **overrides}
+
+
+def tiny_config(**overrides) -> ElmoConfig:
+    return ElmoConfig(**tiny_config_kwargs(**overrides))
 
 
 def small_model(skip: bool = True, clip: bool = True, layers: int = 2, dtype=torch.float32, seed: int = 0) -> ElmoModel:
