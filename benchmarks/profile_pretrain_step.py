@@ -47,7 +47,8 @@ def profile_steps(train: Path, vocab: Path, output: Path, steps: int, batch: int
     from hf_elmo import lm_trainer, pretrain
 
     torch.set_num_threads(1)
-    profiler = profile(activities=[ProfilerActivity.CPU], schedule=schedule(wait=0, warmup=WARMUP_STEPS, active=steps, repeat=1))
+    profiler = profile(activities=[ProfilerActivity.CPU],
+                       schedule=schedule(wait=0, warmup=WARMUP_STEPS, active=steps, repeat=1))
     training_step = lm_trainer.LanguageModelTrainer.training_step
 
     def profiled_step(self, *args, **kwargs):
@@ -80,7 +81,10 @@ def main() -> None:
     os.environ["OMP_NUM_THREADS"] = "1"
     train, vocab, words_per_piece = prepare(args.work_dir)
     events = profile_steps(train, vocab, args.work_dir / "runs" / "profile", args.steps, args.batch_size)
-    per_step = lambda microseconds: microseconds / 1000 / args.steps  # noqa: E731
+
+    def per_step(microseconds: float) -> float:  # milliseconds per profiled step
+        return microseconds / 1000 / args.steps
+
     total = sum(event.self_cpu_time_total for event in events)
     groups: dict[str, float] = {}
     for event in events:
@@ -96,9 +100,10 @@ def main() -> None:
     words = args.batch_size * words_per_piece
     product_flops = flops_per_word(char_width=20) * words
     product_seconds = groups.get("matrix products", 0.0) / 1e6 / args.steps
-    lines += ["", f"{words:.0f} words per step; {per_step(total):.0f} ms per step = {words / per_step(total) * 1000:,.0f} "
-              f"words/s; the matrix products ran at {product_flops / product_seconds / 1e9:.0f} GFLOP/s "
-              f"(the machine's matrix-multiply rate, 1 thread: {matmul_rate(1):.0f} GFLOP/s)"]
+    lines += ["", f"{words:.0f} words per step; {per_step(total):.0f} ms per step = "
+              f"{words / per_step(total) * 1000:,.0f} words/s; the matrix products ran at "
+              f"{product_flops / product_seconds / 1e9:.0f} GFLOP/s (the machine's matrix-multiply rate, 1 thread: "
+              f"{matmul_rate(1):.0f} GFLOP/s)"]
     print("\n".join(lines))
     if args.markdown:
         args.markdown.write_text("\n".join(lines) + "\n", encoding="utf-8")

@@ -1,6 +1,6 @@
-"""The tests' small configurations: the tiny one most tests build, and small random ElmoModels with clips that
-are really active, shared by the biLSTM, character-encoder, token-cache and int8 tests (tests/models/test_elmo_lstm.py, test_elmo_char_encoder.py, test_elmo_token_cache.py,
-test_quantization.py)."""
+"""The tests' small models: the tiny configuration most tests build, and small random ElmoModels with clips that
+are really active, shared by the biLSTM, character-encoder, token-cache and int8 tests
+(tests/models/test_elmo_lstm.py, test_elmo_char_encoder.py, test_elmo_token_cache.py, test_quantization.py)."""
 
 from __future__ import annotations
 
