@@ -94,14 +94,21 @@ def baseline_checkout(work: Path) -> Path:
     return tree
 
 
+def pretrain_arguments(train: Path, vocab: Path, output: Path, batch: int, steps: int, threads: int,
+                       extra: tuple = ()) -> list[str]:
+    """`hf_elmo.pretrain` options for `steps` timed steps at elmo-zh-small's configuration: no evaluation,
+    checkpoint or log line inside them."""
+    return ["--train-file", str(train), "--vocab", str(vocab), *MODEL_ARGS, "--output-dir", str(output),
+            "--batch-size", str(batch), "--max-steps", str(steps), "--threads", str(threads), "--seed", "42",
+            "--save-steps", "100000", "--eval-steps", "100000", "--logging-steps", "100000", "--no-progress", *extra]
+
+
 def run_setup(name, code_dir: Path, work: Path, train: Path, vocab: Path, steps: int, processes: int, threads: int,
               batch: int, grouped: bool, extra: tuple = ()) -> float:
     """Seconds of training (the Trainer's own runtime, without start-up) for `steps` optimiser steps."""
     output = work / "runs" / name
     subprocess.run(["rm", "-rf", str(output)], check=True)
-    args = ["--train-file", str(train), "--vocab", str(vocab), *MODEL_ARGS, "--output-dir", str(output),
-            "--batch-size", str(batch), "--max-steps", str(steps), "--threads", str(threads), "--seed", "42",
-            "--save-steps", "100000", "--eval-steps", "100000", "--logging-steps", "100000", "--no-progress", *extra]
+    args = pretrain_arguments(train, vocab, output, batch, steps, threads, extra)
     if not grouped:
         args.append("--no-group-by-length")
     launcher = [sys.executable, "-m"] if processes == 1 else [

@@ -21,7 +21,7 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bench_pretrain import DICTIONARY_ARGS, MODEL_ARGS, flops_per_word, matmul_rate, prepare  # noqa: E402
+from bench_pretrain import DICTIONARY_ARGS, flops_per_word, matmul_rate, prepare, pretrain_arguments  # noqa: E402
 
 MATRIX_PRODUCTS = {"aten::mm", "aten::bmm", "aten::addmm", "aten::baddbmm", "aten::addmv", "aten::mv",
                    "aten::addbmm"}
@@ -57,10 +57,7 @@ def profile_steps(train: Path, vocab: Path, output: Path, steps: int, batch: int
         return loss
 
     lm_trainer.LanguageModelTrainer.training_step = profiled_step
-    arguments = ["--train-file", str(train), "--vocab", str(vocab), *MODEL_ARGS, *DICTIONARY_ARGS,
-                 "--output-dir", str(output), "--batch-size", str(batch), "--max-steps", str(WARMUP_STEPS + steps + 1),
-                 "--threads", "1", "--seed", "42", "--save-steps", "100000", "--eval-steps", "100000",
-                 "--logging-steps", "100000", "--no-progress"]
+    arguments = pretrain_arguments(train, vocab, output, batch, WARMUP_STEPS + steps + 1, 1, tuple(DICTIONARY_ARGS))
     shutil.rmtree(output, ignore_errors=True)  # a fresh run, never a resumed one
     profiler.start()
     try:
