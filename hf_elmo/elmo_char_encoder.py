@@ -8,6 +8,7 @@ from torch import nn
 
 from .configuration_elmo import ElmoConfig
 from .elmo_token_cache import ElmoTokenCache
+from .matrix_products import linear
 
 
 class ElmoHighwayLayer(nn.Linear):
@@ -15,6 +16,9 @@ class ElmoHighwayLayer(nn.Linear):
 
     def __init__(self, size: int):
         super().__init__(size, 2 * size)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return linear(x, self.weight, self.bias)
 
 
 class ElmoHighway(nn.Module):
@@ -108,7 +112,7 @@ class ElmoCharacterEncoder(nn.Module):
         tokens = self.highway(self.activation(features))
         if self.word_embedding is not None:
             tokens = torch.cat([self.word_embedding(word_ids), tokens], dim=-1)
-        return self.projection(tokens)
+        return linear(tokens, self.projection.weight, self.projection.bias)
 
     def _character_features(self, char_ids: torch.Tensor) -> torch.Tensor:
         """(N, positions) char ids -> (N, num_filters): every filter's max over positions, before the activation."""
@@ -139,8 +143,8 @@ class ElmoCharacterEncoder(nn.Module):
         width = conv.kernel_size[0]
         num_tokens, positions, channels = chars.shape
         windows = chars.unfold(1, width, 1).reshape(num_tokens, positions - width + 1, channels * width)
-        weight = conv.weight.permute(1, 2, 0).reshape(channels * width, conv.out_channels)  # [channel][offset]
-        return torch.matmul(windows, weight).amax(dim=1) + conv.bias
+        weight = conv.weight.reshape(conv.out_channels, channels * width)  # (out, [channel][offset])
+        return linear(windows, weight).amax(dim=1) + conv.bias
 
 
 __all__ = ["ElmoCharacterEncoder", "ElmoHighway", "ElmoHighwayLayer"]

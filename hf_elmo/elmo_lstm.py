@@ -5,8 +5,8 @@
 
 - "reference": the straightforward per-step loop, autograd through it; the definition the others are tested
   against.
-- "fast": feature-major products with the weights in their stored layout, and a hand-written
-  backpropagation through time (elmo_lstm_kernels.py).
+- "fast": one row per (step, sentence), every step's products on contiguous blocks of rows (oneDNN's on CPU
+  float32, torch's elsewhere), and a hand-written backpropagation through time (elmo_lstm_kernels.py).
 - "auto" (default): "fast", except CPU float32 inference, which uses oneDNN's packed per-step products where
   this torch build has them.
 - "int8": inference with int8 weights (`quantize_lstm_int8` in quantization.py beside this file).
@@ -26,9 +26,8 @@ from .elmo_lstm_kernels import (
     _lstm_forward_onednn,
     _lstm_recurrence,
     _onednn_chunk_rows,
-    _onednn_pack,
-    onednn_available,
 )
+from .matrix_products import onednn_available, onednn_pack
 from .module_caches import ModuleWithCaches
 from .quantization import pack_int8
 
@@ -95,7 +94,7 @@ class ElmoBiLstmLayer(ModuleWithCaches):
             return self._packed_copies[1]
         self._packed_copies = None  # free copies of older weights first
         packed = tuple(
-            [_onednn_pack(weight.detach()[direction]) for direction in range(2)]
+            [onednn_pack(weight.detach()[direction]) for direction in range(2)]
             for weight in (self.recurrent_weight, self.projection_weight)
         )
         if keep:
@@ -284,7 +283,7 @@ class ElmoBiLstm(ModuleWithCaches):
         if torch.is_grad_enabled() and (inputs.requires_grad or any(p.requires_grad for p in self.parameters())):
             return False  # training: the fast path's hand-written backward needs its saved activations
         if torch.compiler.is_compiling():
-            return False  # inductor cannot lower the prepacked oneDNN product; the MKL path compiles
+            return False  # inductor cannot lower the prepacked oneDNN product; the fast path compiles
         return onednn_available()
 
     def _onednn_layers(self, inputs, batch_sizes, reverse_index, state, dropout):
@@ -362,42 +361,17 @@ class ElmoBiLstm(ModuleWithCaches):
         return layer_outputs, (torch.stack(final_h), torch.stack(final_c))
 
     def _fast_layers(self, inputs, batch_sizes, reverse_index, state, dropout):
-        """Fast layers, same contract as `_reference_layers`; works on feature-major (2, T, P, B) views."""
+        """Fast layers (elmo_lstm_kernels.py), same contract as `_reference_layers`."""
         config = self.config
-        batch, steps, projection_dim = inputs.shape
-        h0, c0 = state
-        # (B, T, P) -> (T, P, B) feature-major view; the backward direction reads each row reversed.
-        forward_inputs = inputs.permute(1, 2, 0)
-        backward_inputs = forward_inputs.gather(0, reverse_index.unsqueeze(1).expand_as(forward_inputs))
-        layer_input = torch.stack([forward_inputs, backward_inputs])  # (2, T, P, B)
-        final_h, final_c, layer_outputs = [], [], []
-        for index, layer in enumerate(self.layers):
-            bias = (layer.bias + self._forget_bias_offset(layer.bias)).unsqueeze(-1)
-            columns = layer_input.permute(0, 2, 1, 3).reshape(2, projection_dim, steps * batch)
-            if batch == 1:
-                recurrent_weight, projection_weight = layer.single_column_weights()
-            else:
-                recurrent_weight, projection_weight = layer.recurrent_weight, layer.projection_weight
-            output, (h, c) = _lstm_recurrence(
-                columns,
-                batch_sizes,
-                layer.input_weight,
-                bias,
-                recurrent_weight,
-                projection_weight,
-                (h0[index].transpose(1, 2), c0[index].transpose(1, 2)),
-                config.cell_clip,
-                config.proj_clip,
+
+        def run_layer(layer, layer_input, bias, layer_state):
+            steps, batch = layer_input.shape[1], layer_input.shape[2]
+            return _lstm_recurrence(
+                layer_input.reshape(2, steps * batch, -1), batch_sizes, layer.input_weight, bias,
+                layer.recurrent_weight, layer.projection_weight, layer_state, config.cell_clip, config.proj_clip,
             )
-            if config.use_skip_connections and index > 0:
-                output = output + layer_input
-            if dropout and self.training:
-                output = F.dropout(output, dropout, training=True)
-            layer_outputs.append(output.permute(0, 1, 3, 2))  # (2, T, B, P) view
-            final_h.append(h.transpose(1, 2))
-            final_c.append(c.transpose(1, 2))
-            layer_input = output
-        return layer_outputs, (torch.stack(final_h), torch.stack(final_c))
+
+        return self._batch_major_layers(inputs, reverse_index, state, dropout, run_layer)
 
     def _check_state(self, state, batch: int, like: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         config = self.config

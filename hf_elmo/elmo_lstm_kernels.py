@@ -1,6 +1,6 @@
 """The fast kernels of the ELMo biLSTM (elmo_lstm.py chooses among them; its reference loop defines the numbers).
 
-- `_lstm_recurrence` / `_lstm_forward` / `_LstmLayerFunction`: the fast path, feature-major, in place, with
+- `_lstm_recurrence` / `_lstm_forward` / `_LstmLayerFunction`: the fast path, batch-major, in place, with
   a hand-written backpropagation through time (training and inference).
 - `_lstm_forward_onednn`: CPU float32 inference with oneDNN's packed per-step products.
 - `_lstm_forward_int8`: inference with int8 products (quantization.py).
@@ -12,51 +12,21 @@ from __future__ import annotations
 
 import torch
 
+from .matrix_products import onednn_packed_linear, rows_times
 from .quantization import int8_linear
 
 
-# oneDNN's inner product with a prepacked weight (the kernel torch.compile uses for CPU linear layers). The
-# batch size it is packed for is a hint for the blocked layout; any number of rows can use the result.
-_ONEDNN_PACKING_BATCH = 32
-
-
-_onednn_usable: bool | None = None
-
-
-def _onednn_pack(weight: torch.Tensor) -> torch.Tensor:
-    return torch.ops.mkldnn._reorder_linear_weight(weight.contiguous(), _ONEDNN_PACKING_BATCH)
-
-
-def _onednn_linear(rows: torch.Tensor, packed_weight: torch.Tensor) -> torch.Tensor:
-    """rows (N, in) @ weight (out, in)^T with a weight from `_onednn_pack`."""
-    return torch.ops.mkldnn._linear_pointwise(rows, packed_weight, None, "none", [], "")
-
-
-def onednn_available() -> bool:
-    """Whether this torch build runs oneDNN's packed inner product here (x86 CPU builds do)."""
-    global _onednn_usable
-    if _onednn_usable is None:
-        try:
-            weight = torch.arange(12.0).view(3, 4)
-            result = _onednn_linear(torch.ones(2, 4), _onednn_pack(weight))
-            _onednn_usable = bool(torch.equal(result, torch.ones(2, 4) @ weight.t()))
-        except (AttributeError, RuntimeError, NotImplementedError):
-            _onednn_usable = False
-    return _onednn_usable
-
-
-# The fast path works on "feature-major" tensors: gates (2, 4C, N), cells (2, C, B), outputs (2, T, P, B),
-# so that every product is weight-first, W (out, in) @ x (in, N), with the weights in their stored
-# layout and a row-major destination (the faster orientation for these thin products: benchmarks/RESULTS.md,
-# "Kernel choices"). Input products of all steps are computed up front, in chunks of steps holding at most
-# this many gate values, so that long batches do not need one huge buffer; a chunk of a few steps already
-# runs at full matrix-multiply speed.
-# Every step computes all B columns, also those of rows that have already ended: MKL runs these thin products
-# no faster with fewer columns, and element-wise work on a whole contiguous (2, 4C, B) block is a few long
-# passes instead of many short rows. The ended rows' columns are then ignored: their outputs are set to zero,
-# each row's final cell is taken at its own last step, and the backward masks them out. Training computes the
-# input products of all steps at once (the backward keeps them), inference in chunks; the two round differently
-# (by about 1e-7) and are both tested against the reference loop.
+# The fast path works on batch-major tensors with one row per (step, sentence): inputs (2, T * B, I), outputs
+# (2, T * B, P), so that each step's rows are one contiguous (B, features) block per direction and the products
+# over all steps (input products, weight gradients) are single matrix products over the T * B rows. Products go
+# to oneDNN on CPU float32 and to torch's elsewhere (`rows_times`, matrix_products.py). Input products of all steps are
+# computed up front, in chunks of steps holding at most this many gate values, so that long batches do not need
+# one huge buffer; a chunk of a few steps already runs at full matrix-multiply speed.
+# Every step computes all B rows, also those of rows that have already ended: thin products run no faster with
+# fewer rows, and element-wise work on whole (2, B, 4C) blocks is a few long passes instead of many short ones.
+# The ended rows are then ignored: their outputs are set to zero, each row's final cell is taken at its own last
+# step, and the backward masks them out. Training computes the input products of all steps at once, inference in
+# chunks; the two round differently (by about 1e-7) and are both tested against the reference loop.
 _GATE_BUFFER_ELEMENTS = 1 << 22
 
 
@@ -78,14 +48,14 @@ def _lstm_recurrence(
 ) -> tuple[torch.Tensor, tuple[torch.Tensor, torch.Tensor]]:
     """Run both directions of one LSTM layer over all steps (the fast path, same numbers as the reference).
 
-    Shapes (feature-major; B rows sorted by decreasing length, so the rows still running at step t
+    Shapes (batch-major; B rows sorted by decreasing length, so the rows still running at step t
     are the first `batch_sizes[t]`):
-        inputs: (2, I, T * B), column t * B + b is row b at step t.
-        input_weight (2, 4C, I), bias (2, 4C, 1), recurrent_weight (2, 4C, P), projection_weight (2, P, C).
-        state: h (2, P, B), c (2, C, B) before the first step; not modified.
+        inputs: (2, T * B, I), row t * B + b is sentence b at step t.
+        input_weight (2, 4C, I), bias (2, 4C), recurrent_weight (2, 4C, P), projection_weight (2, P, C).
+        state: h (2, B, P), c (2, B, C) before the first step; not modified.
 
-    Returns: outputs viewed as (2, T, P, B), exactly zero past each row's length, and the final
-    (h (2, P, B), c (2, C, B)) of every row after its own last step.
+    Returns: outputs (2, T, B, P), exactly zero past each row's length, and the final
+    (h (2, B, P), c (2, B, C)) of every row after its own last step.
 
     Every step works in place on preallocated buffers. With autograd the same forward runs inside
     `_LstmLayerFunction`, which keeps what backpropagation through time needs and computes the weight
@@ -96,18 +66,8 @@ def _lstm_recurrence(
         outputs, cell = _LstmLayerFunction.apply(*tensors, tuple(batch_sizes), cell_clip, proj_clip)
     else:
         outputs, cell, _ = _lstm_forward(*tensors, batch_sizes, cell_clip, proj_clip, save=False)
+    outputs = outputs.view(2, len(batch_sizes), -1, outputs.shape[-1])
     return outputs, (_last_outputs(outputs, batch_sizes), cell)
-
-
-def _product_into(destination: torch.Tensor, weight: torch.Tensor, columns: torch.Tensor) -> None:
-    """``destination = weight @ columns`` per direction: (2, out, N) = (2, out, in) @ (2, in, N).
-    With one column a matrix-vector product per direction: the batched product treats N = 1 as a general
-    matrix product, which streams weights from memory (batch 1) more slowly."""
-    if columns.shape[-1] == 1:
-        for direction in range(2):
-            torch.mv(weight[direction], columns[direction, :, 0], out=destination[direction, :, 0])
-    else:
-        torch.bmm(weight, columns, out=destination)
 
 
 def _rows_ending_at(batch_sizes: list[int], t: int) -> slice:
@@ -119,75 +79,76 @@ def _rows_ending_at(batch_sizes: list[int], t: int) -> slice:
 def _lstm_forward(
     inputs, input_weight, bias, recurrent_weight, projection_weight, h0, c0, batch_sizes, cell_clip, proj_clip, save,
 ):
-    """The in-place recurrence behind `_lstm_recurrence`; with `save`, also returns what the backward needs:
-    every step's gate activations (2, 4C, T * B), the (clipped) cells and their tanh (2, C, T * B), where the
-    cell clip passed the gradient (bool, 2, C, T * B) and, with a projection clip, pre-clip outputs (2, T, P, B).
-    With `save` the input products of all steps are one product into the kept gate buffer; without, they are
-    computed in chunks of steps (`_input_chunk_steps`) to bound inference memory (see the notes above).
+    """The in-place recurrence behind `_lstm_recurrence`, outputs as (2, T * B, P); with `save`, also returns
+    what the backward needs: every step's gate activations (2, T * B, 4C), the (clipped) cells and their tanh
+    (2, T * B, C), where the cell clip passed the gradient (bool, 2, T * B, C) and, with a projection clip,
+    pre-clip outputs (2, T * B, P). With `save` the input products of all steps are one product per direction;
+    without, they are computed in chunks of steps (`_input_chunk_steps`) to bound inference memory.
     """
-    num_steps, batch = len(batch_sizes), h0.shape[-1]
-    cell_dim, projection_dim = c0.shape[1], h0.shape[1]
+    num_steps, batch = len(batch_sizes), h0.shape[1]
+    cell_dim, projection_dim = c0.shape[2], h0.shape[2]
     run_steps = sum(1 for active in batch_sizes if active)  # all-padding steps come last
-    chunk_steps = num_steps if save else _input_chunk_steps(num_steps, cell_dim, batch)
-    outputs = inputs.new_empty(2, num_steps, projection_dim, batch)
-    outputs[:, run_steps:] = 0
-    cells_all, tanh_all, inside_cell_clip, hidden_all = (
-        _buffers_for_backward(outputs, cell_dim, run_steps, cell_clip, proj_clip) if save else (None,) * 4
+    chunk_steps = run_steps if save else _input_chunk_steps(num_steps, cell_dim, batch)
+    outputs = inputs.new_empty(2, num_steps * batch, projection_dim)
+    outputs[:, run_steps * batch :] = 0
+    gates_all, cells_all, tanh_all, inside_cell_clip, hidden_all = (
+        _buffers_for_backward(outputs, cell_dim, run_steps, cell_clip, proj_clip) if save else (None,) * 5
     )
     cell = c0.clone(memory_format=torch.contiguous_format)
     final_cell = torch.empty_like(cell)
+    gates = None if save else inputs.new_empty(2, batch, 4 * cell_dim)
     previous = h0
     for t in range(run_steps):
         active = batch_sizes[t]
-        if t % chunk_steps == 0:  # input products (plus bias) of the next chunk of steps in one product
-            last = min(num_steps if save else run_steps, t + chunk_steps)
-            chunk = torch.baddbmm(bias, input_weight, inputs[:, :, t * batch : last * batch])
+        if t % chunk_steps == 0:  # input products (plus bias) of the next chunk of steps, one per direction
+            chunk_rows = slice(t * batch, min(run_steps, t + chunk_steps) * batch)
+            chunk = [rows_times(inputs[d, chunk_rows], input_weight[d], bias[d]) for d in range(2)]
             chunk_start = t
-        kept_gates = chunk[:, :, (t - chunk_start) * batch : (t - chunk_start + 1) * batch]
-        # The step's gates in a contiguous block: element-wise kernels run one long pass over each gate's
-        # (C, B) values instead of C short rows of the chunk buffer (B values each).
-        gates = previous.new_empty(2, 4 * cell_dim, batch)
-        _product_into(gates, recurrent_weight, previous)
-        gates += kept_gates
-        _activate_gates_(gates, dim=1)
-        if save:
-            kept_gates.copy_(gates)
-        input_gate, forget_gate, cell_input, output_gate = gates.chunk(4, dim=1)
         step = slice(t * batch, (t + 1) * batch)
+        in_chunk = slice((t - chunk_start) * batch, (t - chunk_start + 1) * batch)
+        if save:
+            gates = gates_all[:, step]
+        for d in range(2):
+            torch.add(chunk[d][in_chunk], rows_times(previous[d], recurrent_weight[d]), out=gates[d])
+        _activate_gates_(gates, dim=-1)
+        input_gate, forget_gate, cell_input, output_gate = gates.chunk(4, dim=-1)
         cell.mul_(forget_gate).addcmul_(input_gate, cell_input)
         if cell_clip:
             if save:
-                torch.le(cell.abs(), cell_clip, out=inside_cell_clip[:, :, step])
+                torch.le(cell.abs(), cell_clip, out=inside_cell_clip[:, step])
             cell.clamp_(-cell_clip, cell_clip)
         if save:
-            cells_all[:, :, step] = cell
-            projected = torch.mul(torch.tanh(cell, out=tanh_all[:, :, step]), output_gate)
+            cells_all[:, step] = cell
+            projected = torch.mul(torch.tanh(cell, out=tanh_all[:, step]), output_gate)
         else:
             projected = torch.tanh(cell).mul_(output_gate)
-        final_cell[:, :, _rows_ending_at(batch_sizes, t)] = cell[:, :, _rows_ending_at(batch_sizes, t)]
-        hidden = outputs[:, t]
-        _product_into(hidden, projection_weight, projected)
+        ending = _rows_ending_at(batch_sizes, t)
+        final_cell[:, ending] = cell[:, ending]
+        hidden = outputs[:, step]
+        for d in range(2):
+            hidden[d] = rows_times(projected[d], projection_weight[d])
         if active < batch:
-            hidden[:, :, active:] = 0
+            hidden[:, active:] = 0
         if hidden_all is not None:
-            hidden_all[:, t] = hidden
+            hidden_all[:, step] = hidden
         if proj_clip:
             hidden.clamp_(-proj_clip, proj_clip)
         previous = hidden
-    return outputs, final_cell, (chunk, cells_all, tanh_all, inside_cell_clip, hidden_all) if save else None
+    saved = (gates_all, cells_all, tanh_all, inside_cell_clip, hidden_all) if save else None
+    return outputs, final_cell, saved
 
 
 def _buffers_for_backward(outputs: torch.Tensor, cell_dim: int, run_steps: int, cell_clip, proj_clip) -> tuple:
-    """What `_lstm_forward` keeps for the backward, written step by step: cells and their tanh (2, C, T * B),
-    the cell clip's pass mask and the pre-clip outputs; the all-padding steps at the end stay zero."""
-    num_steps, batch = outputs.shape[1], outputs.shape[-1]
-    cells_all = outputs.new_empty(2, cell_dim, num_steps * batch)
-    tanh_all = outputs.new_empty(2, cell_dim, num_steps * batch)
-    for kept in (cells_all, tanh_all):
-        kept[:, :, run_steps * batch :] = 0
-    inside_cell_clip = torch.ones_like(cells_all, dtype=torch.bool) if cell_clip else None
-    hidden_all = torch.zeros_like(outputs) if proj_clip else None
-    return cells_all, tanh_all, inside_cell_clip, hidden_all
+    """What `_lstm_forward` keeps for the backward, written step by step: gate activations (2, T * B, 4C), cells
+    and their tanh (2, T * B, C), the cell clip's pass mask and the pre-clip outputs. Rows of the all-padding
+    steps at the end are never written, and the backward never reads them."""
+    rows = outputs.shape[1]
+    gates_all = outputs.new_empty(2, rows, 4 * cell_dim)
+    cells_all = outputs.new_empty(2, rows, cell_dim)
+    tanh_all = outputs.new_empty(2, rows, cell_dim)
+    inside_cell_clip = outputs.new_empty(2, rows, cell_dim, dtype=torch.bool) if cell_clip else None
+    hidden_all = torch.empty_like(outputs) if proj_clip else None
+    return gates_all, cells_all, tanh_all, inside_cell_clip, hidden_all
 
 
 # The oneDNN path runs one direction after the other (one direction's per-step weights, 40 MB at the standard
@@ -223,14 +184,14 @@ class _OnednnStepProducts:
         if self.single_column is not None:
             torch.addmv(input_part[0], self.single_column[0][direction], h[0], out=gates[0])
         else:
-            torch.add(input_part, _onednn_linear(h, self.packed[0][direction]), out=gates)
+            torch.add(input_part, onednn_packed_linear(h, self.packed[0][direction]), out=gates)
 
     def project_into(self, hidden, projected, direction: int) -> None:
         """hidden = W_projection projected."""
         if self.single_column is not None:
             torch.mv(self.single_column[1][direction], projected[0], out=hidden[0])
         else:
-            hidden.copy_(_onednn_linear(projected, self.packed[1][direction]))
+            hidden.copy_(onednn_packed_linear(projected, self.packed[1][direction]))
 
 
 def _packed_step_rows(layer_input: torch.Tensor, batch_sizes: list[int], run_steps: int):
@@ -355,7 +316,7 @@ class _LstmLayerFunction(torch.autograd.Function):
 
     The loop runs only the per-step work (element-wise gate gradients and the recurrent and projection
     products for the state gradients); the weight and input gradients are single large products over
-    all steps afterwards.
+    the rows of all running steps afterwards.
     """
 
     @staticmethod
@@ -378,96 +339,104 @@ class _LstmLayerFunction(torch.autograd.Function):
         (inputs, input_weight, recurrent_weight, projection_weight, h0, c0, outputs, gates, cells, tanh_cells,
          inside_cell_clip, hidden) = ctx.saved_tensors
         batch_sizes, cell_clip, proj_clip = ctx.settings
-        num_steps, batch = len(batch_sizes), h0.shape[-1]
-        cell_dim, projection_dim = c0.shape[1], h0.shape[1]
+        batch, cell_dim, projection_dim = h0.shape[1], c0.shape[2], h0.shape[2]
         run_steps = sum(1 for active in batch_sizes if active)
-        inside_proj_clip = hidden.abs() <= proj_clip if proj_clip else None
-        recurrent_t = recurrent_weight.transpose(1, 2).contiguous()
-        projection_t = projection_weight.transpose(1, 2).contiguous()
-        # Every running step's columns are written below; only the all-padding steps at the end need zeros.
-        grad_gates = gates.new_empty(2, 4 * cell_dim, num_steps * batch)
-        grad_hidden = gates.new_empty(2, projection_dim, num_steps * batch)  # before the projection clip
-        for grad in (grad_gates, grad_hidden):
-            grad[:, :, run_steps * batch :] = 0
-        grad_h = h0.new_zeros(2, projection_dim, batch)  # recurrent part of d loss / d h_t
+        running_rows = run_steps * batch
+        inside_proj_clip = hidden[:, :running_rows].abs() <= proj_clip if proj_clip else None
+        # Only the running steps' rows are written and read; the all-padding steps' gradients are zero.
+        grad_gates = gates.new_empty(2, running_rows, 4 * cell_dim)
+        grad_hidden = gates.new_empty(2, running_rows, projection_dim)  # before the projection clip
+        grad_h = h0.new_zeros(2, batch, projection_dim)  # recurrent part of d loss / d h_t
         # d loss / d c_t, carried backwards. A row's final-cell gradient joins at the row's last step; until
-        # then (rows that have ended) its columns stay exactly zero through the whole-block operations below,
+        # then (rows that have ended) it stays exactly zero through the whole-block operations below,
         # because their output gradients are zeroed.
         grad_c = torch.zeros_like(grad_cell, memory_format=torch.contiguous_format)
-        d_projected = c0.new_empty(2, cell_dim, batch)
-        factor = c0.new_empty(2, cell_dim, batch)
+        d_projected = c0.new_empty(2, batch, cell_dim)
+        factor = c0.new_empty(2, batch, cell_dim)
         for t in reversed(range(run_steps)):
             active = batch_sizes[t]
             ending = _rows_ending_at(batch_sizes, t)
-            grad_c[:, :, ending] += grad_cell[:, :, ending]
+            grad_c[:, ending] += grad_cell[:, ending]
             step = slice(t * batch, (t + 1) * batch)
-            d_hidden = grad_hidden[:, :, step]
-            torch.add(grad_outputs[:, t], grad_h, out=d_hidden)
+            d_hidden = grad_hidden[:, step]
+            torch.add(grad_outputs[:, step], grad_h, out=d_hidden)
             if active < batch:
-                d_hidden[:, :, active:] = 0
+                d_hidden[:, active:] = 0
             if inside_proj_clip is not None:
-                d_hidden.mul_(inside_proj_clip[:, t])
-            _product_into(d_projected, projection_t, d_hidden)
-            step_gates = gates[:, :, step]
-            forget_gate, output_gate = step_gates[:, cell_dim : 2 * cell_dim], step_gates[:, 3 * cell_dim :]
-            tanh_cell = tanh_cells[:, :, step]
+                d_hidden.mul_(inside_proj_clip[:, step])
+            for d in range(2):  # d projected = d hidden @ W_projection
+                d_projected[d] = rows_times(d_hidden[d], projection_weight[d].t())
+            step_gates = gates[:, step]
+            forget_gate, output_gate = step_gates[:, :, cell_dim : 2 * cell_dim], step_gates[:, :, 3 * cell_dim :]
+            tanh_cell = tanh_cells[:, step]
             # d cell += d projected * o * (1 - tanh(cell)^2), then through the cell clip
             torch.mul(tanh_cell, tanh_cell, out=factor).neg_().add_(1).mul_(output_gate)
             grad_c.addcmul_(d_projected, factor)
             if inside_cell_clip is not None:
-                grad_c.mul_(inside_cell_clip[:, :, step])
-            previous_cell = cells[:, :, step.start - batch : step.start] if t else c0
-            d_gates = grad_gates[:, :, step]
+                grad_c.mul_(inside_cell_clip[:, step])
+            previous_cell = cells[:, step.start - batch : step.start] if t else c0
+            d_gates = grad_gates[:, step]
             _gate_gradients(d_gates, step_gates, previous_cell, tanh_cell, grad_c, d_projected)
             grad_c.mul_(forget_gate)
-            _product_into(grad_h, recurrent_t, d_gates)
+            for d in range(2):  # d h_(t-1) = d gates @ W_recurrent
+                grad_h[d] = rows_times(d_gates[d], recurrent_weight[d].t())
         needs = ctx.needs_input_grad
         weight_gradients = _weight_gradients(needs, inputs, input_weight, h0, outputs, gates, tanh_cells, grad_gates, grad_hidden)
         return (*weight_gradients, grad_h if needs[5] else None, grad_c if needs[6] else None, None, None, None)
 
 
 def _gate_gradients(d_gates, gates, previous_cell, tanh_cell, grad_cell, d_projected) -> None:
-    """d loss / d gate pre-activations of one step, written into `d_gates` (2, 4C, B): the derivative of each
+    """d loss / d gate pre-activations of one step, written into `d_gates` (2, B, 4C): the derivative of each
     activation (x (1 - x) for the sigmoids, 1 - x^2 for tanh) times d cell * g, d cell * previous cell,
     d cell * i and d projected * tanh(cell); `gates` holds the step's activations i, f, g, o."""
-    cell_dim, batch = previous_cell.shape[1], previous_cell.shape[2]
-    input_gate, _, cell_input, _ = gates.chunk(4, dim=1)
+    input_gate, _, cell_input, _ = gates.chunk(4, dim=-1)
     torch.mul(gates, gates, out=d_gates)
     torch.sub(gates, d_gates, out=d_gates)
-    d_input, d_forget, d_cell_input, d_output = d_gates.chunk(4, dim=1)
+    d_input, d_forget, d_cell_input, d_output = d_gates.chunk(4, dim=-1)
     d_cell_input.sub_(cell_input).add_(1)
     d_input.mul_(cell_input)
     d_forget.mul_(previous_cell)
     d_cell_input.mul_(input_gate)
-    d_gates[:, : 3 * cell_dim].view(2, 3, cell_dim, batch).mul_(grad_cell.unsqueeze(1))
+    batch, cell_dim = grad_cell.shape[1], grad_cell.shape[2]
+    d_gates[:, :, : 3 * cell_dim].view(2, batch, 3, cell_dim).mul_(grad_cell.unsqueeze(2))
     d_output.mul_(tanh_cell).mul_(d_projected)
 
 
 def _weight_gradients(needs, inputs, input_weight, h0, outputs, gates, tanh_cells, grad_gates, grad_hidden) -> tuple:
-    """The input and weight gradients of `_LstmLayerFunction`, one product over all steps each (None where
-    `needs` says the input needs none)."""
-    num_steps, projection_dim, batch = outputs.shape[1], outputs.shape[2], outputs.shape[3]
-    cell_dim = tanh_cells.shape[1]
-    grad_inputs = torch.bmm(input_weight.transpose(1, 2), grad_gates) if needs[0] else None
-    grad_input_weight = torch.bmm(grad_gates, inputs.transpose(1, 2)) if needs[1] else None
-    grad_bias = grad_gates.sum(dim=-1, keepdim=True) if needs[2] else None
+    """The input and weight gradients of `_LstmLayerFunction`, one product per direction over the rows of all
+    running steps each (None where `needs` says the input needs none)."""
+    batch, running_rows = h0.shape[1], grad_gates.shape[1]
+    cell_dim = tanh_cells.shape[2]
+
+    def per_direction(product):
+        return torch.stack([product(d) for d in range(2)])  # contiguous (2, out, in)
+
+    grad_inputs = None
+    if needs[0]:
+        grad_inputs = inputs.new_zeros(inputs.shape)
+        for d in range(2):
+            grad_inputs[d, :running_rows] = rows_times(grad_gates[d], input_weight[d].t())
+    # d W = (d gates)^T @ layer inputs, summed over all running rows. Computed as (inputs^T @ d gates)^T: oneDNN
+    # copies a transposed first operand, and the layer inputs are 4C / I times smaller than the gate gradients.
+    grad_input_weight = None
+    if needs[1]:
+        grad_input_weight = per_direction(lambda d: rows_times(inputs[d, :running_rows].t(), grad_gates[d].t()).t())
+    grad_bias = grad_gates.sum(dim=1) if needs[2] else None
     grad_recurrent_weight = None
     if needs[3]:
-        previous_hidden = torch.cat(
-            [h0, outputs[:, :-1].permute(0, 2, 1, 3).reshape(2, projection_dim, (num_steps - 1) * batch)], dim=-1
-        )
-        grad_recurrent_weight = torch.bmm(grad_gates, previous_hidden.transpose(1, 2))
+        previous_hidden = torch.cat([h0, outputs[:, : running_rows - batch]], dim=1)
+        grad_recurrent_weight = per_direction(lambda d: rows_times(previous_hidden[d].t(), grad_gates[d].t()).t())
     grad_projection_weight = None
     if needs[4]:
-        projected = gates[:, 3 * cell_dim :] * tanh_cells
-        grad_projection_weight = torch.bmm(grad_hidden, projected.transpose(1, 2))
+        projected = gates[:, :running_rows, 3 * cell_dim :] * tanh_cells[:, :running_rows]
+        grad_projection_weight = per_direction(lambda d: rows_times(grad_hidden[d].t(), projected[d].t()))
     return grad_inputs, grad_input_weight, grad_bias, grad_recurrent_weight, grad_projection_weight
 
 
 def _last_outputs(outputs: torch.Tensor, batch_sizes: list[int]) -> torch.Tensor:
-    """(2, T, P, B) outputs -> (2, P, B): each row's output at its own last step."""
-    batch = outputs.shape[-1]
+    """(2, T, B, P) outputs -> (2, B, P): each row's output at its own last step."""
+    batch = outputs.shape[2]
     steps = torch.tensor(batch_sizes, device=outputs.device)
     last = (steps.unsqueeze(1) > torch.arange(batch, device=outputs.device)).sum(dim=0) - 1  # (B,)
-    index = last.view(1, 1, 1, batch).expand(2, 1, outputs.shape[2], batch)
+    index = last.view(1, 1, batch, 1).expand(2, 1, batch, outputs.shape[3])
     return outputs.gather(1, index).squeeze(1)

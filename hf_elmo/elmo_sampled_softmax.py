@@ -15,6 +15,8 @@ from __future__ import annotations
 
 import torch
 
+from .matrix_products import rows_times
+
 
 def log_uniform_samples(
     vocab_size: int, num_sampled: int, device: torch.device, generator: torch.Generator | None = None
@@ -44,7 +46,7 @@ class _SampledSoftmaxLoss(torch.autograd.Function):
         sampled_weight = weight[samples]
         true_weight = weight[targets]
         true_logits = (hidden * true_weight).sum(-1) + bias[targets]
-        exps = torch.addmm(bias[samples] - log_expected.to(hidden.dtype), hidden, sampled_weight.t())
+        exps = rows_times(hidden.contiguous(), sampled_weight, bias[samples] - log_expected.to(hidden.dtype))
         exps.masked_fill_(samples.unsqueeze(0) == targets.unsqueeze(1), float("-inf"))
         row_max = torch.maximum(exps.amax(dim=1), true_logits)
         exps.sub_(row_max.unsqueeze(1)).exp_()
@@ -64,10 +66,11 @@ class _SampledSoftmaxLoss(torch.autograd.Function):
         true_grad = scale * true_exp - grad_losses  # d loss / d true logit
         grad_hidden = grad_weight = grad_bias = None
         if needs_hidden:
-            grad_hidden = torch.addmm(true_grad.unsqueeze(1) * weight[targets], sampled_grad, weight[samples])
+            grad_hidden = rows_times(sampled_grad, weight[samples].t()).add_(true_grad.unsqueeze(1) * weight[targets])
         if needs_weight:
             grad_weight = torch.zeros_like(weight)
-            grad_weight.index_add_(0, samples, sampled_grad.t() @ hidden)
+            # sampled_grad^T @ hidden, as (hidden^T @ sampled_grad)^T: the transposed first operand is the small one
+            grad_weight.index_add_(0, samples, rows_times(hidden.t(), sampled_grad.t()).t())
             grad_weight.index_add_(0, targets, true_grad.unsqueeze(1) * hidden)
         if needs_bias:
             grad_bias = grad_losses.new_zeros(ctx.bias_size, dtype=ctx.bias_dtype)

@@ -12,6 +12,7 @@ import torch
 
 import hf_elmo.elmo_lstm as elmo_lstm
 import hf_elmo.elmo_lstm_kernels as elmo_lstm_kernels
+import hf_elmo.matrix_products as matrix_products
 from hf_elmo.bilm_format import load_model_from_bilm
 from hf_elmo.configuration_elmo import ElmoConfig
 from hf_elmo.modeling_elmo import ElmoModel
@@ -309,3 +310,30 @@ def test_lstm_implementation_is_a_validated_config_field_that_is_saved(tmp_path)
     with torch.no_grad():  # quantised on its first call from the saved fp32 weights: the same int8 numbers
         assert torch.equal(loaded(**encoded).hidden_states[-1], quantized)
     assert not torch.equal(quantized, exact)
+
+
+@pytest.mark.parametrize("products", ["onednn", "torch"])
+def test_float32_gradients_equal_the_float64_reference(products, monkeypatch):
+    """The hand-written backpropagation in float32, with oneDNN's products (CPU default where the build has them)
+    and with torch's, against autograd through the reference loop in float64: within 1e-6 of each gradient's
+    largest value (issue #19)."""
+    if products == "onednn" and not matrix_products.onednn_available():
+        pytest.skip("this torch build has no oneDNN inner product")
+    if products == "torch":
+        monkeypatch.setattr(matrix_products, "onednn_available", lambda: False)
+    model = small_model(skip=True, dtype=torch.float64)
+    inputs, lengths = bilstm_inputs([9, 3, 7, 1, 7], steps=9, dtype=torch.float64)
+    h0, c0 = random_state(model, 5, dtype=torch.float64)
+    generator = torch.Generator().manual_seed(5)
+    output_weights = [torch.randn(5, 9, 16, generator=generator, dtype=torch.float64) for _ in range(2)]
+
+    def gradients(fast, dtype):
+        model.to(dtype)
+        leaves = [t.to(dtype).clone().requires_grad_() for t in (inputs, h0, c0)]
+        layers, (h, c) = run_bilstm(model, leaves[0], lengths, (leaves[1], leaves[2]), fast=fast)
+        loss = sum((layer * w.to(dtype)).sum() for layer, w in zip(layers, output_weights)) + h.sum() + c.sum()
+        return [g.double() for g in torch.autograd.grad(loss, leaves + list(model.bilstm.parameters()))]
+
+    reference, fast = gradients(False, torch.float64), gradients(True, torch.float32)
+    worst = max(float((ref - got).abs().max()) / float(ref.abs().max()) for ref, got in zip(reference, fast))
+    assert worst <= 1e-6
