@@ -80,10 +80,12 @@ def _lstm_forward(
     inputs, input_weight, bias, recurrent_weight, projection_weight, h0, c0, batch_sizes, cell_clip, proj_clip, save,
 ):
     """The in-place recurrence behind `_lstm_recurrence`, outputs as (2, T * B, P); with `save`, also returns
-    what the backward needs: every step's gate activations (2, T * B, 4C), the (clipped) cells and their tanh
-    (2, T * B, C), where the cell clip passed the gradient (bool, 2, T * B, C) and, with a projection clip,
-    pre-clip outputs (2, T * B, P). With `save` the input products of all steps are one product per direction;
-    without, they are computed in chunks of steps (`_input_chunk_steps`) to bound inference memory.
+    what the backward needs: every step's gate activations (per direction (T * B, 4C): written over the input
+    products of all steps, one product per direction, in memory that product has just filled; a fresh buffer
+    would be faulted in page by page at every step), the (clipped) cells and their tanh (2, T * B, C), where the
+    cell clip passed the gradient (bool, 2, T * B, C) and, with a projection clip, pre-clip outputs
+    (2, T * B, P). Without `save` the input products are computed in chunks of steps (`_input_chunk_steps`) to
+    bound inference memory.
     """
     num_steps, batch = len(batch_sizes), h0.shape[1]
     cell_dim, projection_dim = c0.shape[2], h0.shape[2]
@@ -91,12 +93,12 @@ def _lstm_forward(
     chunk_steps = run_steps if save else _input_chunk_steps(num_steps, cell_dim, batch)
     outputs = inputs.new_empty(2, num_steps * batch, projection_dim)
     outputs[:, run_steps * batch :] = 0
-    gates_all, cells_all, tanh_all, inside_cell_clip, hidden_all = (
-        _buffers_for_backward(outputs, cell_dim, run_steps, cell_clip, proj_clip) if save else (None,) * 5
+    cells_all, tanh_all, inside_cell_clip, hidden_all = (
+        _buffers_for_backward(outputs, cell_dim, cell_clip, proj_clip) if save else (None,) * 4
     )
     cell = c0.clone(memory_format=torch.contiguous_format)
     final_cell = torch.empty_like(cell)
-    gates = None if save else inputs.new_empty(2, batch, 4 * cell_dim)
+    gates = inputs.new_empty(2, batch, 4 * cell_dim)  # the step's gates, both directions in one block
     previous = h0
     for t in range(run_steps):
         active = batch_sizes[t]
@@ -106,11 +108,12 @@ def _lstm_forward(
             chunk_start = t
         step = slice(t * batch, (t + 1) * batch)
         in_chunk = slice((t - chunk_start) * batch, (t - chunk_start + 1) * batch)
-        if save:
-            gates = gates_all[:, step]
         for d in range(2):
             torch.add(chunk[d][in_chunk], rows_times(previous[d], recurrent_weight[d]), out=gates[d])
         _activate_gates_(gates, dim=-1)
+        if save:
+            for d in range(2):
+                chunk[d][in_chunk] = gates[d]
         input_gate, forget_gate, cell_input, output_gate = gates.chunk(4, dim=-1)
         cell.mul_(forget_gate).addcmul_(input_gate, cell_input)
         if cell_clip:
@@ -134,21 +137,21 @@ def _lstm_forward(
         if proj_clip:
             hidden.clamp_(-proj_clip, proj_clip)
         previous = hidden
-    saved = (gates_all, cells_all, tanh_all, inside_cell_clip, hidden_all) if save else None
+    saved = (chunk if run_steps else [inputs.new_empty(0, 4 * cell_dim)] * 2, cells_all, tanh_all, inside_cell_clip,
+             hidden_all) if save else None
     return outputs, final_cell, saved
 
 
-def _buffers_for_backward(outputs: torch.Tensor, cell_dim: int, run_steps: int, cell_clip, proj_clip) -> tuple:
-    """What `_lstm_forward` keeps for the backward, written step by step: gate activations (2, T * B, 4C), cells
-    and their tanh (2, T * B, C), the cell clip's pass mask and the pre-clip outputs. Rows of the all-padding
-    steps at the end are never written, and the backward never reads them."""
+def _buffers_for_backward(outputs: torch.Tensor, cell_dim: int, cell_clip, proj_clip) -> tuple:
+    """What `_lstm_forward` keeps for the backward besides the gates, written step by step: cells and their tanh
+    (2, T * B, C), the cell clip's pass mask and the pre-clip outputs. Rows of the all-padding steps at the end
+    are never written, and the backward never reads them."""
     rows = outputs.shape[1]
-    gates_all = outputs.new_empty(2, rows, 4 * cell_dim)
     cells_all = outputs.new_empty(2, rows, cell_dim)
     tanh_all = outputs.new_empty(2, rows, cell_dim)
     inside_cell_clip = outputs.new_empty(2, rows, cell_dim, dtype=torch.bool) if cell_clip else None
     hidden_all = torch.empty_like(outputs) if proj_clip else None
-    return gates_all, cells_all, tanh_all, inside_cell_clip, hidden_all
+    return cells_all, tanh_all, inside_cell_clip, hidden_all
 
 
 # The oneDNN path runs one direction after the other (one direction's per-step weights, 40 MB at the standard
@@ -316,7 +319,9 @@ class _LstmLayerFunction(torch.autograd.Function):
 
     The loop runs only the per-step work (element-wise gate gradients and the recurrent and projection
     products for the state gradients); the weight and input gradients are single large products over
-    the rows of all running steps afterwards.
+    the rows of all running steps afterwards. The backward writes the gate gradients over the saved gate
+    activations and o * tanh(cell) over the saved tanh(cell) (memory already in use, see `_lstm_forward`), so
+    it can run once: backward through it a second time (`retain_graph=True`) raises.
     """
 
     @staticmethod
@@ -327,25 +332,32 @@ class _LstmLayerFunction(torch.autograd.Function):
             cell_clip, proj_clip, save=True,
         )
         ctx.save_for_backward(
-            inputs, input_weight, recurrent_weight, projection_weight, h0, c0, outputs, gates, cells, tanh_cells,
+            inputs, input_weight, recurrent_weight, projection_weight, h0, c0, outputs, *gates, cells, tanh_cells,
             inside_cell_clip, hidden,
         )
         ctx.settings = (batch_sizes, cell_clip, proj_clip)
+        ctx.backward_done = False
         return outputs, cell
 
     @staticmethod
     @torch.autograd.function.once_differentiable
     def backward(ctx, grad_outputs, grad_cell):
-        (inputs, input_weight, recurrent_weight, projection_weight, h0, c0, outputs, gates, cells, tanh_cells,
-         inside_cell_clip, hidden) = ctx.saved_tensors
+        if ctx.backward_done:
+            raise RuntimeError(
+                "the fast biLSTM's backward reuses its saved buffers and runs once per forward: run the forward "
+                "again instead of backward(retain_graph=True), or set config.lstm_implementation = 'reference'"
+            )
+        ctx.backward_done = True
+        (inputs, input_weight, recurrent_weight, projection_weight, h0, c0, outputs, forward_gates, backward_gates,
+         cells, tanh_cells, inside_cell_clip, hidden) = ctx.saved_tensors
+        gates = (forward_gates, backward_gates)  # per direction (rows, 4C): activations, then gate gradients
         batch_sizes, cell_clip, proj_clip = ctx.settings
         batch, cell_dim, projection_dim = h0.shape[1], c0.shape[2], h0.shape[2]
         run_steps = sum(1 for active in batch_sizes if active)
         running_rows = run_steps * batch
         inside_proj_clip = hidden[:, :running_rows].abs() <= proj_clip if proj_clip else None
         # Only the running steps' rows are written and read; the all-padding steps' gradients are zero.
-        grad_gates = gates.new_empty(2, running_rows, 4 * cell_dim)
-        grad_hidden = gates.new_empty(2, running_rows, projection_dim)  # before the projection clip
+        grad_hidden = h0.new_empty(2, running_rows, projection_dim)  # before the projection clip
         grad_h = h0.new_zeros(2, batch, projection_dim)  # recurrent part of d loss / d h_t
         # d loss / d c_t, carried backwards. A row's final-cell gradient joins at the row's last step; until
         # then (rows that have ended) it stays exactly zero through the whole-block operations below,
@@ -353,6 +365,8 @@ class _LstmLayerFunction(torch.autograd.Function):
         grad_c = torch.zeros_like(grad_cell, memory_format=torch.contiguous_format)
         d_projected = c0.new_empty(2, batch, cell_dim)
         factor = c0.new_empty(2, batch, cell_dim)
+        step_gates = c0.new_empty(2, batch, 4 * cell_dim)  # the step's activations, both directions in one block
+        d_gates = torch.empty_like(step_gates)
         for t in reversed(range(run_steps)):
             active = batch_sizes[t]
             ending = _rows_ending_at(batch_sizes, t)
@@ -366,7 +380,8 @@ class _LstmLayerFunction(torch.autograd.Function):
                 d_hidden.mul_(inside_proj_clip[:, step])
             for d in range(2):  # d projected = d hidden @ W_projection
                 d_projected[d] = rows_times(d_hidden[d], projection_weight[d].t())
-            step_gates = gates[:, step]
+            for d in range(2):
+                step_gates[d] = gates[d][step]
             forget_gate, output_gate = step_gates[:, :, cell_dim : 2 * cell_dim], step_gates[:, :, 3 * cell_dim :]
             tanh_cell = tanh_cells[:, step]
             # d cell += d projected * o * (1 - tanh(cell)^2), then through the cell clip
@@ -375,13 +390,15 @@ class _LstmLayerFunction(torch.autograd.Function):
             if inside_cell_clip is not None:
                 grad_c.mul_(inside_cell_clip[:, step])
             previous_cell = cells[:, step.start - batch : step.start] if t else c0
-            d_gates = grad_gates[:, step]
             _gate_gradients(d_gates, step_gates, previous_cell, tanh_cell, grad_c, d_projected)
             grad_c.mul_(forget_gate)
-            for d in range(2):  # d h_(t-1) = d gates @ W_recurrent
-                grad_h[d] = rows_times(d_gates[d], recurrent_weight[d].t())
+            tanh_cell.mul_(output_gate)  # the projection's input, for its weight gradient
+            for d in range(2):
+                gates[d][step] = d_gates[d]
+                grad_h[d] = rows_times(d_gates[d], recurrent_weight[d].t())  # d h_(t-1) = d gates @ W_recurrent
         needs = ctx.needs_input_grad
-        weight_gradients = _weight_gradients(needs, inputs, input_weight, h0, outputs, gates, tanh_cells, grad_gates, grad_hidden)
+        grad_gates = [direction[:running_rows] for direction in gates]
+        weight_gradients = _weight_gradients(needs, inputs, input_weight, h0, outputs, tanh_cells, grad_gates, grad_hidden)
         return (*weight_gradients, grad_h if needs[5] else None, grad_c if needs[6] else None, None, None, None)
 
 
@@ -402,11 +419,11 @@ def _gate_gradients(d_gates, gates, previous_cell, tanh_cell, grad_cell, d_proje
     d_output.mul_(tanh_cell).mul_(d_projected)
 
 
-def _weight_gradients(needs, inputs, input_weight, h0, outputs, gates, tanh_cells, grad_gates, grad_hidden) -> tuple:
+def _weight_gradients(needs, inputs, input_weight, h0, outputs, projected, grad_gates, grad_hidden) -> tuple:
     """The input and weight gradients of `_LstmLayerFunction`, one product per direction over the rows of all
-    running steps each (None where `needs` says the input needs none)."""
-    batch, running_rows = h0.shape[1], grad_gates.shape[1]
-    cell_dim = tanh_cells.shape[2]
+    running steps each (None where `needs` says the input needs none). `projected` (2, T * B, C) holds each
+    step's o * tanh(cell), `grad_gates` the two directions' (running rows, 4C) gate gradients."""
+    batch, running_rows = h0.shape[1], grad_gates[0].shape[0]
 
     def per_direction(product):
         return torch.stack([product(d) for d in range(2)])  # contiguous (2, out, in)
@@ -421,15 +438,16 @@ def _weight_gradients(needs, inputs, input_weight, h0, outputs, gates, tanh_cell
     grad_input_weight = None
     if needs[1]:
         grad_input_weight = per_direction(lambda d: rows_times(inputs[d, :running_rows].t(), grad_gates[d].t()).t())
-    grad_bias = grad_gates.sum(dim=1) if needs[2] else None
+    grad_bias = torch.stack([direction.sum(dim=0) for direction in grad_gates]) if needs[2] else None
     grad_recurrent_weight = None
     if needs[3]:
         previous_hidden = torch.cat([h0, outputs[:, : running_rows - batch]], dim=1)
         grad_recurrent_weight = per_direction(lambda d: rows_times(previous_hidden[d].t(), grad_gates[d].t()).t())
     grad_projection_weight = None
     if needs[4]:
-        projected = gates[:, :running_rows, 3 * cell_dim :] * tanh_cells[:, :running_rows]
-        grad_projection_weight = per_direction(lambda d: rows_times(grad_hidden[d].t(), projected[d].t()))
+        grad_projection_weight = per_direction(
+            lambda d: rows_times(grad_hidden[d].t(), projected[d, :running_rows].t())
+        )
     return grad_inputs, grad_input_weight, grad_bias, grad_recurrent_weight, grad_projection_weight
 
 

@@ -337,3 +337,15 @@ def test_float32_gradients_equal_the_float64_reference(products, monkeypatch):
     reference, fast = gradients(False, torch.float64), gradients(True, torch.float32)
     worst = max(float((ref - got).abs().max()) / float(ref.abs().max()) for ref, got in zip(reference, fast))
     assert worst <= 1e-6
+
+
+def test_a_second_backward_through_the_fast_path_raises_instead_of_reading_overwritten_buffers():
+    """The fast backward writes gradients over its saved activations, so `retain_graph=True` cannot give a
+    correct second backward: it must refuse, naming what to do."""
+    model = small_model()
+    inputs, lengths = bilstm_inputs([9, 3, 7], steps=9)
+    layers, _ = run_bilstm(model, inputs.requires_grad_(), lengths)
+    loss = layers[-1].pow(2).sum()
+    loss.backward(retain_graph=True)
+    with pytest.raises(RuntimeError, match="runs once per forward"):
+        loss.backward()
