@@ -79,16 +79,12 @@ def _rows_ending_at(batch_sizes: list[int], t: int) -> slice:
 def _lstm_forward(
     inputs, input_weight, bias, recurrent_weight, projection_weight, h0, c0, batch_sizes, cell_clip, proj_clip, save,
 ):
-    """The in-place recurrence behind `_lstm_recurrence`, outputs as (2, T * B, P); with `save`, also returns
-    what the backward needs: every step's gate activations (per direction (T * B, 4C): written over the input
-    products of all steps, one product per direction, in memory that product has just filled; a fresh buffer
-    would be faulted in page by page at every step), the (clipped) cells and their tanh (2, T * B, C), where the
-    cell clip passed the gradient (bool, 2, T * B, C) and, with a projection clip, pre-clip outputs
-    (2, T * B, P). Without `save` the input products are computed in chunks of steps (`_input_chunk_steps`) to
-    bound inference memory.
-    """
-    num_steps, batch = len(batch_sizes), h0.shape[1]
-    cell_dim, projection_dim = c0.shape[2], h0.shape[2]
+    """The in-place recurrence behind `_lstm_recurrence`, outputs as (2, T * B, P). With `save` it also returns
+    what the backward needs: the gate activations per direction (T * B, 4C), written over the input products of
+    all steps (memory that product has just filled: a fresh buffer is faulted in page by page at every step),
+    the (clipped) cells and their tanh (2, T * B, C), the cell clip's pass mask and pre-clip outputs; without,
+    the input products are computed in chunks of steps (`_input_chunk_steps`) to bound inference memory."""
+    num_steps, batch, cell_dim, projection_dim = len(batch_sizes), h0.shape[1], c0.shape[2], h0.shape[2]
     run_steps = sum(1 for active in batch_sizes if active)  # all-padding steps come last
     chunk_steps = run_steps if save else _input_chunk_steps(num_steps, cell_dim, batch)
     outputs = inputs.new_empty(2, num_steps * batch, projection_dim)
@@ -99,7 +95,7 @@ def _lstm_forward(
     cell = c0.clone(memory_format=torch.contiguous_format)
     final_cell = torch.empty_like(cell)
     gates = inputs.new_empty(2, batch, 4 * cell_dim)  # the step's gates, both directions in one block
-    previous = h0
+    chunk, previous = [inputs.new_empty(0, 4 * cell_dim)] * 2, h0  # (no step runs: nothing to save)
     for t in range(run_steps):
         active = batch_sizes[t]
         if t % chunk_steps == 0:  # input products (plus bias) of the next chunk of steps, one per direction
@@ -137,9 +133,7 @@ def _lstm_forward(
         if proj_clip:
             hidden.clamp_(-proj_clip, proj_clip)
         previous = hidden
-    saved = (chunk if run_steps else [inputs.new_empty(0, 4 * cell_dim)] * 2, cells_all, tanh_all, inside_cell_clip,
-             hidden_all) if save else None
-    return outputs, final_cell, saved
+    return outputs, final_cell, ((chunk, cells_all, tanh_all, inside_cell_clip, hidden_all) if save else None)
 
 
 def _buffers_for_backward(outputs: torch.Tensor, cell_dim: int, cell_clip, proj_clip) -> tuple:
