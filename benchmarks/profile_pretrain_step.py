@@ -23,8 +23,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_pretrain import DICTIONARY_ARGS, flops_per_word, matmul_rate, prepare, pretrain_arguments  # noqa: E402
 
-MATRIX_PRODUCTS = {"mkldnn::_linear_pointwise", "aten::mm", "aten::bmm", "aten::addmm", "aten::baddbmm", "aten::addmv", "aten::mv",
-                   "aten::addbmm"}
+MATRIX_PRODUCTS = {"mkldnn::_linear_pointwise", "aten::mm", "aten::bmm", "aten::addmm", "aten::baddbmm", "aten::addmv",
+                   "aten::mv", "aten::addbmm"}
 COPIES_AND_FILLS = {"aten::copy_", "aten::fill_", "aten::zero_", "aten::zeros", "aten::empty", "aten::clone",
                     "aten::contiguous", "aten::cat", "aten::index_put_", "aten::_index_put_impl_"}
 WARMUP_STEPS = 4

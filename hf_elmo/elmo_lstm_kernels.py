@@ -19,9 +19,9 @@ from .quantization import int8_linear
 # The fast path works on batch-major tensors with one row per (step, sentence): inputs (2, T * B, I), outputs
 # (2, T * B, P), so that each step's rows are one contiguous (B, features) block per direction and the products
 # over all steps (input products, weight gradients) are single matrix products over the T * B rows. Products go
-# to oneDNN on CPU float32 and to torch's elsewhere (`rows_times`, matrix_products.py). Input products of all steps are
-# computed up front, in chunks of steps holding at most this many gate values, so that long batches do not need
-# one huge buffer; a chunk of a few steps already runs at full matrix-multiply speed.
+# to oneDNN on CPU float32 and to torch's elsewhere (`rows_times`, matrix_products.py). Input products of all
+# steps are computed up front, in chunks of steps holding at most this many gate values, so that long batches do
+# not need one huge buffer; a chunk of a few steps already runs at full matrix-multiply speed.
 # Every step computes all B rows, also those of rows that have already ended: thin products run no faster with
 # fewer rows, and element-wise work on whole (2, B, 4C) blocks is a few long passes instead of many short ones.
 # The ended rows are then ignored: their outputs are set to zero, each row's final cell is taken at its own last
@@ -348,9 +348,8 @@ class _LstmLayerFunction(torch.autograd.Function):
         batch_sizes, cell_clip, proj_clip = ctx.settings
         batch, cell_dim, projection_dim = h0.shape[1], c0.shape[2], h0.shape[2]
         run_steps = sum(1 for active in batch_sizes if active)
-        running_rows = run_steps * batch
+        running_rows = run_steps * batch  # only these rows are written and read; the padding steps' gradients are 0
         inside_proj_clip = hidden[:, :running_rows].abs() <= proj_clip if proj_clip else None
-        # Only the running steps' rows are written and read; the all-padding steps' gradients are zero.
         grad_hidden = h0.new_empty(2, running_rows, projection_dim)  # before the projection clip
         grad_h = h0.new_zeros(2, batch, projection_dim)  # recurrent part of d loss / d h_t
         # d loss / d c_t, carried backwards. A row's final-cell gradient joins at the row's last step; until
@@ -392,7 +391,9 @@ class _LstmLayerFunction(torch.autograd.Function):
                 grad_h[d] = rows_times(d_gates[d], recurrent_weight[d].t())  # d h_(t-1) = d gates @ W_recurrent
         needs = ctx.needs_input_grad
         grad_gates = [direction[:running_rows] for direction in gates]
-        weight_gradients = _weight_gradients(needs, inputs, input_weight, h0, outputs, tanh_cells, grad_gates, grad_hidden)
+        weight_gradients = _weight_gradients(
+            needs, inputs, input_weight, h0, outputs, tanh_cells, grad_gates, grad_hidden
+        )
         return (*weight_gradients, grad_h if needs[5] else None, grad_c if needs[6] else None, None, None, None)
 
 
