@@ -158,7 +158,7 @@ def _lstm_recurrence_reference(
         outputs.append(hidden)
     missing = input_gates.shape[1] - len(outputs)
     if missing:
-        outputs.extend([outputs[0].new_zeros(outputs[0].shape)] * missing)
+        outputs.extend([h.new_zeros(h.shape)] * missing)  # (2, B, P), also when no step ran at all
     return torch.stack(outputs, dim=1), (h, c)
 
 
@@ -236,7 +236,7 @@ class ElmoBiLstm(ModuleWithCaches):
             h, c = self._check_state(initial_state, batch, inputs)
             h, c = h[:, :, order], c[:, :, order]
 
-        run = self._layer_runner(inputs)
+        run = self._layer_runner(inputs, (h, c))
         # Rows running at step t: those longer than t, or with `skip_final_step` longer than t + 1.
         step_batch_sizes = batch_sizes[1:] + [0] if skip_final_step else batch_sizes
         layer_outputs, (h, c) = run(inputs[order], step_batch_sizes, reverse_index, (h, c), dropout)
@@ -251,14 +251,14 @@ class ElmoBiLstm(ModuleWithCaches):
             layers.append(both[inverse_order])
         return layers, (h[:, :, inverse_order], c[:, :, inverse_order])
 
-    def _layer_runner(self, inputs: torch.Tensor):
+    def _layer_runner(self, inputs: torch.Tensor, state: tuple[torch.Tensor, torch.Tensor]):
         """The layer stack `config.lstm_implementation` asks for; each has `_reference_layers`' contract."""
         implementation = self.config.lstm_implementation
         if implementation == "reference":
             return self._reference_layers
         if implementation == "int8":
             return self._int8_layers
-        if implementation == "auto" and self._can_use_onednn(inputs):
+        if implementation == "auto" and self._can_use_onednn(inputs, state):
             return self._onednn_layers
         return self._fast_layers
 
@@ -277,10 +277,11 @@ class ElmoBiLstm(ModuleWithCaches):
 
         return self._batch_major_layers(inputs, reverse_index, state, dropout, run_layer)
 
-    def _can_use_onednn(self, inputs: torch.Tensor) -> bool:
+    def _can_use_onednn(self, inputs: torch.Tensor, state: tuple[torch.Tensor, torch.Tensor] = ()) -> bool:
         if not (inputs.is_cpu and inputs.dtype == torch.float32):
             return False
-        if torch.is_grad_enabled() and (inputs.requires_grad or any(p.requires_grad for p in self.parameters())):
+        tracked = [inputs, *state, *self.parameters()]
+        if torch.is_grad_enabled() and any(t.requires_grad for t in tracked):
             return False  # training: the fast path's hand-written backward needs its saved activations
         if torch.compiler.is_compiling():
             return False  # inductor cannot lower the prepacked oneDNN product; the fast path compiles

@@ -67,7 +67,7 @@ def _lstm_recurrence(
     else:
         outputs, cell, _ = _lstm_forward(*tensors, batch_sizes, cell_clip, proj_clip, save=False)
     outputs = outputs.view(2, len(batch_sizes), -1, outputs.shape[-1])
-    return outputs, (_last_outputs(outputs, batch_sizes), cell)
+    return outputs, (_last_outputs(outputs, batch_sizes, state[0]), cell)
 
 
 def _rows_ending_at(batch_sizes: list[int], t: int) -> slice:
@@ -93,7 +93,7 @@ def _lstm_forward(
         _buffers_for_backward(outputs, cell_dim, cell_clip, proj_clip) if save else (None,) * 4
     )
     cell = c0.clone(memory_format=torch.contiguous_format)
-    final_cell = torch.empty_like(cell)
+    final_cell = cell.clone()  # rows that run no step (`skip_final_step` on length 1) keep their initial cell
     gates = inputs.new_empty(2, batch, 4 * cell_dim)  # the step's gates, both directions in one block
     chunk, previous = [inputs.new_empty(0, 4 * cell_dim)] * 2, h0  # (no step runs: nothing to save)
     for t in range(run_steps):
@@ -336,12 +336,7 @@ class _LstmLayerFunction(torch.autograd.Function):
     @staticmethod
     @torch.autograd.function.once_differentiable
     def backward(ctx, grad_outputs, grad_cell):
-        if ctx.backward_done:
-            raise RuntimeError(
-                "the fast biLSTM's backward reuses its saved buffers and runs once per forward: run the forward "
-                "again instead of backward(retain_graph=True), or set config.lstm_implementation = 'reference'"
-            )
-        ctx.backward_done = True
+        _claim_saved_buffers(ctx)
         (inputs, input_weight, recurrent_weight, projection_weight, h0, c0, outputs, forward_gates, backward_gates,
          cells, tanh_cells, inside_cell_clip, hidden) = ctx.saved_tensors
         gates = (forward_gates, backward_gates)  # per direction (rows, 4C): activations, then gate gradients
@@ -389,12 +384,24 @@ class _LstmLayerFunction(torch.autograd.Function):
             for d in range(2):
                 gates[d][step] = d_gates[d]
                 grad_h[d] = rows_times(d_gates[d], recurrent_weight[d].t())  # d h_(t-1) = d gates @ W_recurrent
+        idle = slice(batch_sizes[0] if batch_sizes else 0, None)  # rows that ran no step: c0 went straight out
+        grad_c[:, idle] = grad_cell[:, idle]
         needs = ctx.needs_input_grad
         grad_gates = [direction[:running_rows] for direction in gates]
         weight_gradients = _weight_gradients(
             needs, inputs, input_weight, h0, outputs, tanh_cells, grad_gates, grad_hidden
         )
         return (*weight_gradients, grad_h if needs[5] else None, grad_c if needs[6] else None, None, None, None)
+
+
+def _claim_saved_buffers(ctx) -> None:
+    """The backward overwrites what the forward saved, so it may run only once per forward."""
+    if ctx.backward_done:
+        raise RuntimeError(
+            "the fast biLSTM's backward reuses its saved buffers and runs once per forward: run the forward "
+            "again instead of backward(retain_graph=True), or set config.lstm_implementation = 'reference'"
+        )
+    ctx.backward_done = True
 
 
 def _gate_gradients(d_gates, gates, previous_cell, tanh_cell, grad_cell, d_projected) -> None:
@@ -436,7 +443,7 @@ def _weight_gradients(needs, inputs, input_weight, h0, outputs, projected, grad_
     grad_bias = torch.stack([direction.sum(dim=0) for direction in grad_gates]) if needs[2] else None
     grad_recurrent_weight = None
     if needs[3]:
-        previous_hidden = torch.cat([h0, outputs[:, : running_rows - batch]], dim=1)
+        previous_hidden = torch.cat([h0, outputs[:, : max(0, running_rows - batch)]], dim=1)[:, :running_rows]
         grad_recurrent_weight = per_direction(lambda d: rows_times(previous_hidden[d].t(), grad_gates[d].t()).t())
     grad_projection_weight = None
     if needs[4]:
@@ -446,10 +453,10 @@ def _weight_gradients(needs, inputs, input_weight, h0, outputs, projected, grad_
     return grad_inputs, grad_input_weight, grad_bias, grad_recurrent_weight, grad_projection_weight
 
 
-def _last_outputs(outputs: torch.Tensor, batch_sizes: list[int]) -> torch.Tensor:
-    """(2, T, B, P) outputs -> (2, B, P): each row's output at its own last step."""
+def _last_outputs(outputs: torch.Tensor, batch_sizes: list[int], h0: torch.Tensor) -> torch.Tensor:
+    """(2, T, B, P) outputs -> (2, B, P): each row's output at its own last step (`h0`'s row if it ran none)."""
     batch = outputs.shape[2]
-    steps = torch.tensor(batch_sizes, device=outputs.device)
+    steps = torch.tensor(batch_sizes, device=outputs.device, dtype=torch.long)
     last = (steps.unsqueeze(1) > torch.arange(batch, device=outputs.device)).sum(dim=0) - 1  # (B,)
-    index = last.view(1, 1, batch, 1).expand(2, 1, batch, outputs.shape[3])
-    return outputs.gather(1, index).squeeze(1)
+    index = last.clamp(min=0).view(1, 1, batch, 1).expand(2, 1, batch, outputs.shape[3])
+    return torch.where((last >= 0).view(1, batch, 1), outputs.gather(1, index).squeeze(1), h0)

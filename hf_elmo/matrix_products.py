@@ -51,11 +51,16 @@ def rows_times(rows: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | No
     multiplies those many times more slowly.
     """
     if uses_onednn(rows) and rows.numel() and weight.numel():  # oneDNN has no empty products
+        # oneDNN reads a strided bias as if it were contiguous: wrong numbers, no error
+        bias = bias.contiguous() if bias is not None else None
         return torch.ops.mkldnn._linear_pointwise(rows, weight, bias, "none", [], "")
     return torch.addmm(bias, rows, weight.t()) if bias is not None else torch.mm(rows, weight.t())
 
 
 class _Linear(torch.autograd.Function):
+    """rows (N, in) @ weight^T + bias. The backward is written with `linear` itself, so it is differentiable
+    again (double backward, `create_graph=True`)."""
+
     @staticmethod
     def forward(ctx, rows, weight, bias):
         ctx.save_for_backward(rows, weight)
@@ -63,18 +68,17 @@ class _Linear(torch.autograd.Function):
         return rows_times(rows, weight, bias)
 
     @staticmethod
-    @torch.autograd.function.once_differentiable
     def backward(ctx, grad_output):
         rows, weight = ctx.saved_tensors
         needs_rows, needs_weight, needs_bias = ctx.needs_input_grad
         grad_output = grad_output.contiguous()
-        grad_rows = rows_times(grad_output, weight.t()) if needs_rows else None
+        grad_rows = linear(grad_output, weight.t()) if needs_rows else None
         grad_weight = None
         if needs_weight:  # grad_output^T @ rows, with the narrower of the two as the transposed first operand
             if weight.shape[0] <= weight.shape[1]:
-                grad_weight = rows_times(grad_output.t(), rows.t())
+                grad_weight = linear(grad_output.t(), rows.t())
             else:
-                grad_weight = rows_times(rows.t(), grad_output.t()).t().contiguous()
+                grad_weight = linear(rows.t(), grad_output.t()).t().contiguous()
         grad_bias = grad_output.sum(dim=0) if needs_bias and ctx.has_bias else None
         return grad_rows, grad_weight, grad_bias
 
@@ -82,7 +86,10 @@ class _Linear(torch.autograd.Function):
 def linear(inputs: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = None) -> torch.Tensor:
     """`F.linear(inputs, weight, bias)` for inputs (..., in), with oneDNN's products forward and backward on CPU
     float32 (`F.linear` itself elsewhere)."""
-    if not uses_onednn(inputs) or weight.dtype != inputs.dtype:
+    if (
+        not uses_onednn(inputs) or weight.dtype != inputs.dtype or not inputs.shape[-1]
+        or torch._C._are_functorch_transforms_active()  # torch.func cannot see into this autograd Function
+    ):
         return F.linear(inputs, weight, bias)
     rows = inputs.reshape(-1, inputs.shape[-1])
     if not rows.is_contiguous():

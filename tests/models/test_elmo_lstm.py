@@ -349,3 +349,43 @@ def test_a_second_backward_through_the_fast_path_raises_instead_of_reading_overw
     loss.backward(retain_graph=True)
     with pytest.raises(RuntimeError, match="runs once per forward"):
         loss.backward()
+
+
+@pytest.mark.parametrize("batch_lengths", [[4, 1, 3], [1, 1], [1]])
+def test_rows_that_run_no_step_keep_their_initial_state_and_its_gradient(batch_lengths):
+    """With `skip_final_step` a row of length 1 runs no step: like the reference, the fast path returns its
+    initial state as the final state and passes the final state's gradient straight back to it."""
+    model = small_model(dtype=torch.float64)
+    steps = max(batch_lengths)
+    inputs, lengths = bilstm_inputs(batch_lengths, steps=steps, dtype=torch.float64)
+    h0, c0 = random_state(model, len(batch_lengths), dtype=torch.float64)
+    generator = torch.Generator().manual_seed(3)
+    weights = torch.randn(len(batch_lengths), steps, 16, generator=generator, dtype=torch.float64)
+
+    def run(fast):
+        leaves = [t.clone().requires_grad_() for t in (inputs, h0, c0)]
+        layers, (h, c) = run_bilstm(model, leaves[0], lengths, (leaves[1], leaves[2]), fast=fast, skip_final_step=True)
+        loss = (layers[-1] * weights).sum() + (h * 1.5).sum() + (c * 0.5).sum()
+        wrt = leaves + list(model.bilstm.parameters())
+        gradients = torch.autograd.grad(loss, wrt, allow_unused=True)  # no step ran: the weights go unused
+        return [t.detach() for t in (*layers, h, c)] + [
+            torch.zeros_like(leaf) if g is None else g for leaf, g in zip(wrt, gradients)
+        ]
+
+    for reference, fast in zip(run(False), run(True)):
+        assert float((reference - fast).abs().max()) <= 1e-10 * max(1.0, float(reference.abs().max()))
+
+
+def test_a_state_that_needs_gradients_keeps_them_when_the_weights_are_frozen():
+    """Frozen weights and inputs, but an initial state that requires grad: "auto" must not take the no-grad
+    oneDNN inference path, or the state's gradient is lost."""
+    model = small_model()
+    model.requires_grad_(False)
+    inputs, lengths = bilstm_inputs([5, 3], steps=5)
+    h0, c0 = (t.requires_grad_() for t in random_state(model, 2))
+    layers, _ = run_bilstm(model, inputs, lengths, (h0, c0))
+    (h_grad,) = torch.autograd.grad(layers[-1].sum(), h0)
+    reference, _ = run_bilstm(model, inputs, lengths, (h0, c0), fast=False)
+    (h_reference,) = torch.autograd.grad(reference[-1].sum(), h0)
+    assert h_reference.abs().max() > 0
+    assert max_diff([h_grad], [h_reference]) <= lstm_tolerance(model.config, h_reference)

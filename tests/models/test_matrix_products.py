@@ -82,3 +82,27 @@ def test_a_wrong_result_fails_the_comparison():
     scale = magnitude(rows.double().abs() @ weight.double().abs().t())
     difference = float((rows_times(rows, wrong) - rows.double() @ weight.double().t()).abs().max())
     assert difference > 10 * float32_tolerance(scale, 301)
+
+
+def test_a_strided_bias_gives_the_right_numbers(products):
+    """oneDNN reads a strided bias as if it were contiguous; `rows_times` hands it a contiguous one."""
+    rows, weight, bias = _random(10, 6, seed=1), _random(8, 6, seed=2), _random(8, 2, seed=3)[:, 0]
+    assert not bias.is_contiguous()
+    exact = rows.double() @ weight.double().t() + bias.double()
+    scale = magnitude(rows.double().abs() @ weight.double().abs().t() + bias.double().abs())
+    assert float((rows_times(rows, weight, bias) - exact).abs().max()) <= float32_tolerance(scale, 7)
+    assert float((linear(rows, weight, bias) - exact).abs().max()) <= float32_tolerance(scale, 7)
+
+
+def test_linear_can_be_differentiated_twice_and_under_torch_func(products):
+    inputs, weight, bias = _random(5, 30, seed=8), _random(7, 30, seed=9), _random(7, seed=10)
+
+    def gradient_norm(function, dtype):
+        leaves = [t.to(dtype).clone().requires_grad_() for t in (inputs, weight, bias)]
+        (grad_inputs,) = torch.autograd.grad(function(*leaves).pow(2).sum(), leaves[0], create_graph=True)
+        return torch.autograd.grad(grad_inputs.pow(2).sum(), leaves[1])[0].double()
+
+    second, exact = gradient_norm(linear, torch.float32), gradient_norm(F.linear, torch.float64)
+    assert float((second - exact).abs().max()) <= 1e-4 * float(exact.abs().max())
+    jacobian = torch.func.jacrev(lambda x: linear(x, weight, bias))(inputs[0])
+    torch.testing.assert_close(jacobian, weight)  # d (W x + b) / d x = W, exactly
