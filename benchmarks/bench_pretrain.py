@@ -56,8 +56,8 @@ def flops_per_word(projection=128, cell=512, layers=2, char_dim=16, filters=((1,
 
 def matmul_rate(threads: int) -> float:
     """GFLOP/s of a float32 matrix product of the LSTM's shapes, in a fresh process with `threads` threads: the
-    faster of torch's own product (MKL) and oneDNN's (which hf_elmo uses on CPU float32 where torch has it; on
-    AMD processors MKL runs AVX2 kernels only)."""
+    faster of torch's own product (MKL) and hf_elmo's (`rows_times`: oneDNN's on CPU float32 where torch has it;
+    on AMD processors MKL runs AVX2 kernels only)."""
     code = (
         "import time, torch\n"
         f"torch.set_num_threads({threads})\n"
@@ -67,12 +67,8 @@ def matmul_rate(threads: int) -> float:
         "    start = time.perf_counter()\n"
         "    for _ in range(30): product()\n"
         "    return 2 * 2048 * 512 * 2048 * 30 / (time.perf_counter() - start) / 1e9\n"
-        "rates = [rate(lambda: a @ b)]\n"
-        "try:\n"
-        "    rates.append(rate(lambda: torch.ops.mkldnn._linear_pointwise(a, b.t(), None, 'none', [], '')))\n"
-        "except (AttributeError, RuntimeError):\n"
-        "    pass\n"
-        "print(max(rates))\n"
+        "from hf_elmo.matrix_products import rows_times\n"
+        "print(max(rate(lambda: a @ b), rate(lambda: rows_times(a, b.t()))))\n"
     )
     return float(subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout)
 

@@ -8,17 +8,14 @@ from torch import nn
 
 from .configuration_elmo import ElmoConfig
 from .elmo_token_cache import ElmoTokenCache
-from .matrix_products import linear
+from .matrix_products import Linear, linear
 
 
-class ElmoHighwayLayer(nn.Linear):
+class ElmoHighwayLayer(Linear):
     """One highway layer's linear map, `size` -> `[transform; carry]` (2 * size)."""
 
     def __init__(self, size: int):
         super().__init__(size, 2 * size)
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return linear(x, self.weight, self.bias)
 
 
 class ElmoHighway(nn.Module):
@@ -70,7 +67,7 @@ class ElmoCharacterEncoder(nn.Module):
         self.word_embedding = (
             nn.Embedding(config.word_vocab_size, config.word_embedding_dim) if config.word_vocab_size else None
         )
-        self.projection = nn.Linear(num_filters + (config.word_embedding_dim if config.word_vocab_size else 0), config.projection_dim)
+        self.projection = Linear(num_filters + (config.word_embedding_dim if config.word_vocab_size else 0), config.projection_dim)
         self.token_cache: ElmoTokenCache | None = None
         cache_size = getattr(config, "token_cache_size", 0) if with_token_cache else 0
         if cache_size:
@@ -112,7 +109,7 @@ class ElmoCharacterEncoder(nn.Module):
         tokens = self.highway(self.activation(features))
         if self.word_embedding is not None:
             tokens = torch.cat([self.word_embedding(word_ids), tokens], dim=-1)
-        return linear(tokens, self.projection.weight, self.projection.bias)
+        return self.projection(tokens)
 
     def _character_features(self, char_ids: torch.Tensor) -> torch.Tensor:
         """(N, positions) char ids -> (N, num_filters): every filter's max over positions, before the activation."""

@@ -366,9 +366,8 @@ class _LstmLayerFunction(torch.autograd.Function):
                 d_hidden[:, active:] = 0
             if inside_proj_clip is not None:
                 d_hidden.mul_(inside_proj_clip[:, step])
-            for d in range(2):  # d projected = d hidden @ W_projection
+            for d in range(2):  # d projected = d hidden @ W_projection, and the step's saved activations
                 d_projected[d] = rows_times(d_hidden[d], projection_weight[d].t())
-            for d in range(2):
                 step_gates[d] = gates[d][step]
             forget_gate, output_gate = step_gates[:, :, cell_dim : 2 * cell_dim], step_gates[:, :, 3 * cell_dim :]
             tanh_cell = tanh_cells[:, step]

@@ -6,7 +6,8 @@ uses the widest instructions the processor has. For the biLM's shapes it ran 2.2
 with AVX-512, and on par elsewhere (benchmarks/RESULTS.md, "oneDNN products in training").
 
 - `rows_times(rows, weight, bias)`: ``rows @ weight.T + bias`` without autograd (hand-written backwards).
-- `linear(inputs, weight, bias)`: `F.linear` whose forward and backward products both go through `rows_times`.
+- `linear(inputs, weight, bias)`: `F.linear` whose forward and backward products both go through `rows_times`;
+  `Linear`, the `nn.Linear` that calls it.
 - `onednn_pack` / `onednn_packed_linear`: a weight reordered once into oneDNN's blocked layout, for inference
   that multiplies with it at every step.
 """
@@ -15,6 +16,7 @@ from __future__ import annotations
 
 import torch
 import torch.nn.functional as F
+from torch import nn
 
 # The batch size a packed weight is laid out for: a hint for the blocked layout; any number of rows can use it.
 _ONEDNN_PACKING_BATCH = 32
@@ -99,6 +101,13 @@ def linear(inputs: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None
     return output.view(*inputs.shape[:-1], weight.shape[0])
 
 
+class Linear(nn.Linear):
+    """`nn.Linear` (same parameters, names and initialisation) whose products are `linear`'s."""
+
+    def forward(self, inputs: torch.Tensor) -> torch.Tensor:
+        return linear(inputs, self.weight, self.bias)
+
+
 def onednn_pack(weight: torch.Tensor) -> torch.Tensor:
     """`weight` (out, in) reordered into oneDNN's blocked layout for `onednn_packed_linear`."""
     return torch.ops.mkldnn._reorder_linear_weight(weight.contiguous(), _ONEDNN_PACKING_BATCH)
@@ -109,4 +118,4 @@ def onednn_packed_linear(rows: torch.Tensor, packed_weight: torch.Tensor) -> tor
     return torch.ops.mkldnn._linear_pointwise(rows, packed_weight, None, "none", [], "")
 
 
-__all__ = ["linear", "onednn_available", "onednn_pack", "onednn_packed_linear", "rows_times", "uses_onednn"]
+__all__ = ["Linear", "linear", "onednn_available", "onednn_pack", "onednn_packed_linear", "rows_times", "uses_onednn"]

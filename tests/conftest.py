@@ -17,6 +17,20 @@ os.environ.setdefault("MKL_CBWR", "AUTO,STRICT")
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent / "utils"))
 
+import pytest  # noqa: E402
 import torch  # noqa: E402
 
 torch.set_num_threads(1)
+
+
+@pytest.fixture(params=["onednn", "torch"])
+def products(request, monkeypatch):
+    """Runs a test with each library hf_elmo.matrix_products can multiply with: oneDNN (the CPU float32 default
+    where torch has it) and torch's own products."""
+    import hf_elmo.matrix_products as matrix_products
+
+    if request.param == "onednn" and not matrix_products.onednn_available():
+        pytest.skip("this torch build has no oneDNN inner product")
+    if request.param == "torch":
+        monkeypatch.setattr(matrix_products, "onednn_available", lambda: False)
+    return request.param

@@ -4,20 +4,10 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-import hf_elmo.matrix_products as matrix_products
-from hf_elmo.matrix_products import linear, onednn_available, rows_times, uses_onednn
+from hf_elmo.matrix_products import linear, rows_times, uses_onednn
 from numerics import float32_tolerance, magnitude
 
 pytestmark = pytest.mark.numerics  # also run under forced AVX2 kernels by .ci/run
-
-
-@pytest.fixture(params=["onednn", "torch"])
-def products(request, monkeypatch):
-    if request.param == "onednn" and not onednn_available():
-        pytest.skip("this torch build has no oneDNN inner product")
-    if request.param == "torch":
-        monkeypatch.setattr(matrix_products, "onednn_available", lambda: False)
-    return request.param
 
 
 def _random(*shape, seed=0, dtype=torch.float32):
