@@ -117,6 +117,7 @@ def options_for(args, **overrides) -> FinetuneOptions:
         task_token_features=args.token_features,
         label_characters=args.label_characters,
         task_character_features=args.character_features,
+        task_bigram_features=args.bigram_features,
     )
     values.update(overrides)
     return FinetuneOptions(**values)
@@ -331,6 +332,10 @@ def main(argv=None) -> int:
     parser.add_argument(
         "--character-features", action="store_true",
         help="msra, with --token-features: each character also gets x_k of the character alone",
+    )
+    parser.add_argument(
+        "--bigram-features", action="store_true",
+        help="msra, with --character-features: and x_k of the character and the next one read as one word",
     )
     parser.add_argument(
         "--random-bilm", action="store_true",

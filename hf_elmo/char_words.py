@@ -65,17 +65,26 @@ def words_and_positions(tokens: Sequence[str], segment=None) -> tuple[list[str],
     return words, word_index, positions
 
 
-def characters_as_words(example: dict, segment=None, keep_characters: bool = False) -> dict:
+def characters_as_words(example: dict, segment=None, keep_characters: bool = False, keep_bigrams: bool = False) -> dict:
     """A character-labelled example (`"words"`: its characters, optional `"labels"` per character) -> what a tagger
     with `config.label_characters` reads: `"words"` the words they form, `"token_word_index"` and
     `"token_positions"` (indices into `WORD_POSITIONS`) per character; the labels stay per character.
-    With `keep_characters` the characters stay too, as `"characters"` (for `config.task_character_features`)."""
+    With `keep_characters` the characters stay too, as `"characters"` (for `config.task_character_features`);
+    with `keep_bigrams` each character and the next one, as `"bigrams"` (for `config.task_bigram_features`)."""
     words, word_index, positions = words_and_positions(example["words"], segment)
     result = {**example, "words": words, "token_word_index": word_index,
               "token_positions": [WORD_POSITIONS.index(position) for position in positions]}
     if keep_characters:
         result["characters"] = list(example["words"])
+    if keep_bigrams:
+        result["bigrams"] = character_bigrams(example["words"])
     return result
 
 
-__all__ = ["WORD_POSITIONS", "characters_as_words", "group_tokens", "words_and_positions"]
+def character_bigrams(characters) -> list[str]:
+    """Each character joined to the next one; the last character stays alone (no character follows it)."""
+    characters = list(characters)
+    return [first + second for first, second in zip(characters, characters[1:])] + characters[-1:]
+
+
+__all__ = ["WORD_POSITIONS", "character_bigrams", "characters_as_words", "group_tokens", "words_and_positions"]

@@ -77,6 +77,7 @@ FIELD_TYPES = {
     "task_token_features": BOOLEAN,
     "label_characters": BOOLEAN,
     "task_character_features": BOOLEAN,
+    "task_bigram_features": BOOLEAN,
     "classifier_dropout": NUMBER,
     "classifier_hidden_size": INTEGER,
     "lstm_implementation": one_of(*LSTM_IMPLEMENTATIONS),
@@ -154,6 +155,12 @@ class ElmoConfig(PretrainedConfig):
             of the character alone (read as a one-character word by the same trainable character CNN), passed as
             `character_input_ids`; the word's vectors and the position in the word cannot tell the characters of
             one word apart, this can.
+        task_bigram_features (`bool`, defaults to `False`):
+            With `task_character_features`: each character also gets the head's x_k of itself and the next
+            character read as one two-character word (the last character: of itself alone), passed as
+            `bigram_input_ids`. A character-level tagger's bigram feature, from the biLM's pretrained character
+            CNN, which read two-character words in pretraining; it tells the head where words may begin and end
+            regardless of how jieba split the sentence.
         classifier_dropout (`float`, defaults to 0.5): Dropout on the ELMo mix and inside the task heads.
         classifier_hidden_size (`int`, defaults to 256):
             Hidden layer of the sequence-classification MLP (0 = a single linear layer).
@@ -206,6 +213,7 @@ class ElmoConfig(PretrainedConfig):
         task_token_features: bool = False,
         label_characters: bool = False,
         task_character_features: bool = False,
+        task_bigram_features: bool = False,
         classifier_dropout: float = 0.5,
         classifier_hidden_size: int = 256,
         lstm_implementation: str = "auto",
@@ -257,6 +265,7 @@ class ElmoConfig(PretrainedConfig):
         self.task_token_features = task_token_features
         self.label_characters = label_characters
         self.task_character_features = task_character_features
+        self.task_bigram_features = task_bigram_features
         self.classifier_dropout = classifier_dropout
         self.classifier_hidden_size = classifier_hidden_size
         self.lstm_implementation = lstm_implementation
@@ -346,6 +355,8 @@ class ElmoConfig(PretrainedConfig):
             problems.append("task_character_features needs label_characters and task_token_features")
         if self.task_character_features and self.word_embedding_dim:
             problems.append("task_character_features needs a biLM without a word embedding (word_embedding_dim 0)")
+        if self.task_bigram_features and not self.task_character_features:
+            problems.append("task_bigram_features needs task_character_features")
         if problems:
             raise ValueError("Invalid ElmoConfig: " + "; ".join(problems))
 

@@ -164,8 +164,9 @@ class ElmoDataCollator:
             if not all(with_characters):
                 raise ValueError("some examples have token_word_index (characters of words) and some do not")
             batch.update(self._character_positions(examples, full_lengths, num_words))
-            if any("characters" in example for example in examples):
-                batch["character_input_ids"] = self._character_ids(examples, batch["token_word_index"].shape[1])
+            for key, name in (("characters", "character_input_ids"), ("bigrams", "bigram_input_ids")):
+                if any(key in example for example in examples):
+                    batch[name] = self._character_ids(examples, batch["token_word_index"].shape[1], key)
             # Labels are then one per character.
             full_lengths = [len(example["token_word_index"]) for example in examples]
             num_words = batch["token_word_index"].shape[1]
@@ -195,17 +196,19 @@ class ElmoDataCollator:
         num_characters = max(len(index) for index in rows)
         return {"token_word_index": _padded(rows, num_characters, -1), "token_positions": _padded(positions, num_characters, 0)}
 
-    def _character_ids(self, examples, num_characters: int) -> torch.Tensor:
-        """`character_input_ids` (batch, characters, width): each character's ids read as a word alone."""
+    def _character_ids(self, examples, num_characters: int, key: str) -> torch.Tensor:
+        """(batch, characters, width): the character ids of each entry of the examples' `key` ("characters": each
+        character alone, "bigrams": each character with the next one), read as a word."""
         if self.tokenizer is None:
-            raise ValueError("examples with 'characters' need ElmoDataCollator(tokenizer=...)")
+            raise ValueError(f"examples with '{key}' need ElmoDataCollator(tokenizer=...)")
         width = self.tokenizer.max_characters_per_token
         rows = []
         for row, example in enumerate(examples):
-            characters = example.get("characters")
+            characters = example.get(key)
             if characters is None or isinstance(characters, str) or len(characters) != len(example["token_word_index"]):
-                raise ValueError(f"example {row}: 'characters' must be a list of the {len(example['token_word_index'])} "
-                                 "characters that token_word_index places (every example, or none)")
+                raise ValueError(f"example {row}: '{key}' must be a list of one entry for each of the "
+                                 f"{len(example['token_word_index'])} characters that token_word_index places "
+                                 "(every example, or none)")
             ids = [self._char_ids(character) for character in characters]
             rows.append(torch.tensor(ids, dtype=torch.long) if ids else torch.zeros(0, width, dtype=torch.long))
         return _padded(rows, num_characters, 0, width)

@@ -70,13 +70,12 @@ from .conll import (  # noqa: F401  (re-exported: the data half of the fine-tuni
     sentences_from_pairs,
 )
 from .configuration_elmo import ElmoConfig
-from .char_words import characters_as_words
 from .data_collator import LABEL_KEYS, ElmoDataCollator, example_label, is_sentence_label
 from .loading import ModelNotFoundError, check_model_location, load_tokenizer, resolve_model_name
 from .file_io import check_output_folder
 from .modeling_elmo import ElmoForSequenceClassification, ElmoForTokenClassification, ElmoWeightShapeError
 from .tag_metrics import seqeval_scores, tag_metrics_function  # noqa: F401  (re-exported)
-from .tagging import character_batch, is_cjk_word, tagged_mask
+from .tagging import character_batch, character_example, is_cjk_word, tagged_mask
 
 logger = logging.getLogger("hf_elmo.finetune")
 
@@ -186,6 +185,8 @@ class FinetuneOptions:
     # With label_characters and task_token_features: x_k of each character alone too (config.task_character_features);
     # None: on whenever both are.
     task_character_features: bool | None = None
+    # With the character features: x_k of each character and the next one too (config.task_bigram_features).
+    task_bigram_features: bool = False
     dropout: float | None = None
     classifier_hidden_size: int | None = None
     epochs: float = 3.0
@@ -244,6 +245,11 @@ class FinetuneOptions:
         if self.task_character_features is True and (not self.task_token_features or self.label_characters is False):
             raise OptionError("--character-features gives each character the head's own vector x_k: it needs "
                               "--token-features and character-labelled data (not --no-label-characters)")
+        if self.task_bigram_features and (self.task_character_features is False or not self.task_token_features
+                                          or self.label_characters is False):
+            raise OptionError("--bigram-features adds the head's own vector of each character and the next one to "
+                              "the character features: it needs --token-features, --character-features (the default "
+                              "with --token-features) and character-labelled data (not --no-label-characters)")
         if self.output_dir:  # the folder is built beside its final place, so its parent must take new files
             if os.path.exists(self.output_dir) and not os.path.isdir(self.output_dir):
                 raise OptionError(f"--output-dir {self.output_dir} is a file, not a folder")
@@ -446,8 +452,9 @@ def precompute_elmo_layers(
                 if "token_word_index" in examples[index]:  # characters of words: labels stay one per character
                     item["token_word_index"] = [i if i < count else -1 for i in examples[index]["token_word_index"]]
                     item["token_positions"] = list(examples[index]["token_positions"])
-                    if "characters" in examples[index]:
-                        item["characters"] = list(examples[index]["characters"])
+                    for key in ("characters", "bigrams"):
+                        if key in examples[index]:
+                            item[key] = list(examples[index][key])
                     item["labels"] = None if labels is None else list(labels)
                 elif labels is not None:
                     item["labels"] = labels if is_sentence_label(labels) else list(labels)[:count]
@@ -653,7 +660,9 @@ def _new_tagger(options: FinetuneOptions, label2id: dict[str, int], train: Seque
         return build_model(ElmoForTokenClassification, options, num_labels=len(label2id),
                            id2label={i: label for label, i in label2id.items()}, label2id=label2id,
                            **_head_config(options, {**head, "label_characters": label_characters,
-                                                    "task_character_features": character_features}))
+                                                    "task_character_features": character_features,
+                                                    "task_bigram_features": character_features
+                                                    and options.task_bigram_features}))
 
     label_characters = options.label_characters
     model = tagger(label_characters if label_characters is not None else looks_character_labelled(train))
@@ -665,8 +674,10 @@ def _new_tagger(options: FinetuneOptions, label2id: dict[str, int], train: Seque
                 f"{options.model} reads {tokenizer.segmenter!r} tokens, not jieba words: pass --no-label-characters"
             )
         model = tagger(False)  # a biLM of characters reads character-labelled data as it is
-    if options.task_character_features and not model.config.label_characters:
-        raise OptionError("--character-features is for character-labelled data read as words (--label-characters)")
+    for flag, wanted in (("--character-features", options.task_character_features),
+                         ("--bigram-features", options.task_bigram_features)):
+        if wanted and not model.config.label_characters:
+            raise OptionError(f"{flag} is for character-labelled data read as words (--label-characters)")
     if model.config.label_characters:
         logger.info("characters labelled: the biLM reads the jieba words they form (--no-label-characters: "
                     "one character a word)")
@@ -697,7 +708,7 @@ def train_tagger(
         encoded = encode_tags(sentences, label2id, unseen_label, split)
         if not model.config.label_characters:
             return encoded
-        return [characters_as_words(example, keep_characters=model.config.task_character_features) for example in encoded]
+        return [character_example(example, model.config) for example in encoded]
 
     train_examples, dev_examples = _maybe_precompute(
         model, collator, options, examples(train, "error", "train"),

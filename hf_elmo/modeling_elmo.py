@@ -789,7 +789,7 @@ class ElmoForTokenClassification(_ElmoHeadMixin, ElmoPreTrainedModel):
         self.num_labels = config.num_labels
         self._build_elmo(config)
         feature_size = self.feature_size + (len(WORD_POSITIONS) if config.label_characters else 0)
-        feature_size += config.projection_dim if config.task_character_features else 0
+        feature_size += config.projection_dim * (config.task_character_features + config.task_bigram_features)
         self.encoder = None
         if config.task_encoder == "bilstm":
             self.encoder = ElmoTaskBiLstm(feature_size, config.task_encoder_hidden_size,
@@ -804,7 +804,7 @@ class ElmoForTokenClassification(_ElmoHeadMixin, ElmoPreTrainedModel):
         self, input_ids: torch.Tensor | None = None, attention_mask: torch.Tensor | None = None,
         labels: torch.Tensor | None = None, word_ids: torch.Tensor | None = None,
         token_word_index: torch.Tensor | None = None, token_positions: torch.Tensor | None = None,
-        character_input_ids: torch.Tensor | None = None,
+        character_input_ids: torch.Tensor | None = None, bigram_input_ids: torch.Tensor | None = None,
         output_hidden_states: bool | None = None, return_dict: bool | None = None,
         num_items_in_batch: int | torch.Tensor | None = None, elmo_hidden_states: torch.Tensor | None = None, **kwargs,
     ) -> ElmoTokenClassifierOutput | tuple:
@@ -814,6 +814,9 @@ class ElmoForTokenClassification(_ElmoHeadMixin, ElmoPreTrainedModel):
                 logits and predictions are then per character (see `elmo_word_characters`).
             character_input_ids (`torch.LongTensor` of shape `(batch_size, num_characters, max_characters_per_token)`):
                 With `config.task_character_features`: the character ids of each character read as a word alone.
+            bigram_input_ids (`torch.LongTensor` of shape `(batch_size, num_characters, max_characters_per_token)`):
+                With `config.task_bigram_features`: the character ids of each character and the next one read as one
+                word (`char_words.character_bigrams`).
             labels (`torch.LongTensor` of shape `(batch_size, num_words)`, *optional*): Tag ids in `[0, num_labels)`
                 or -100 (none). Loss: the mean cross-entropy (or CRF negative log-likelihood) per labelled word.
         """
@@ -821,11 +824,7 @@ class ElmoForTokenClassification(_ElmoHeadMixin, ElmoPreTrainedModel):
             input_ids, attention_mask, word_ids, elmo_hidden_states, return_dict, kwargs
         )
         mixed, mask = tagged_vectors(self.config.label_characters, mixed, mask, token_word_index, token_positions)
-        if self.config.task_character_features:
-            own = self._own_word_vectors(character_input_ids, mask, None, like=mixed, name="character_input_ids")
-            mixed = torch.cat([mixed, self.dropout(own)], dim=-1)
-        elif character_input_ids is not None:
-            raise ValueError("character_input_ids are for taggers with config.task_character_features")
+        mixed = torch.cat([mixed] + self._character_vectors(character_input_ids, bigram_input_ids, mask, like=mixed), -1)
         logits = self.classifier(self.dropout(self.encoder(mixed, mask)) if self.encoder is not None else mixed)
         loss = None if labels is None else tagging_loss(logits, labels, mask, self.crf, num_items_in_batch)
         predictions = None
@@ -835,6 +834,17 @@ class ElmoForTokenClassification(_ElmoHeadMixin, ElmoPreTrainedModel):
         output = ElmoTokenClassifierOutput(loss=loss, logits=logits, predictions=predictions,
                                            hidden_states=elmo_layers if output_hidden_states else None)
         return output if return_dict else output.to_tuple()
+
+    def _character_vectors(self, character_input_ids, bigram_input_ids, mask, like) -> list[torch.Tensor]:
+        """The head's own x_k of each character alone and of it with the next one, as the config asks for."""
+        vectors = []
+        for field, name, ids in (("task_character_features", "character_input_ids", character_input_ids),
+                                 ("task_bigram_features", "bigram_input_ids", bigram_input_ids)):
+            if getattr(self.config, field):
+                vectors.append(self.dropout(self._own_word_vectors(ids, mask, None, like=like, name=name)))
+            elif ids is not None:
+                raise ValueError(f"{name} are for taggers with config.{field}")
+        return vectors
 
     def decode(self, logits: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
         """Best tags (batch, words) from `logits`, -100 at padding: Viterbi with a CRF, argmax otherwise."""

@@ -90,13 +90,19 @@ def is_cjk_word(word: str) -> bool:
     )
 
 
+def character_example(example: dict, config) -> dict:
+    """A character-labelled example as a tagger with `config.label_characters` reads it: the words the characters
+    form, each character's place in them, and the characters (and bigrams) its config asks for."""
+    from .char_words import characters_as_words
+
+    return characters_as_words(example, keep_characters=config.task_character_features,
+                               keep_bigrams=config.task_bigram_features)
+
+
 def character_batch(collator, sentences: Sequence[Sequence[str]], config) -> dict:
     """The inputs of a tagger with `config.label_characters` for sentences given as characters, made by `collator`
     (an `ElmoDataCollator`): the biLM reads the words the characters form, the tagger labels the characters."""
-    from .char_words import characters_as_words
-
-    keep = config.task_character_features
-    return collator([characters_as_words({"words": list(sentence)}, keep_characters=keep) for sentence in sentences])
+    return collator([character_example({"words": list(sentence)}, config) for sentence in sentences])
 
 
 def characters_of_text(tokenizer, text: str) -> list[str]:
@@ -172,4 +178,5 @@ def tag(
     return results
 
 
-__all__ = ["split_tag", "tag_spans", "word_offsets", "entities_from_tags", "tag", "character_batch", "tagged_mask"]
+__all__ = ["split_tag", "tag_spans", "word_offsets", "entities_from_tags", "tag", "character_batch", "character_example",
+           "tagged_mask"]

@@ -81,6 +81,11 @@ def _add_tagger_arguments(train) -> None:
         "whenever both are",
     )
     train.add_argument(
+        "--bigram-features", dest="task_bigram_features", action="store_true",
+        help="with the character features: each character also gets the head's own vector x_k of itself and the "
+        "next character read as one word (a bigram feature from the pretrained character CNN)",
+    )
+    train.add_argument(
         "--unseen-label", choices=("error", "O"), default="error", help="dev/test labels unseen in training"
     )
     _add_training_options(train)
@@ -190,7 +195,8 @@ def _train(args) -> None:
 
     options = _options(args, task_encoder=args.task_encoder, task_encoder_hidden_size=args.hidden_size,
                        use_crf=args.use_crf, unseen_label=args.unseen_label, label_characters=args.label_characters,
-                       task_character_features=args.task_character_features)
+                       task_character_features=args.task_character_features,
+                       task_bigram_features=args.task_bigram_features)
     if args.dataset:
         splits = load_hub_dataset(args.dataset, args.dataset_config, args.words_column, args.tags_column)
     else:

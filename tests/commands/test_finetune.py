@@ -341,3 +341,9 @@ def test_character_features_train_save_and_tag(tmp_path, capsys):
     assert len(predict_tags(model, tokenizer, [list("我们在北京")])[0]) == 5
     assert main(argv + ["--no-character-features", "--max-steps", "1", "--overwrite"]) == 0
     assert not ElmoForTokenClassification.from_pretrained(tmp_path / "out").config.task_character_features
+    assert main(argv + ["--no-character-features", "--bigram-features"]) == 2
+    assert "--bigram-features adds the head's own vector" in capsys.readouterr().err
+    assert main(argv + ["--bigram-features", "--max-steps", "1", "--overwrite"]) == 0  # precomputed, bigrams kept
+    model = ElmoForTokenClassification.from_pretrained(tmp_path / "out")
+    assert model.config.task_bigram_features and model.config.task_character_features
+    assert tag(model, ElmoTokenizer.from_pretrained(tmp_path / "out"), "今天李四在上海。")[0]["words"] == list("今天李四在上海。")

@@ -1,4 +1,4 @@
-from hf_elmo.char_words import WORD_POSITIONS, characters_as_words, group_tokens, words_and_positions
+from hf_elmo.char_words import WORD_POSITIONS, character_bigrams, characters_as_words, group_tokens, words_and_positions
 from hf_elmo.tagging import tag_spans
 
 
@@ -60,3 +60,12 @@ def test_the_characters_are_kept_when_asked_for():
     assert "characters" not in characters_as_words(example, fixed_segmenter(["张三", "在", "北京"]))
     kept = characters_as_words(example, fixed_segmenter(["张三", "在", "北京"]), keep_characters=True)
     assert kept["characters"] == list("张三在北京") and kept["words"] == ["张三", "在", "北京"]
+
+
+def test_each_character_is_paired_with_the_next_when_bigrams_are_asked_for():
+    example = {"words": list("张三在北京")}
+    assert "bigrams" not in characters_as_words(example, fixed_segmenter(["张三", "在", "北京"]))
+    kept = characters_as_words(example, fixed_segmenter(["张三", "在", "北京"]), keep_bigrams=True)
+    assert kept["bigrams"] == ["张三", "三在", "在北", "北京", "京"]  # the last character has none after it
+    assert character_bigrams(["我"]) == ["我"] and character_bigrams([]) == []
+    assert character_bigrams(["1998", "年"]) == ["1998年", "年"]  # tokens of several characters join whole

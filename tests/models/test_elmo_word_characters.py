@@ -99,12 +99,12 @@ def test_the_collator_pads_character_positions_and_cuts_with_max_words():
         ElmoDataCollator(tokenizer)(examples)
 
 
-def _character_feature_batch(tokenizer, sentences):
+def _character_feature_batch(tokenizer, sentences, keep_bigrams=False):
     examples = []
     for chars in sentences:
         pieces = chars.split("|")
         examples.append(characters_as_words({"words": list("".join(pieces))}, lambda text, pieces=pieces: pieces,
-                                            keep_characters=True))
+                                            keep_characters=True, keep_bigrams=keep_bigrams))
     return ElmoDataCollator(tokenizer)(examples)
 
 
@@ -154,7 +154,47 @@ def test_the_collator_refuses_characters_that_do_not_match_the_positions():
     tokenizer = ElmoTokenizer(segmenter="whitespace")
     example = characters_as_words({"words": list("小米粥")}, lambda text: ["小米", "粥"], keep_characters=True)
     example["characters"] = ["小", "米"]
-    with pytest.raises(ValueError, match="'characters' must be a list of the 3 characters"):
+    with pytest.raises(ValueError, match="'characters' must be a list of one entry for each of the 3 characters"):
         ElmoDataCollator(tokenizer)([example])
     with pytest.raises(ValueError, match="need ElmoDataCollator\\(tokenizer=...\\)"):
         ElmoDataCollator()([{**example, "characters": list("小米粥"), "input_ids": [[1, 2, 3]] * 2}])
+
+
+def test_bigram_features_give_each_character_the_vector_of_it_and_the_next():
+    torch.manual_seed(0)
+    config = tiny_config(num_labels=3, label_characters=True, task_token_features=True, task_character_features=True,
+                         task_bigram_features=True, task_encoder="linear", classifier_dropout=0.0)
+    model = ElmoForTokenClassification(config).eval()
+    tokenizer = ElmoTokenizer(segmenter="whitespace")
+    batch = _character_feature_batch(tokenizer, ["小米|粥|好香", "小米|手机"], keep_bigrams=True)
+    assert batch["bigram_input_ids"].shape == batch["character_input_ids"].shape
+    assert batch["bigram_input_ids"][1, 1].tolist() == tokenizer(["米手"], is_split_into_words=True)["input_ids"][0]
+    assert torch.equal(batch["bigram_input_ids"][1, 3], batch["character_input_ids"][1, 3])  # 机: the last, alone
+    output = model(**batch)
+    # Independently: [x_k(word); ELMo mix of the word; position one-hot; x_k(character); x_k(character + next)].
+    layers = ElmoModel.forward(model.elmo, batch["input_ids"], batch["attention_mask"]).hidden_states
+    weights = torch.softmax(model.scalar_mix.scalar_parameters.detach().view(-1), 0)
+    mixed = model.scalar_mix.gamma.detach() * sum(w * layer for w, layer in zip(weights, layers))
+    token_features = model.token_features
+    index = [0, 0, 1, 2, 2]
+    bigram_ids = tokenizer(["小米", "米粥", "粥好", "好香", "香"], is_split_into_words=True)["input_ids"]
+    features = torch.cat([token_features(batch["input_ids"][0])[index], mixed[0, index],
+                          torch.eye(4)[[1, 3, 0, 1, 3]], token_features(batch["character_input_ids"][0]),
+                          token_features(torch.tensor(bigram_ids))], dim=-1)
+    torch.testing.assert_close(output.logits[0], model.classifier(features), rtol=1e-5, atol=1e-6)
+
+
+def test_bigram_features_need_their_ids_and_the_character_features():
+    tokenizer = ElmoTokenizer(segmenter="whitespace")
+    batch = _character_feature_batch(tokenizer, ["小米|粥"], keep_bigrams=True)
+    config = dict(num_labels=2, label_characters=True, task_token_features=True, task_character_features=True)
+    with pytest.raises(ValueError, match="bigram_input_ids are for taggers with config.task_bigram_features"):
+        ElmoForTokenClassification(tiny_config(**config))(**batch)
+    model = ElmoForTokenClassification(tiny_config(**config, task_bigram_features=True))
+    with pytest.raises(ValueError, match="need bigram_input_ids"):
+        model(**{key: value for key, value in batch.items() if key != "bigram_input_ids"})
+    with pytest.raises(ValueError, match="task_bigram_features needs task_character_features"):
+        tiny_config(**{**config, "task_character_features": False}, task_bigram_features=True)
+    example = characters_as_words({"words": list("小米粥")}, lambda text: ["小米", "粥"], keep_bigrams=True)
+    with pytest.raises(ValueError, match="'bigrams' must be a list of one entry for each of the 3 characters"):
+        ElmoDataCollator(tokenizer)([{**example, "bigrams": ["小米", "米粥"]}])
