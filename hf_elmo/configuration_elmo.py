@@ -156,11 +156,9 @@ class ElmoConfig(PretrainedConfig):
             `character_input_ids`; the word's vectors and the position in the word cannot tell the characters of
             one word apart, this can.
         task_bigram_features (`bool`, defaults to `False`):
-            With `task_character_features`: each character also gets the head's x_k of itself and the next
-            character read as one two-character word (the last character: of itself alone), passed as
-            `bigram_input_ids`. A character-level tagger's bigram feature, from the biLM's pretrained character
-            CNN, which read two-character words in pretraining; it tells the head where words may begin and end
-            regardless of how jieba split the sentence.
+            With `task_character_features`: each character also gets the head's x_k of itself and the next character
+            read as one word (the last character: of itself alone), passed as `bigram_input_ids`; a bigram feature
+            from the pretrained character CNN that does not depend on where jieba cut the sentence.
         classifier_dropout (`float`, defaults to 0.5): Dropout on the ELMo mix and inside the task heads.
         classifier_hidden_size (`int`, defaults to 256):
             Hidden layer of the sequence-classification MLP (0 = a single linear layer).
