@@ -164,7 +164,7 @@ class ElmoDataCollator:
             if not all(with_characters):
                 raise ValueError("some examples have token_word_index (characters of words) and some do not")
             batch.update(self._character_positions(examples, full_lengths, num_words))
-            for key, name in (("characters", "character_input_ids"), ("bigrams", "bigram_input_ids")):
+            for key, name in CHARACTER_FEATURE_INPUTS.items():
                 if any(key in example for example in examples):
                     batch[name] = self._character_ids(examples, batch["token_word_index"].shape[1], key)
             # Labels are then one per character.
@@ -243,6 +243,8 @@ def _padded(rows: list[torch.Tensor], num_words: int, fill: int, *trailing: int)
 # Where an example keeps its label(s): `labels`, or `label` / `label_ids` (the usual column names of `datasets`),
 # as transformers' collators read them.
 LABEL_KEYS = ("labels", "label", "label_ids")
+# Per-character strings an example may carry (`char_words.characters_as_words`) -> the batch's character ids of them.
+CHARACTER_FEATURE_INPUTS = {"characters": "character_input_ids", "bigrams": "bigram_input_ids"}
 
 
 def example_label(example: Mapping[str, Any]):

@@ -70,7 +70,7 @@ from .conll import (  # noqa: F401  (re-exported: the data half of the fine-tuni
     sentences_from_pairs,
 )
 from .configuration_elmo import ElmoConfig
-from .data_collator import LABEL_KEYS, ElmoDataCollator, example_label, is_sentence_label
+from .data_collator import CHARACTER_FEATURE_INPUTS, LABEL_KEYS, ElmoDataCollator, example_label, is_sentence_label
 from .loading import ModelNotFoundError, check_model_location, load_tokenizer, resolve_model_name
 from .file_io import check_output_folder
 from .modeling_elmo import ElmoForSequenceClassification, ElmoForTokenClassification, ElmoWeightShapeError
@@ -452,7 +452,7 @@ def precompute_elmo_layers(
                 if "token_word_index" in examples[index]:  # characters of words: labels stay one per character
                     item["token_word_index"] = [i if i < count else -1 for i in examples[index]["token_word_index"]]
                     item["token_positions"] = list(examples[index]["token_positions"])
-                    for key in ("characters", "bigrams"):
+                    for key in CHARACTER_FEATURE_INPUTS:
                         if key in examples[index]:
                             item[key] = list(examples[index][key])
                     item["labels"] = None if labels is None else list(labels)
