@@ -160,6 +160,12 @@ def run_sentiment(args) -> dict:
     return results
 
 
+def result_name(args: argparse.Namespace) -> str:
+    """The result file's stem: --name, else the experiment, marked when its biLM is random so that a baseline run
+    never overwrites the pretrained run it is the baseline for."""
+    return args.name or args.experiment + ("-random" if args.random_bilm else "")
+
+
 def print_summary(name: str, results: dict) -> None:
     test = results.get("test", {})
     if "f1" in test:
@@ -291,7 +297,7 @@ def write_ner_card_results(results_dir: Path, card_results: Path = CARD_RESULTS)
     return card
 
 
-def main(argv=None) -> int:
+def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter
     )
@@ -355,8 +361,14 @@ def main(argv=None) -> int:
     parser.add_argument("--logging-steps", type=int, default=200)
     parser.add_argument("--save-model", default=None, help="also write the fine-tuned model folder here")
     parser.add_argument("--results-dir", default=str(RESULTS_DIR))
-    parser.add_argument("--name", default=None, help="result file name (default: the experiment)")
-    args = parser.parse_args(argv)
+    parser.add_argument(
+        "--name", default=None, help="result file name (default: the experiment, + '-random' with --random-bilm)"
+    )
+    return parser
+
+
+def main(argv=None) -> int:
+    args = build_parser().parse_args(argv)
 
     results_dir = Path(args.results_dir)
     if args.experiment == "report":
@@ -395,12 +407,13 @@ def main(argv=None) -> int:
         "machine": f"{platform.machine()} {os.cpu_count()} CPUs, torch {torch.__version__}",
         "results": results,
     }
+    name = result_name(args)
     results_dir.mkdir(parents=True, exist_ok=True)
-    path = results_dir / f"{args.name or args.experiment}.json"
+    path = results_dir / f"{name}.json"
     temporary = path.with_suffix(".json.tmp")
     temporary.write_text(json.dumps(record, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
     os.replace(temporary, path)
-    print_summary(args.name or args.experiment, results)
+    print_summary(name, results)
     print(f"wrote {path}")
     return 0
 
