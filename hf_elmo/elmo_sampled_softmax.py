@@ -40,6 +40,19 @@ def sampled_softmax_losses_reference(hidden, weight, bias, targets, samples, log
     return torch.logsumexp(logits, dim=1) - true_logits
 
 
+def accidental_hits(samples: torch.Tensor, targets: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """(rows, columns) of every sample equal to its row's target, in row order: a binary search of each target in
+    the sorted samples, instead of comparing every row with all K samples (a (rows, K) mask)."""
+    sorted_samples, order = torch.sort(samples)
+    first = torch.searchsorted(sorted_samples, targets)
+    counts = torch.searchsorted(sorted_samples, targets, right=True) - first
+    rows = torch.repeat_interleave(torch.arange(len(targets), device=targets.device), counts)
+    # The i-th hit of the flattened list is the (i - hits before its row)-th sample equal to its row's target.
+    hits_before = torch.repeat_interleave(counts.cumsum(0) - counts, counts)
+    positions = torch.repeat_interleave(first, counts) + torch.arange(len(rows), device=targets.device) - hits_before
+    return rows, order[positions]
+
+
 class _SampledSoftmaxLoss(torch.autograd.Function):
     @staticmethod
     def forward(ctx, hidden, weight, bias, targets, samples, log_expected):
@@ -47,7 +60,7 @@ class _SampledSoftmaxLoss(torch.autograd.Function):
         true_weight = weight[targets]
         true_logits = (hidden * true_weight).sum(-1) + bias[targets]
         exps = rows_times(hidden.contiguous(), sampled_weight, bias[samples] - log_expected.to(hidden.dtype))
-        exps.masked_fill_(samples.unsqueeze(0) == targets.unsqueeze(1), float("-inf"))
+        exps.index_put_(accidental_hits(samples, targets), exps.new_tensor(float("-inf")))
         row_max = torch.maximum(exps.amax(dim=1), true_logits)
         exps.sub_(row_max.unsqueeze(1)).exp_()
         true_exp = (true_logits - row_max).exp()
@@ -84,4 +97,4 @@ def sampled_softmax_losses(hidden, weight, bias, targets, samples, log_expected)
     return _SampledSoftmaxLoss.apply(hidden, weight, bias, targets, samples, log_expected)
 
 
-__all__ = ["log_uniform_samples", "sampled_softmax_losses", "sampled_softmax_losses_reference"]
+__all__ = ["accidental_hits", "log_uniform_samples", "sampled_softmax_losses", "sampled_softmax_losses_reference"]

@@ -6,6 +6,7 @@ import pytest
 import torch
 
 from hf_elmo.elmo_sampled_softmax import (
+    accidental_hits,
     log_uniform_samples,
     sampled_softmax_losses,
     sampled_softmax_losses_reference,
@@ -80,3 +81,20 @@ def test_log_uniform_samples_follow_zipf_and_carry_their_correction():
     # Binomial standard deviation of a frequency: sqrt(p (1 - p) / n); 5 of them.
     assert (frequency - probability).abs().le(5 * (probability * (1 - probability) / draws).sqrt() + 1e-12).all()
     torch.testing.assert_close(log_expected, torch.log(draws * probability.double()[samples]))
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_accidental_hits_are_the_places_where_a_sample_equals_its_rows_target(seed):
+    generator = torch.Generator().manual_seed(seed)
+    samples = torch.randint(0, 12, (30,), generator=generator)  # a small vocabulary: many repeats and hits
+    targets = torch.randint(0, 14, (9,), generator=generator)  # 12 and 13 are never sampled
+    rows, columns = accidental_hits(samples, targets)
+    expected_rows, expected_columns = (samples.unsqueeze(0) == targets.unsqueeze(1)).nonzero(as_tuple=True)
+    assert sorted(zip(rows.tolist(), columns.tolist())) == sorted(zip(expected_rows.tolist(), expected_columns.tolist()))
+    assert rows.tolist() == sorted(rows.tolist())
+
+
+def test_no_accidental_hits_and_no_targets():
+    samples = torch.tensor([3, 1, 1])
+    assert [t.tolist() for t in accidental_hits(samples, torch.tensor([0, 2, 4]))] == [[], []]
+    assert [t.tolist() for t in accidental_hits(samples, torch.tensor([], dtype=torch.long))] == [[], []]
