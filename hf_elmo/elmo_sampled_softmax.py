@@ -48,9 +48,8 @@ def accidental_hits(samples: torch.Tensor, targets: torch.Tensor) -> tuple[torch
     counts = torch.searchsorted(sorted_samples, targets, right=True) - first
     rows = torch.repeat_interleave(torch.arange(len(targets), device=targets.device), counts)
     # The i-th hit of the flattened list is the (i - hits before its row)-th sample equal to its row's target.
-    hits_before = torch.repeat_interleave(counts.cumsum(0) - counts, counts)
-    positions = torch.repeat_interleave(first, counts) + torch.arange(len(rows), device=targets.device) - hits_before
-    return rows, order[positions]
+    row_starts = torch.repeat_interleave(first - (counts.cumsum(0) - counts), counts)
+    return rows, order[row_starts + torch.arange(len(rows), device=targets.device)]
 
 
 class _SampledSoftmaxLoss(torch.autograd.Function):
