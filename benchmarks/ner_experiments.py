@@ -118,6 +118,7 @@ def options_for(args, **overrides) -> FinetuneOptions:
         label_characters=args.label_characters,
         task_character_features=args.character_features,
         task_bigram_features=args.bigram_features,
+        task_lexicon_features=args.lexicon_features,
     )
     values.update(overrides)
     return FinetuneOptions(**values)
@@ -193,7 +194,7 @@ def report(results_dir: Path) -> None:
                 item["results"].get("data", {}),
             )
         )
-    print(f"| experiment | metric | dev | test | train s | data |\n|---|---|---|---|---|---|")
+    print("| experiment | metric | dev | test | train s | data |\n|---|---|---|---|---|---|")
     for name, metric, dev, test, seconds, data in rows:
         fmt = lambda x: "-" if x is None else f"{100 * x:.2f}"  # noqa: E731
         print(f"| {name} | {metric} | {fmt(dev)} | {fmt(test)} | {seconds} | {json.dumps(data)} |")
@@ -342,6 +343,11 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--bigram-features", action="store_true",
         help="msra, with --character-features: and x_k of the character and the next one read as one word",
+    )
+    parser.add_argument(
+        "--lexicon-features", action="store_true",
+        help="msra, with --token-features: each character also gets the jieba-dictionary words it begins, is inside "
+        "of and ends (SoftLexicon)",
     )
     parser.add_argument(
         "--random-bilm", action="store_true",

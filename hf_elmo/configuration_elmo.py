@@ -78,12 +78,27 @@ FIELD_TYPES = {
     "label_characters": BOOLEAN,
     "task_character_features": BOOLEAN,
     "task_bigram_features": BOOLEAN,
+    "task_lexicon_features": BOOLEAN,
     "classifier_dropout": NUMBER,
     "classifier_hidden_size": INTEGER,
     "lstm_implementation": one_of(*LSTM_IMPLEMENTATIONS),
     "lstm_keep_inference_copies": BOOLEAN,
     "token_cache_size": INTEGER,
 }
+
+
+def _character_tagger_problems(config: "ElmoConfig") -> list[str]:
+    """What is wrong with the options that give each character of a `label_characters` tagger the head's own x_k of
+    its words (itself, itself and the next character, its dictionary words)."""
+    problems = []
+    for name in ("task_character_features", "task_lexicon_features"):
+        if getattr(config, name) and not (config.label_characters and config.task_token_features):
+            problems.append(f"{name} needs label_characters and task_token_features")
+        if getattr(config, name) and config.word_embedding_dim:
+            problems.append(f"{name} needs a biLM without a word embedding (word_embedding_dim 0)")
+    if config.task_bigram_features and not config.task_character_features:
+        problems.append("task_bigram_features needs task_character_features")
+    return problems
 
 
 class ElmoConfig(PretrainedConfig):
@@ -159,6 +174,10 @@ class ElmoConfig(PretrainedConfig):
             With `task_character_features`: each character also gets the head's x_k of itself and the next character
             read as one word (the last character: of itself alone), passed as `bigram_input_ids`; a bigram feature
             from the pretrained character CNN that does not depend on where jieba cut the sentence.
+        task_lexicon_features (`bool`, defaults to `False`):
+            With `label_characters` and `task_token_features`: each character also gets the head's x_k of the
+            dictionary words it begins, is inside of and ends, each set averaged by dictionary counts (SoftLexicon, Ma
+            et al. 2020); `lexicon_input_ids`, `lexicon_weights`, `lexicon_match_index` (`char_words.lexicon_matches`).
         classifier_dropout (`float`, defaults to 0.5): Dropout on the ELMo mix and inside the task heads.
         classifier_hidden_size (`int`, defaults to 256):
             Hidden layer of the sequence-classification MLP (0 = a single linear layer).
@@ -212,6 +231,7 @@ class ElmoConfig(PretrainedConfig):
         label_characters: bool = False,
         task_character_features: bool = False,
         task_bigram_features: bool = False,
+        task_lexicon_features: bool = False,
         classifier_dropout: float = 0.5,
         classifier_hidden_size: int = 256,
         lstm_implementation: str = "auto",
@@ -264,6 +284,7 @@ class ElmoConfig(PretrainedConfig):
         self.label_characters = label_characters
         self.task_character_features = task_character_features
         self.task_bigram_features = task_bigram_features
+        self.task_lexicon_features = task_lexicon_features
         self.classifier_dropout = classifier_dropout
         self.classifier_hidden_size = classifier_hidden_size
         self.lstm_implementation = lstm_implementation
@@ -349,12 +370,7 @@ class ElmoConfig(PretrainedConfig):
             problems.append(f"lstm_forget_bias must be a finite number, got {self.lstm_forget_bias}")
         if self.classifier_hidden_size < 0:
             problems.append(f"classifier_hidden_size must be >= 0, got {self.classifier_hidden_size}")
-        if self.task_character_features and not (self.label_characters and self.task_token_features):
-            problems.append("task_character_features needs label_characters and task_token_features")
-        if self.task_character_features and self.word_embedding_dim:
-            problems.append("task_character_features needs a biLM without a word embedding (word_embedding_dim 0)")
-        if self.task_bigram_features and not self.task_character_features:
-            problems.append("task_bigram_features needs task_character_features")
+        problems.extend(_character_tagger_problems(self))
         if problems:
             raise ValueError("Invalid ElmoConfig: " + "; ".join(problems))
 

@@ -13,6 +13,8 @@ from torch import nn
 
 # A character's position in its word, in this order: the whole word, the first, a middle or the last character.
 WORD_POSITIONS = ("S", "B", "M", "E")
+# What a dictionary word of two or more characters is to a character it covers: begun, gone through, ended by it.
+LEXICON_ROLES = ("B", "M", "E")
 
 
 def character_vectors(
@@ -58,4 +60,35 @@ def tagged_vectors(
     return word_vectors, word_mask
 
 
-__all__ = ["WORD_POSITIONS", "character_vectors", "tagged_vectors"]
+def lexicon_vectors(
+    word_vectors: torch.Tensor, weights: torch.Tensor, match_index: torch.Tensor, num_characters: int | None = None
+) -> torch.Tensor:
+    """Each character's dictionary words pooled per role (SoftLexicon, Ma et al. 2020):
+    (batch, characters, len(LEXICON_ROLES) * F).
+
+    `word_vectors` (batch, words, F): a vector per dictionary word found in the sentence; `weights`
+    (batch, words): each word's weight (its count in the dictionary), 0 at padding; `match_index`
+    (batch, characters, roles, matches): the words each character begins / is inside of / ends, -1 for none
+    (`num_characters`, if given: the characters there must be).
+    A role's vector is the weighted sum of its words, divided by the total weight of all the character's words
+    and times the number of roles; a character with no words gets zeros."""
+    batch, words, size = word_vectors.shape
+    if weights.shape != (batch, words):
+        raise ValueError(f"lexicon_weights must be (batch={batch}, words={words}), got {tuple(weights.shape)}")
+    characters = match_index.shape[1] if num_characters is None else num_characters
+    if match_index.dim() != 4 or match_index.shape[:3] != (batch, characters, len(LEXICON_ROLES)):
+        raise ValueError(f"lexicon_match_index must be (batch={batch}, characters={characters}, "
+                         f"{len(LEXICON_ROLES)} roles, matches), got {tuple(match_index.shape)}")
+    match_index = match_index.to(word_vectors.device)
+    if match_index.numel() and (int(match_index.max()) >= words or int(match_index.min()) < -1):
+        raise ValueError(f"lexicon_match_index must point at the {words} lexicon words of the batch (or be -1)")
+    found = match_index >= 0
+    flat = (match_index.clamp(min=0) + words * torch.arange(batch, device=match_index.device).view(-1, 1, 1, 1))
+    match_weights = weights.to(word_vectors.dtype).reshape(-1)[flat] * found
+    pooled = torch.einsum("bcrm,bcrmf->bcrf", match_weights, word_vectors.reshape(-1, size)[flat])
+    total = match_weights.sum(dim=(2, 3)).clamp(min=torch.finfo(word_vectors.dtype).tiny)
+    pooled = pooled * (len(LEXICON_ROLES) / total)[..., None, None]
+    return pooled.flatten(2)
+
+
+__all__ = ["LEXICON_ROLES", "WORD_POSITIONS", "character_vectors", "lexicon_vectors", "tagged_vectors"]

@@ -70,7 +70,8 @@ from .conll import (  # noqa: F401  (re-exported: the data half of the fine-tuni
     sentences_from_pairs,
 )
 from .configuration_elmo import ElmoConfig
-from .data_collator import CHARACTER_FEATURE_INPUTS, LABEL_KEYS, ElmoDataCollator, example_label, is_sentence_label
+from .char_words import looks_character_labelled
+from .data_collator import LABEL_KEYS, PER_CHARACTER_INPUTS, ElmoDataCollator, example_label, is_sentence_label
 from .loading import ModelNotFoundError, check_model_location, load_tokenizer, resolve_model_name
 from .file_io import check_output_folder
 from .modeling_elmo import ElmoForSequenceClassification, ElmoForTokenClassification, ElmoWeightShapeError
@@ -187,6 +188,8 @@ class FinetuneOptions:
     task_character_features: bool | None = None
     # With the character features: x_k of each character and the next one too (config.task_bigram_features).
     task_bigram_features: bool = False
+    # With label_characters and task_token_features: each character's jieba-dictionary words (config.task_lexicon_features).
+    task_lexicon_features: bool = False
     dropout: float | None = None
     classifier_hidden_size: int | None = None
     epochs: float = 3.0
@@ -242,9 +245,11 @@ class FinetuneOptions:
             refuse("task_encoder", "'linear' or 'bilstm'")
         if self.unseen_label not in ("error", "O"):
             refuse("unseen_label", "'error' or 'O'")
-        if self.task_character_features is True and (not self.task_token_features or self.label_characters is False):
-            raise OptionError("--character-features gives each character the head's own vector x_k: it needs "
-                              "--token-features and character-labelled data (not --no-label-characters)")
+        for flag, wanted in (("--character-features", self.task_character_features is True),
+                             ("--lexicon-features", self.task_lexicon_features)):
+            if wanted and (not self.task_token_features or self.label_characters is False):
+                raise OptionError(f"{flag} gives each character the head's own vector x_k of its words: it needs "
+                                  "--token-features and character-labelled data (not --no-label-characters)")
         if self.task_bigram_features and (self.task_character_features is False or not self.task_token_features
                                           or self.label_characters is False):
             raise OptionError("--bigram-features adds the head's own vector of each character and the next one to "
@@ -452,7 +457,7 @@ def precompute_elmo_layers(
                 if "token_word_index" in examples[index]:  # characters of words: labels stay one per character
                     item["token_word_index"] = [i if i < count else -1 for i in examples[index]["token_word_index"]]
                     item["token_positions"] = list(examples[index]["token_positions"])
-                    for key in CHARACTER_FEATURE_INPUTS:
+                    for key in PER_CHARACTER_INPUTS:
                         if key in examples[index]:
                             item[key] = list(examples[index][key])
                     item["labels"] = None if labels is None else list(labels)
@@ -640,14 +645,6 @@ def _trained(options: FinetuneOptions, data: tuple, labels: list[str], model, tr
         }
 
 
-def looks_character_labelled(sentences: Sequence[TaggedSentence], share: float = 0.9) -> bool:
-    """Whether the tokens are Chinese characters one by one (MSRA and most Chinese NER sets): at least `share` of
-    them a single CJK character."""
-    tokens = [token for sentence in sentences for token in sentence.words]
-    single = sum(len(token) == 1 and is_cjk_word(token) for token in tokens)
-    return bool(tokens) and single >= share * len(tokens)
-
-
 def _new_tagger(options: FinetuneOptions, label2id: dict[str, int], train: Sequence[TaggedSentence]):
     """The tagger to train and its tokenizer; decides `label_characters` (the option, else the data's look)."""
     head = {"task_encoder": options.task_encoder, "use_crf": options.use_crf}
@@ -662,7 +659,9 @@ def _new_tagger(options: FinetuneOptions, label2id: dict[str, int], train: Seque
                            **_head_config(options, {**head, "label_characters": label_characters,
                                                     "task_character_features": character_features,
                                                     "task_bigram_features": character_features
-                                                    and options.task_bigram_features}))
+                                                    and options.task_bigram_features,
+                                                    "task_lexicon_features": bool(label_characters and
+                                                                                  options.task_lexicon_features)}))
 
     label_characters = options.label_characters
     model = tagger(label_characters if label_characters is not None else looks_character_labelled(train))
@@ -675,7 +674,8 @@ def _new_tagger(options: FinetuneOptions, label2id: dict[str, int], train: Seque
             )
         model = tagger(False)  # a biLM of characters reads character-labelled data as it is
     for flag, wanted in (("--character-features", options.task_character_features),
-                         ("--bigram-features", options.task_bigram_features)):
+                         ("--bigram-features", options.task_bigram_features),
+                         ("--lexicon-features", options.task_lexicon_features)):
         if wanted and not model.config.label_characters:
             raise OptionError(f"{flag} is for character-labelled data read as words (--label-characters)")
     if model.config.label_characters:

@@ -35,7 +35,7 @@ from .elmo_lstm import ElmoBiLstm, ElmoBiLstmLayer
 from .elmo_sampled_softmax import log_uniform_samples, sampled_softmax_losses
 from .elmo_scalar_mix import ElmoScalarMix
 from .elmo_token_cache import ElmoTokenCache
-from .elmo_word_characters import WORD_POSITIONS, tagged_vectors
+from .elmo_word_characters import LEXICON_ROLES, WORD_POSITIONS, lexicon_vectors, tagged_vectors
 from .weight_checksums import (  # noqa: F401 (public names)
     WEIGHT_CHECKSUMS_FILE,
     check_finite_weights,
@@ -705,8 +705,13 @@ class _ElmoHeadMixin:
                              f"{tuple(mask.shape)}, got {tuple(input_ids.shape)}")
         vectors = like.new_zeros(*mask.shape, self.config.projection_dim)
         if mask.any():
-            selected_word_ids = None if word_ids is None else word_ids.to(mask.device)[mask]
-            vectors[mask] = self.token_features(input_ids.to(mask.device)[mask], selected_word_ids).to(like.dtype)
+            selected = input_ids.to(mask.device)[mask]
+            if word_ids is None:
+                # A batch repeats many words (characters most of all): each distinct one goes through the CNN once.
+                distinct, where = torch.unique(selected, dim=0, return_inverse=True)
+                vectors[mask] = self.token_features(distinct).to(like.dtype)[where]
+            else:
+                vectors[mask] = self.token_features(selected, word_ids.to(mask.device)[mask]).to(like.dtype)
         return vectors
 
     def _check_precomputed_layers(self, input_ids, attention_mask, elmo_hidden_states):
@@ -790,6 +795,7 @@ class ElmoForTokenClassification(_ElmoHeadMixin, ElmoPreTrainedModel):
         self._build_elmo(config)
         feature_size = self.feature_size + (len(WORD_POSITIONS) if config.label_characters else 0)
         feature_size += config.projection_dim * (config.task_character_features + config.task_bigram_features)
+        feature_size += config.projection_dim * len(LEXICON_ROLES) * config.task_lexicon_features
         self.encoder = None
         if config.task_encoder == "bilstm":
             self.encoder = ElmoTaskBiLstm(feature_size, config.task_encoder_hidden_size,
@@ -805,7 +811,8 @@ class ElmoForTokenClassification(_ElmoHeadMixin, ElmoPreTrainedModel):
         labels: torch.Tensor | None = None, word_ids: torch.Tensor | None = None,
         token_word_index: torch.Tensor | None = None, token_positions: torch.Tensor | None = None,
         character_input_ids: torch.Tensor | None = None, bigram_input_ids: torch.Tensor | None = None,
-        output_hidden_states: bool | None = None, return_dict: bool | None = None,
+        lexicon_input_ids: torch.Tensor | None = None, lexicon_weights: torch.Tensor | None = None,
+        lexicon_match_index: torch.Tensor | None = None, output_hidden_states: bool | None = None, return_dict: bool | None = None,
         num_items_in_batch: int | torch.Tensor | None = None, elmo_hidden_states: torch.Tensor | None = None, **kwargs,
     ) -> ElmoTokenClassifierOutput | tuple:
         r"""
@@ -817,6 +824,12 @@ class ElmoForTokenClassification(_ElmoHeadMixin, ElmoPreTrainedModel):
             bigram_input_ids (`torch.LongTensor` of shape `(batch_size, num_characters, max_characters_per_token)`):
                 With `config.task_bigram_features`: the character ids of each character and the next one read as one
                 word (`char_words.character_bigrams`).
+            lexicon_input_ids (`torch.LongTensor` of shape `(batch_size, num_lexicon_words, max_characters_per_token)`),
+            lexicon_weights (`torch.FloatTensor` of shape `(batch_size, num_lexicon_words)`),
+            lexicon_match_index (`torch.LongTensor` of shape `(batch_size, num_characters, 3, num_matches)`):
+                With `config.task_lexicon_features`: the dictionary words found in each sentence, their weights (0 at
+                padding) and, per character, the words it begins / is inside of / ends (-1: none); see
+                `elmo_word_characters.lexicon_vectors`.
             labels (`torch.LongTensor` of shape `(batch_size, num_words)`, *optional*): Tag ids in `[0, num_labels)`
                 or -100 (none). Loss: the mean cross-entropy (or CRF negative log-likelihood) per labelled word.
         """
@@ -824,7 +837,8 @@ class ElmoForTokenClassification(_ElmoHeadMixin, ElmoPreTrainedModel):
             input_ids, attention_mask, word_ids, elmo_hidden_states, return_dict, kwargs
         )
         mixed, mask = tagged_vectors(self.config.label_characters, mixed, mask, token_word_index, token_positions)
-        mixed = torch.cat([mixed] + self._character_vectors(character_input_ids, bigram_input_ids, mask, like=mixed), -1)
+        mixed = torch.cat([mixed] + self._character_vectors(character_input_ids, bigram_input_ids, mask, like=mixed)
+                          + self._lexicon_vectors(lexicon_input_ids, lexicon_weights, lexicon_match_index, like=mixed), -1)
         logits = self.classifier(self.dropout(self.encoder(mixed, mask)) if self.encoder is not None else mixed)
         loss = None if labels is None else tagging_loss(logits, labels, mask, self.crf, num_items_in_batch)
         predictions = None
@@ -845,6 +859,22 @@ class ElmoForTokenClassification(_ElmoHeadMixin, ElmoPreTrainedModel):
             elif ids is not None:
                 raise ValueError(f"{name} are for taggers with config.{field}")
         return vectors
+
+    def _lexicon_vectors(self, lexicon_input_ids, lexicon_weights, lexicon_match_index, like) -> list[torch.Tensor]:
+        """Each character's dictionary words by role, read by the head's own x_k, as the config asks for."""
+        inputs = {"lexicon_input_ids": lexicon_input_ids, "lexicon_weights": lexicon_weights,
+                  "lexicon_match_index": lexicon_match_index}
+        given = [name for name, value in inputs.items() if value is not None]
+        if given and not self.config.task_lexicon_features:
+            raise ValueError(f"{', '.join(given)} are for taggers with config.task_lexicon_features")
+        if not self.config.task_lexicon_features:
+            return []
+        if len(given) != len(inputs):
+            raise ValueError(f"config.task_lexicon_features: pass {', '.join(inputs)} (char_words.lexicon_matches of "
+                             "the hf-elmo package finds them)")
+        weights = lexicon_weights.to(like.device)
+        word_vectors = self._own_word_vectors(lexicon_input_ids, weights > 0, None, like=like, name="lexicon_input_ids")
+        return [self.dropout(lexicon_vectors(word_vectors, weights, lexicon_match_index, like.shape[1]))]
 
     def decode(self, logits: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
         """Best tags (batch, words) from `logits`, -100 at padding: Viterbi with a CRF, argmax otherwise."""

@@ -347,3 +347,15 @@ def test_character_features_train_save_and_tag(tmp_path, capsys):
     model = ElmoForTokenClassification.from_pretrained(tmp_path / "out")
     assert model.config.task_bigram_features and model.config.task_character_features
     assert tag(model, ElmoTokenizer.from_pretrained(tmp_path / "out"), "今天李四在上海。")[0]["words"] == list("今天李四在上海。")
+    for wrong in (argv[:-1] + ["--lexicon-features"], argv + ["--lexicon-features", "--no-label-characters"]):
+        assert main(wrong) == 2
+        assert "--lexicon-features gives each character the head's own vector x_k" in capsys.readouterr().err
+    assert main(argv + ["--lexicon-features", "--max-steps", "1", "--overwrite"]) == 0  # precomputed, words kept
+    model = ElmoForTokenClassification.from_pretrained(tmp_path / "out")
+    tokenizer = ElmoTokenizer.from_pretrained(tmp_path / "out")
+    assert model.config.task_lexicon_features and not model.config.task_bigram_features
+    tagged = tag(model, tokenizer, "今天李四在上海。")[0]
+    assert tagged["words"] == list("今天李四在上海。")
+    assert pipeline("elmo-token-classification", model=model, tokenizer=tokenizer)("今天李四在上海。") == tagged["entities"]
+    results = json.loads((tmp_path / "out" / "results.json").read_text())
+    assert evaluate_tagger(model, tokenizer, read_conll(train))["f1"] == results["dev"]["f1"]

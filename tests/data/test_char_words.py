@@ -1,4 +1,11 @@
-from hf_elmo.char_words import WORD_POSITIONS, character_bigrams, characters_as_words, group_tokens, words_and_positions
+from hf_elmo.char_words import (
+    WORD_POSITIONS,
+    character_bigrams,
+    characters_as_words,
+    group_tokens,
+    lexicon_matches,
+    words_and_positions,
+)
 from hf_elmo.tagging import tag_spans
 
 
@@ -69,3 +76,55 @@ def test_each_character_is_paired_with_the_next_when_bigrams_are_asked_for():
     assert kept["bigrams"] == ["张三", "三在", "在北", "北京", "京"]  # the last character has none after it
     assert character_bigrams(["我"]) == ["我"] and character_bigrams([]) == []
     assert character_bigrams(["1998", "年"]) == ["1998年", "年"]  # tokens of several characters join whole
+
+
+def toy_lexicon(*words_and_counts):
+    """A lexicon as jieba keeps it: each word with its count, every shorter prefix with 0 unless a word itself."""
+    lexicon = {}
+    for word, count in words_and_counts:
+        for end in range(1, len(word)):
+            lexicon.setdefault(word[:end], 0)
+        lexicon[word] = count
+    return lexicon
+
+
+def test_lexicon_matches_find_every_word_each_character_begins_is_inside_of_and_ends():
+    lexicon = toy_lexicon(("北京", 30), ("北京大学", 2), ("大学", 20), ("大学生", 5), ("学生", 40), ("在", 99))
+    found = lexicon_matches(list("在北京大学生"), lexicon)
+    assert found["lexicon_words"] == ["北京", "北京大学", "大学", "大学生", "学生"]
+    assert found["lexicon_weights"] == [30.0, 2.0, 20.0, 5.0, 40.0]
+    assert found["lexicon_matches"] == [
+        [[], [], []],  # 在: a word of one character is not a lexicon word (the character has its own vector)
+        [[0, 1], [], []],  # 北 begins 北京, 北京大学
+        [[], [1], [0]],  # 京 is inside 北京大学, ends 北京
+        [[2, 3], [1], []],  # 大 begins 大学, 大学生 and is inside 北京大学
+        [[4], [3], [1, 2]],  # 学
+        [[], [], [3, 4]],  # 生 ends 大学生, 学生
+    ]
+
+
+def test_lexicon_matches_join_whole_tokens_and_take_jiebas_dictionary_by_default():
+    lexicon = toy_lexicon(("1998年", 7))
+    assert lexicon_matches(["1998", "年", "春"], lexicon)["lexicon_words"] == ["1998年"]
+    assert lexicon_matches(["199", "8年"], lexicon)["lexicon_words"] == ["1998年"]
+    assert lexicon_matches([], lexicon) == {"lexicon_words": [], "lexicon_weights": [], "lexicon_matches": []}
+    found = lexicon_matches(list("我在北京大学读书"))
+    assert {"北京", "北京大学", "大学", "读书"} <= set(found["lexicon_words"])
+    assert all(weight > 0 for weight in found["lexicon_weights"])
+    example = characters_as_words({"words": list("北京大学")}, fixed_segmenter(["北京大学"]), keep_lexicon=True,
+                                  lexicon=toy_lexicon(("北京", 3)))
+    assert example["lexicon_words"] == ["北京"] and example["lexicon_matches"][1] == [[], [], [0]]
+
+
+def test_a_word_added_to_jieba_is_a_lexicon_word_too():
+    import jieba
+
+    assert "粥铺小米" not in lexicon_matches(list("这家粥铺小米粥好"))["lexicon_words"]
+    jieba.add_word("粥铺小米", 3)
+    try:
+        found = lexicon_matches(list("这家粥铺小米粥好"))
+        number = found["lexicon_words"].index("粥铺小米")
+        assert found["lexicon_weights"][number] == 3.0 and number in found["lexicon_matches"][2][0]
+    finally:
+        jieba.del_word("粥铺小米")
+    assert "粥铺小米" not in lexicon_matches(list("这家粥铺小米粥好"))["lexicon_words"]

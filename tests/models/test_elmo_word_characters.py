@@ -6,7 +6,7 @@ from small_models import tiny_config
 
 from hf_elmo import ElmoDataCollator, ElmoForTokenClassification, ElmoModel, ElmoTokenizer
 from hf_elmo.char_words import characters_as_words
-from hf_elmo.elmo_word_characters import WORD_POSITIONS, character_vectors
+from hf_elmo.elmo_word_characters import LEXICON_ROLES, WORD_POSITIONS, character_vectors, lexicon_vectors
 
 
 def test_each_character_gets_its_words_vector_and_its_position():
@@ -198,3 +198,144 @@ def test_bigram_features_need_their_ids_and_the_character_features():
     example = characters_as_words({"words": list("小米粥")}, lambda text: ["小米", "粥"], keep_bigrams=True)
     with pytest.raises(ValueError, match="'bigrams' must be a list of one entry for each of the 3 characters"):
         ElmoDataCollator(tokenizer)([{**example, "bigrams": ["小米", "米粥"]}])
+
+
+def test_lexicon_vectors_average_each_roles_words_by_weight_over_all_the_characters_words():
+    torch.manual_seed(0)
+    words = torch.randn(2, 4, 3)
+    weights = torch.tensor([[1.0, 2.0, 4.0, 0.0], [3.0, 0.0, 0.0, 0.0]])
+    index = torch.full((2, 3, len(LEXICON_ROLES), 2), -1)
+    index[0, 0, 0, :2] = torch.tensor([0, 1])  # character 0 begins words 0 and 1
+    index[0, 0, 2, 0] = 2  # and ends word 2
+    index[0, 1, 1, 0] = 1
+    index[1, 0, 0, 0] = 0
+    pooled = lexicon_vectors(words, weights, index)
+    assert pooled.shape == (2, 3, len(LEXICON_ROLES) * 3)
+    roles = pooled.view(2, 3, len(LEXICON_ROLES), 3)
+    # By the formula: 3 / (total weight of the character's words) * the weighted sum of the role's words.
+    torch.testing.assert_close(roles[0, 0, 0], 3 / 7 * (1 * words[0, 0] + 2 * words[0, 1]))
+    torch.testing.assert_close(roles[0, 0, 2], 3 / 7 * 4 * words[0, 2])
+    assert not roles[0, 0, 1].any()
+    torch.testing.assert_close(roles[0, 1], torch.stack([torch.zeros(3), 3 * words[0, 1], torch.zeros(3)]))
+    torch.testing.assert_close(roles[1, 0, 0], 3 * words[1, 0])
+    assert not roles[0, 2].any() and not roles[1, 1:].any()  # no words: zeros
+    assert torch.isfinite(pooled).all()
+
+
+@pytest.mark.parametrize(
+    "weights, index, message",
+    [
+        (torch.ones(1, 3), torch.full((1, 2, 3, 1), -1), r"lexicon_weights must be \(batch=1, words=2\)"),
+        (torch.ones(1, 2), torch.full((1, 2, 2, 1), -1), r"lexicon_match_index must be \(batch=1, characters=2, 3 roles"),
+        (torch.ones(1, 2), torch.full((1, 2, 3, 1), 2), "must point at the 2 lexicon words"),
+    ],
+)
+def test_lexicon_vectors_refuse_inputs_that_do_not_fit(weights, index, message):
+    with pytest.raises(ValueError, match=message):
+        lexicon_vectors(torch.zeros(1, 2, 4), weights, index)
+
+
+def _lexicon_batch(tokenizer, sentences, lexicon):
+    examples = []
+    for chars in sentences:
+        pieces = chars.split("|")
+        examples.append(characters_as_words({"words": list("".join(pieces))}, lambda text, pieces=pieces: pieces,
+                                            keep_characters=True, keep_lexicon=True, lexicon=lexicon))
+    return ElmoDataCollator(tokenizer)(examples)
+
+
+LEXICON = {"小": 0, "小米": 6, "米": 0, "米粥": 2, "手": 0, "手机": 10}
+
+
+def test_lexicon_features_give_each_character_its_dictionary_words_by_role():
+    torch.manual_seed(0)
+    config = tiny_config(num_labels=3, label_characters=True, task_token_features=True, task_character_features=True,
+                         task_lexicon_features=True, task_encoder="linear", classifier_dropout=0.0)
+    model = ElmoForTokenClassification(config).eval()
+    tokenizer = ElmoTokenizer(segmenter="whitespace")
+    batch = _lexicon_batch(tokenizer, ["小米粥|好", "小米|手机"], LEXICON)
+    assert batch["lexicon_input_ids"].shape == (2, 2, config.max_characters_per_token)
+    assert batch["lexicon_input_ids"][0, 1].tolist() == tokenizer(["米粥"], is_split_into_words=True)["input_ids"][0]
+    assert batch["lexicon_weights"].tolist() == [[6.0, 2.0], [6.0, 10.0]]
+    assert batch["lexicon_match_index"].shape == (2, 4, len(LEXICON_ROLES), 1)
+    output = model(**batch)
+    layers = ElmoModel.forward(model.elmo, batch["input_ids"], batch["attention_mask"]).hidden_states
+    weights = torch.softmax(model.scalar_mix.scalar_parameters.detach().view(-1), 0)
+    mixed = model.scalar_mix.gamma.detach() * sum(w * layer for w, layer in zip(weights, layers))
+    x = model.token_features
+    xiaomi, zhou = x(batch["lexicon_input_ids"][0]).unbind(0)
+    zero = torch.zeros_like(xiaomi)
+    # 小 begins 小米; 米 ends 小米 and begins 米粥 (weights 6 and 2 of 8); 粥 ends 米粥; 好: no words.
+    lexicon = torch.stack([torch.cat([3 * xiaomi, zero, zero]),
+                           torch.cat([3 * 2 / 8 * zhou, zero, 3 * 6 / 8 * xiaomi]),
+                           torch.cat([zero, zero, 3 * zhou]),
+                           torch.cat([zero, zero, zero])])
+    features = torch.cat([x(batch["input_ids"][0])[[0, 0, 0, 1]], mixed[0, [0, 0, 0, 1]], torch.eye(4)[[1, 2, 3, 0]],
+                          x(batch["character_input_ids"][0]), lexicon], dim=-1)
+    torch.testing.assert_close(output.logits[0], model.classifier(features), rtol=1e-5, atol=1e-6)
+
+
+def test_lexicon_features_need_their_inputs_and_their_config():
+    tokenizer = ElmoTokenizer(segmenter="whitespace")
+    batch = _lexicon_batch(tokenizer, ["小米|粥"], LEXICON)
+    config = dict(num_labels=2, label_characters=True, task_token_features=True, task_character_features=True)
+    with pytest.raises(ValueError, match="lexicon_input_ids, lexicon_weights, lexicon_match_index are for taggers "
+                                         "with config.task_lexicon_features"):
+        ElmoForTokenClassification(tiny_config(**config))(**batch)
+    model = ElmoForTokenClassification(tiny_config(**config, task_lexicon_features=True))
+    with pytest.raises(ValueError, match="pass lexicon_input_ids, lexicon_weights, lexicon_match_index"):
+        model(**{key: value for key, value in batch.items() if key != "lexicon_weights"})
+    with pytest.raises(ValueError, match=r"lexicon_match_index must be \(batch=1, characters=3, 3 roles"):
+        model(**{**batch, "lexicon_match_index": batch["lexicon_match_index"][:, :2]})
+    with pytest.raises(ValueError, match=r"lexicon_input_ids must be \(batch, positions, characters\)"):
+        model(**{**batch, "lexicon_input_ids": batch["lexicon_input_ids"][:, :1]})
+    for missing in ("label_characters", "task_token_features"):
+        with pytest.raises(ValueError, match="task_lexicon_features needs label_characters and task_token_features"):
+            tiny_config(**{**config, missing: False, "task_character_features": False}, task_lexicon_features=True)
+
+
+def test_the_collator_refuses_lexicon_matches_that_do_not_fit():
+    tokenizer = ElmoTokenizer(segmenter="whitespace")
+    example = characters_as_words({"words": list("小米粥")}, lambda text: ["小米", "粥"], keep_lexicon=True,
+                                  lexicon=LEXICON)
+    collate = ElmoDataCollator(tokenizer)
+    with pytest.raises(ValueError, match="example 1 lacks lexicon_weights"):
+        collate([example, {**example, "lexicon_weights": None}])
+    with pytest.raises(ValueError, match="lexicon_matches must hold one entry for each of the 3 characters"):
+        collate([{**example, "lexicon_matches": example["lexicon_matches"][:2]}])
+    with pytest.raises(ValueError, match="must point at its 2 lexicon words"):
+        collate([{**example, "lexicon_matches": [[[5], [], []]] * 3}])
+    with pytest.raises(ValueError, match="must be 3 lists of word indices"):
+        collate([{**example, "lexicon_matches": [[[0]]] * 3}])
+    with pytest.raises(ValueError, match="lexicon_weights must be positive"):
+        collate([{**example, "lexicon_weights": [1.0, 0.0]}])
+    with pytest.raises(ValueError, match="lexicon_words and lexicon_weights must be lists of the same length"):
+        collate([{**example, "lexicon_weights": [1.0]}])
+    # A sentence without dictionary words collates to an empty word list (one padded slot).
+    empty = characters_as_words({"words": list("好")}, lambda text: ["好"], keep_lexicon=True, lexicon=LEXICON)
+    batch = collate([empty])
+    assert batch["lexicon_weights"].tolist() == [[0.0]] and batch["lexicon_match_index"].tolist() == [[[[-1]] * 3]]
+
+
+def test_the_heads_word_vectors_of_repeated_words_are_computed_once_with_the_same_gradients():
+    torch.manual_seed(0)
+    config = tiny_config(num_labels=3, label_characters=True, task_token_features=True, task_character_features=True,
+                         task_encoder="linear", classifier_dropout=0.0)
+    model = ElmoForTokenClassification(config)
+    tokenizer = ElmoTokenizer(segmenter="whitespace")
+    batch = _character_feature_batch(tokenizer, ["小米|米|小米", "米|小米"])  # 小, 米 and 小米 come again and again
+    ids = batch["character_input_ids"]
+    mask = batch["token_word_index"] >= 0
+    weights = torch.randn(*mask.shape, config.projection_dim)
+    vectors = model._own_word_vectors(ids, mask, None, like=weights)
+    (vectors * weights).sum().backward()
+    deduplicated = [parameter.grad.clone() for parameter in model.token_features.parameters()]
+    model.zero_grad()
+    # Independently: every position through the CNN on its own.
+    direct = torch.stack([model.token_features(ids[row, column].unsqueeze(0))[0] if mask[row, column]
+                          else torch.zeros(config.projection_dim)
+                          for row in range(mask.shape[0]) for column in range(mask.shape[1])]).view_as(vectors)
+    (direct * weights).sum().backward()
+    torch.testing.assert_close(vectors, direct, rtol=1e-5, atol=1e-6)
+    for got, expected in zip(deduplicated, (parameter.grad for parameter in model.token_features.parameters())):
+        torch.testing.assert_close(got, expected, rtol=1e-5, atol=1e-6)
