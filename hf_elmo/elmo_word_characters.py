@@ -84,11 +84,11 @@ def lexicon_vectors(
         raise ValueError(f"lexicon_match_index must point at the {words} lexicon words of the batch (or be -1)")
     found = match_index >= 0
     flat = (match_index.clamp(min=0) + words * torch.arange(batch, device=match_index.device).view(-1, 1, 1, 1))
-    match_weights = weights.to(word_vectors.dtype).reshape(-1)[flat] * found
-    pooled = torch.einsum("bcrm,bcrmf->bcrf", match_weights, word_vectors.reshape(-1, size)[flat])
-    total = match_weights.sum(dim=(2, 3)).clamp(min=torch.finfo(word_vectors.dtype).tiny)
-    pooled = pooled * (len(LEXICON_ROLES) / total)[..., None, None]
-    return pooled.flatten(2)
+    # The shares in float32: dictionary counts (up to millions) overflow half precision.
+    match_weights = weights.float().reshape(-1)[flat] * found
+    total = match_weights.sum(dim=(2, 3), keepdim=True).clamp(min=torch.finfo(torch.float32).tiny)
+    shares = (match_weights * (len(LEXICON_ROLES) / total)).to(word_vectors.dtype)
+    return torch.einsum("bcrm,bcrmf->bcrf", shares, word_vectors.reshape(-1, size)[flat]).flatten(2)
 
 
 __all__ = ["LEXICON_ROLES", "WORD_POSITIONS", "character_vectors", "lexicon_vectors", "tagged_vectors"]

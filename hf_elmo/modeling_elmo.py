@@ -812,7 +812,8 @@ class ElmoForTokenClassification(_ElmoHeadMixin, ElmoPreTrainedModel):
         token_word_index: torch.Tensor | None = None, token_positions: torch.Tensor | None = None,
         character_input_ids: torch.Tensor | None = None, bigram_input_ids: torch.Tensor | None = None,
         lexicon_input_ids: torch.Tensor | None = None, lexicon_weights: torch.Tensor | None = None,
-        lexicon_match_index: torch.Tensor | None = None, output_hidden_states: bool | None = None, return_dict: bool | None = None,
+        lexicon_match_index: torch.Tensor | None = None,
+        output_hidden_states: bool | None = None, return_dict: bool | None = None,
         num_items_in_batch: int | torch.Tensor | None = None, elmo_hidden_states: torch.Tensor | None = None, **kwargs,
     ) -> ElmoTokenClassifierOutput | tuple:
         r"""

@@ -220,6 +220,10 @@ def test_lexicon_vectors_average_each_roles_words_by_weight_over_all_the_charact
     torch.testing.assert_close(roles[1, 0, 0], 3 * words[1, 0])
     assert not roles[0, 2].any() and not roles[1, 1:].any()  # no words: zeros
     assert torch.isfinite(pooled).all()
+    # Counts of millions (the dictionary's) in half precision: the shares are taken in float32 first.
+    half = lexicon_vectors(words.half(), weights * 1e6, index)
+    assert half.dtype == torch.float16
+    torch.testing.assert_close(half.float(), pooled, rtol=4e-3, atol=4e-3)
 
 
 @pytest.mark.parametrize(
