@@ -99,20 +99,35 @@ def test_the_collator_pads_character_positions_and_cuts_with_max_words():
         ElmoDataCollator(tokenizer)(examples)
 
 
-def _character_feature_batch(tokenizer, sentences, keep_bigrams=False):
+def _character_feature_batch(tokenizer, sentences, **features):
+    """Sentences written as their words split by "|" -> a batch of their characters, with `characters_as_words`'s
+    `features` (`keep_bigrams`, `keep_lexicon`, `lexicon`) beside each character's own ids."""
     examples = []
     for chars in sentences:
         pieces = chars.split("|")
         examples.append(characters_as_words({"words": list("".join(pieces))}, lambda text, pieces=pieces: pieces,
-                                            keep_characters=True, keep_bigrams=keep_bigrams))
+                                            keep_characters=True, **features))
     return ElmoDataCollator(tokenizer)(examples)
 
 
-def test_character_features_give_each_character_its_own_vector():
+def _character_tagger(**features):
+    """A linear character tagger without dropout, with the head's x_k of each character and the given `features`."""
     torch.manual_seed(0)
     config = tiny_config(num_labels=3, label_characters=True, task_token_features=True, task_character_features=True,
-                         task_encoder="linear", classifier_dropout=0.0)
-    model = ElmoForTokenClassification(config).eval()
+                         task_encoder="linear", classifier_dropout=0.0, **features)
+    return ElmoForTokenClassification(config).eval()
+
+
+def _independent_mix(model, batch):
+    """The head's mix of the biLM layers, computed here from the biLM's outputs."""
+    layers = ElmoModel.forward(model.elmo, batch["input_ids"], batch["attention_mask"]).hidden_states
+    weights = torch.softmax(model.scalar_mix.scalar_parameters.detach().view(-1), 0)
+    return model.scalar_mix.gamma.detach() * sum(w * layer for w, layer in zip(weights, layers))
+
+
+def test_character_features_give_each_character_its_own_vector():
+    model = _character_tagger()
+    config = model.config
     tokenizer = ElmoTokenizer(segmenter="whitespace")
     batch = _character_feature_batch(tokenizer, ["小米|粥|好香", "小米|手机"])
     # Each character's ids are its ids as a one-character word.
@@ -121,9 +136,7 @@ def test_character_features_give_each_character_its_own_vector():
     assert not batch["character_input_ids"][1, 4].any()  # padding
     output = model(**batch)
     # Independently: [x_k(word); ELMo mix of the word; position one-hot; x_k(character)].
-    layers = ElmoModel.forward(model.elmo, batch["input_ids"], batch["attention_mask"]).hidden_states
-    weights = torch.softmax(model.scalar_mix.scalar_parameters.detach().view(-1), 0)
-    mixed = model.scalar_mix.gamma.detach() * sum(w * layer for w, layer in zip(weights, layers))
+    mixed = _independent_mix(model, batch)
     word_vectors = model.token_features(batch["input_ids"][0])
     char_vectors = model.token_features(batch["character_input_ids"][0])
     index = [0, 0, 1, 2, 2]
@@ -161,10 +174,7 @@ def test_the_collator_refuses_characters_that_do_not_match_the_positions():
 
 
 def test_bigram_features_give_each_character_the_vector_of_it_and_the_next():
-    torch.manual_seed(0)
-    config = tiny_config(num_labels=3, label_characters=True, task_token_features=True, task_character_features=True,
-                         task_bigram_features=True, task_encoder="linear", classifier_dropout=0.0)
-    model = ElmoForTokenClassification(config).eval()
+    model = _character_tagger(task_bigram_features=True)
     tokenizer = ElmoTokenizer(segmenter="whitespace")
     batch = _character_feature_batch(tokenizer, ["小米|粥|好香", "小米|手机"], keep_bigrams=True)
     assert batch["bigram_input_ids"].shape == batch["character_input_ids"].shape
@@ -172,9 +182,7 @@ def test_bigram_features_give_each_character_the_vector_of_it_and_the_next():
     assert torch.equal(batch["bigram_input_ids"][1, 3], batch["character_input_ids"][1, 3])  # 机: the last, alone
     output = model(**batch)
     # Independently: [x_k(word); ELMo mix of the word; position one-hot; x_k(character); x_k(character + next)].
-    layers = ElmoModel.forward(model.elmo, batch["input_ids"], batch["attention_mask"]).hidden_states
-    weights = torch.softmax(model.scalar_mix.scalar_parameters.detach().view(-1), 0)
-    mixed = model.scalar_mix.gamma.detach() * sum(w * layer for w, layer in zip(weights, layers))
+    mixed = _independent_mix(model, batch)
     token_features = model.token_features
     index = [0, 0, 1, 2, 2]
     bigram_ids = tokenizer(["小米", "米粥", "粥好", "好香", "香"], is_split_into_words=True)["input_ids"]
@@ -239,33 +247,20 @@ def test_lexicon_vectors_refuse_inputs_that_do_not_fit(weights, index, message):
         lexicon_vectors(torch.zeros(1, 2, 4), weights, index)
 
 
-def _lexicon_batch(tokenizer, sentences, lexicon):
-    examples = []
-    for chars in sentences:
-        pieces = chars.split("|")
-        examples.append(characters_as_words({"words": list("".join(pieces))}, lambda text, pieces=pieces: pieces,
-                                            keep_characters=True, keep_lexicon=True, lexicon=lexicon))
-    return ElmoDataCollator(tokenizer)(examples)
-
-
 LEXICON = {"小": 0, "小米": 6, "米": 0, "米粥": 2, "手": 0, "手机": 10}
 
 
 def test_lexicon_features_give_each_character_its_dictionary_words_by_role():
-    torch.manual_seed(0)
-    config = tiny_config(num_labels=3, label_characters=True, task_token_features=True, task_character_features=True,
-                         task_lexicon_features=True, task_encoder="linear", classifier_dropout=0.0)
-    model = ElmoForTokenClassification(config).eval()
+    model = _character_tagger(task_lexicon_features=True)
+    config = model.config
     tokenizer = ElmoTokenizer(segmenter="whitespace")
-    batch = _lexicon_batch(tokenizer, ["小米粥|好", "小米|手机"], LEXICON)
+    batch = _character_feature_batch(tokenizer, ["小米粥|好", "小米|手机"], keep_lexicon=True, lexicon=LEXICON)
     assert batch["lexicon_input_ids"].shape == (2, 2, config.max_characters_per_token)
     assert batch["lexicon_input_ids"][0, 1].tolist() == tokenizer(["米粥"], is_split_into_words=True)["input_ids"][0]
     assert batch["lexicon_weights"].tolist() == [[6.0, 2.0], [6.0, 10.0]]
     assert batch["lexicon_match_index"].shape == (2, 4, len(LEXICON_ROLES), 1)
     output = model(**batch)
-    layers = ElmoModel.forward(model.elmo, batch["input_ids"], batch["attention_mask"]).hidden_states
-    weights = torch.softmax(model.scalar_mix.scalar_parameters.detach().view(-1), 0)
-    mixed = model.scalar_mix.gamma.detach() * sum(w * layer for w, layer in zip(weights, layers))
+    mixed = _independent_mix(model, batch)
     x = model.token_features
     xiaomi, zhou = x(batch["lexicon_input_ids"][0]).unbind(0)
     zero = torch.zeros_like(xiaomi)
@@ -281,7 +276,7 @@ def test_lexicon_features_give_each_character_its_dictionary_words_by_role():
 
 def test_lexicon_features_need_their_inputs_and_their_config():
     tokenizer = ElmoTokenizer(segmenter="whitespace")
-    batch = _lexicon_batch(tokenizer, ["小米|粥"], LEXICON)
+    batch = _character_feature_batch(tokenizer, ["小米|粥"], keep_lexicon=True, lexicon=LEXICON)
     config = dict(num_labels=2, label_characters=True, task_token_features=True, task_character_features=True)
     with pytest.raises(ValueError, match="lexicon_input_ids, lexicon_weights, lexicon_match_index are for taggers "
                                          "with config.task_lexicon_features"):
@@ -322,12 +317,10 @@ def test_the_collator_refuses_lexicon_matches_that_do_not_fit():
 
 
 def test_the_heads_word_vectors_of_repeated_words_are_computed_once_with_the_same_gradients():
-    torch.manual_seed(0)
-    config = tiny_config(num_labels=3, label_characters=True, task_token_features=True, task_character_features=True,
-                         task_encoder="linear", classifier_dropout=0.0)
-    model = ElmoForTokenClassification(config)
+    model = _character_tagger()
+    config = model.config
     tokenizer = ElmoTokenizer(segmenter="whitespace")
-    batch = _character_feature_batch(tokenizer, ["小米|米|小米", "米|小米"])  # 小, 米 and 小米 come again and again
+    batch = _character_feature_batch(tokenizer, ["小米|米|小米", "米|小米"])  # 小 three times, 米 four times
     ids = batch["character_input_ids"]
     mask = batch["token_word_index"] >= 0
     weights = torch.randn(*mask.shape, config.projection_dim)
