@@ -324,7 +324,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--dropout", type=float, default=0.5)
     parser.add_argument("--no-crf", action="store_true", help="softmax instead of a CRF on top of the BiLSTM")
     parser.add_argument(
-        "--fine-tune-bilm", action="store_true", help="pd-elmo: train the pretrained biLM with the head (not frozen)"
+        "--fine-tune-bilm", action="store_true",
+        help="pd-elmo / msra: train the pretrained biLM with the head (not frozen)"
     )
     parser.add_argument(
         "--token-features",
@@ -399,7 +400,8 @@ def main(argv=None) -> int:
     elif args.experiment == "pd-scratch":
         results = run_tagging(args, peoples_daily_ner(args.split_seed), freeze=False, random_init=True)
     elif args.experiment == "msra":
-        results = run_tagging(args, msra_ner(0.05, args.seed), freeze=True, random_init=args.random_bilm)
+        results = run_tagging(args, msra_ner(0.05, args.seed), freeze=not args.fine_tune_bilm,
+                              random_init=args.random_bilm)
     else:
         results = run_sentiment(args)
 
