@@ -705,13 +705,8 @@ class _ElmoHeadMixin:
                              f"{tuple(mask.shape)}, got {tuple(input_ids.shape)}")
         vectors = like.new_zeros(*mask.shape, self.config.projection_dim)
         if mask.any():
-            selected = input_ids.to(mask.device)[mask]
-            if word_ids is None:
-                # A batch repeats many words (characters most of all): each distinct one goes through the CNN once.
-                distinct, where = torch.unique(selected, dim=0, return_inverse=True)
-                vectors[mask] = self.token_features(distinct).to(like.dtype)[where]
-            else:
-                vectors[mask] = self.token_features(selected, word_ids.to(mask.device)[mask]).to(like.dtype)
+            selected_word_ids = None if word_ids is None else word_ids.to(mask.device)[mask]
+            vectors[mask] = self.token_features(input_ids.to(mask.device)[mask], selected_word_ids).to(like.dtype)
         return vectors
 
     def _check_precomputed_layers(self, input_ids, attention_mask, elmo_hidden_states):

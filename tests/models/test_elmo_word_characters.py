@@ -315,24 +315,3 @@ def test_the_collator_refuses_lexicon_matches_that_do_not_fit():
     batch = collate([empty])
     assert batch["lexicon_weights"].tolist() == [[0.0]] and batch["lexicon_match_index"].tolist() == [[[[-1]] * 3]]
 
-
-def test_the_heads_word_vectors_of_repeated_words_are_computed_once_with_the_same_gradients():
-    model = _character_tagger()
-    config = model.config
-    tokenizer = ElmoTokenizer(segmenter="whitespace")
-    batch = _character_feature_batch(tokenizer, ["小米|米|小米", "米|小米"])  # 小 three times, 米 four times
-    ids = batch["character_input_ids"]
-    mask = batch["token_word_index"] >= 0
-    weights = torch.randn(*mask.shape, config.projection_dim)
-    vectors = model._own_word_vectors(ids, mask, None, like=weights)
-    (vectors * weights).sum().backward()
-    deduplicated = [parameter.grad.clone() for parameter in model.token_features.parameters()]
-    model.zero_grad()
-    # Independently: every position through the CNN on its own.
-    direct = torch.stack([model.token_features(ids[row, column].unsqueeze(0))[0] if mask[row, column]
-                          else torch.zeros(config.projection_dim)
-                          for row in range(mask.shape[0]) for column in range(mask.shape[1])]).view_as(vectors)
-    (direct * weights).sum().backward()
-    torch.testing.assert_close(vectors, direct, rtol=1e-5, atol=1e-6)
-    for got, expected in zip(deduplicated, (parameter.grad for parameter in model.token_features.parameters())):
-        torch.testing.assert_close(got, expected, rtol=1e-5, atol=1e-6)
