@@ -200,7 +200,7 @@ class ElmoBiLstm(ModuleWithCaches):
     ) -> tuple[list[torch.Tensor], tuple[torch.Tensor, torch.Tensor]]:
         """
         Args:
-            inputs: (B, T, P) token representations, zero past each row's length.
+            inputs: (B, T, P) token representations; what lies past each row's length is ignored (read as zeros).
             lengths: (B,) number of real positions per row (boundaries included), each >= 1.
             initial_state: optional (h (L, 2, B, P), c (L, 2, B, C)); zeros when omitted.
             dropout: dropout on each layer's output (pretraining only).
@@ -236,6 +236,9 @@ class ElmoBiLstm(ModuleWithCaches):
             h, c = self._check_state(initial_state, batch, inputs)
             h, c = h[:, :, order], c[:, :, order]
 
+        # Padding should be zeros; made so, because a NaN or inf there (a caller's uninitialised buffer) would reach
+        # the weight gradients through products over whole blocks of rows.
+        inputs = inputs.masked_fill((positions.unsqueeze(0) >= lengths.unsqueeze(1)).unsqueeze(-1), 0)
         run = self._layer_runner(inputs, (h, c))
         # Rows running at step t: those longer than t, or with `skip_final_step` longer than t + 1.
         step_batch_sizes = batch_sizes[1:] + [0] if skip_final_step else batch_sizes

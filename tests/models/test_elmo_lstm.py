@@ -383,3 +383,24 @@ def test_a_state_that_needs_gradients_keeps_them_when_the_weights_are_frozen():
     (h_reference,) = torch.autograd.grad(reference[-1].sum(), h0)
     assert h_reference.abs().max() > 0
     assert max_diff([h_grad], [h_reference]) <= lstm_tolerance(model.config, h_reference)
+
+
+@pytest.mark.parametrize("path", [dict(fast=False), dict(onednn=False), dict(onednn=True)])
+def test_nan_or_inf_past_a_rows_length_changes_no_output_and_no_gradient(path):
+    model = small_model(skip=True, clip=True)
+    inputs, lengths = bilstm_inputs([5, 3, 2], steps=6)
+    garbage = inputs.clone()
+    padding = torch.arange(6).unsqueeze(0) >= lengths.unsqueeze(1)
+    garbage[padding] = float("nan")
+    garbage[2, 5] = float("inf")
+    weights = torch.randn(3, 6, 16, generator=torch.Generator().manual_seed(3))
+
+    def outputs_and_gradients(values):
+        leaf = values.clone().requires_grad_()
+        layers, (h, c) = run_bilstm(model, leaf, lengths, **path)
+        loss = sum((layer * weights).sum() for layer in layers) + h.sum() + c.sum()
+        return [*layers, h, c, *torch.autograd.grad(loss, [leaf, *model.bilstm.parameters()])]
+
+    # The same computation on the same numbers: equal, not merely close.
+    for clean, dirty in zip(outputs_and_gradients(inputs), outputs_and_gradients(garbage)):
+        assert torch.equal(clean, dirty)
