@@ -221,13 +221,10 @@ class ElmoBiLstm(ModuleWithCaches):
         order = torch.argsort(lengths, descending=True, stable=True)
         sorted_lengths = lengths[order]
         positions = torch.arange(steps, device=inputs.device)
-        batch_sizes = (sorted_lengths.unsqueeze(0) > positions.unsqueeze(1)).sum(dim=1).tolist()
+        running = positions.unsqueeze(0) < sorted_lengths.unsqueeze(1)  # (B, T), rows sorted
+        batch_sizes = running.sum(dim=0).tolist()
         # Index that reverses every row within its own length; applying it twice is the identity.
-        reverse_index = torch.where(
-            positions.unsqueeze(0) < sorted_lengths.unsqueeze(1),
-            sorted_lengths.unsqueeze(1) - 1 - positions.unsqueeze(0),
-            positions.unsqueeze(0),
-        ).t()  # (T, B)
+        reverse_index = torch.where(running, sorted_lengths.unsqueeze(1) - 1 - positions, positions).t()  # (T, B)
 
         if initial_state is None:
             h = inputs.new_zeros(config.num_lstm_layers, 2, batch, config.projection_dim)
@@ -236,13 +233,12 @@ class ElmoBiLstm(ModuleWithCaches):
             h, c = self._check_state(initial_state, batch, inputs)
             h, c = h[:, :, order], c[:, :, order]
 
-        # Padding should be zeros; made so, because a NaN or inf there (a caller's uninitialised buffer) would reach
-        # the weight gradients through products over whole blocks of rows.
-        inputs = inputs.masked_fill((positions.unsqueeze(0) >= lengths.unsqueeze(1)).unsqueeze(-1), 0)
-        run = self._layer_runner(inputs, (h, c))
+        # Zeros past each length whatever the caller left there: a NaN or inf would reach the weight gradients.
+        sorted_inputs = inputs[order].masked_fill_(~running.unsqueeze(-1), 0)
+        run = self._layer_runner(sorted_inputs, (h, c))
         # Rows running at step t: those longer than t, or with `skip_final_step` longer than t + 1.
         step_batch_sizes = batch_sizes[1:] + [0] if skip_final_step else batch_sizes
-        layer_outputs, (h, c) = run(inputs[order], step_batch_sizes, reverse_index, (h, c), dropout)
+        layer_outputs, (h, c) = run(sorted_inputs, step_batch_sizes, reverse_index, (h, c), dropout)
 
         inverse_order = torch.argsort(order)
         index = reverse_index.unsqueeze(-1).expand(steps, batch, config.projection_dim)
