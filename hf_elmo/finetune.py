@@ -188,7 +188,7 @@ class FinetuneOptions:
     task_character_features: bool | None = None
     # With the character features: x_k of each character and the next one too (config.task_bigram_features).
     task_bigram_features: bool = False
-    # With label_characters and task_token_features: each character's jieba-dictionary words (config.task_lexicon_features).
+    # With label_characters and task_token_features: each character's dictionary words (config.task_lexicon_features).
     task_lexicon_features: bool = False
     dropout: float | None = None
     classifier_hidden_size: int | None = None

@@ -97,7 +97,7 @@ def character_example(example: dict, config) -> dict:
 
     return characters_as_words(example, keep_characters=config.task_character_features,
                                keep_bigrams=config.task_bigram_features,
-                               keep_lexicon=getattr(config, "task_lexicon_features", False))
+                               keep_lexicon=config.task_lexicon_features)
 
 
 def character_batch(collator, sentences: Sequence[Sequence[str]], config) -> dict:
