@@ -93,12 +93,15 @@ def character_bigrams(characters) -> list[str]:
     return [first + second for first, second in zip(characters, characters[1:])] + characters[-1:]
 
 
-def looks_character_labelled(sentences: Sequence, share: float = 0.9) -> bool:
-    """Whether the tokens of `sentences` (each with `.words`, as `conll.TaggedSentence`) are Chinese characters one by
-    one (MSRA and most Chinese NER sets): at least `share` of them a single CJK character."""
+# From this share of single Chinese characters among its tokens on, a tagging file is read as character-labelled.
+CHARACTER_LABELLED_SHARE = 0.9
+
+
+def single_character_share(sentences: Sequence) -> float:
+    """The share of the tokens of `sentences` (each with `.words`, as `conll.TaggedSentence`) that are one Chinese
+    character each: 1.0 for MSRA and most Chinese NER sets, 0.0 without tokens."""
     tokens = [token for sentence in sentences for token in sentence.words]
-    single = sum(len(token) == 1 and is_cjk_word(token) for token in tokens)
-    return bool(tokens) and single >= share * len(tokens)
+    return sum(len(token) == 1 and is_cjk_word(token) for token in tokens) / len(tokens) if tokens else 0.0
 
 
 def jieba_lexicon() -> dict[str, int]:
@@ -113,6 +116,16 @@ def jieba_lexicon() -> dict[str, int]:
     return jieba.dt.FREQ
 
 
+def lexicon_from_counts(counts: dict[str, int]) -> dict[str, int]:
+    """A lexicon `lexicon_matches` reads, from plain word counts (all > 0): the words with their counts, and every
+    shorter prefix of them with count 0 unless it is a word too."""
+    if any(not count > 0 for count in counts.values()):
+        raise ValueError("lexicon_from_counts: every word needs a count > 0")
+    lexicon = {word[:end]: 0 for word in counts for end in range(1, len(word))}
+    lexicon.update(counts)
+    return lexicon
+
+
 def lexicon_matches(tokens: Sequence[str], lexicon: dict[str, int] | None = None) -> dict:
     """Every word of `lexicon` (default: `jieba_lexicon()`) that spans two or more whole tokens of the sentence,
     whichever way a segmenter would cut it (SoftLexicon, Ma et al. 2020: each character learns the words it
@@ -121,7 +134,9 @@ def lexicon_matches(tokens: Sequence[str], lexicon: dict[str, int] | None = None
     Returns `"lexicon_words"` (each word found once), `"lexicon_weights"` (their counts in `lexicon`, the weights
     of the average over a character's words) and `"lexicon_matches"`: per token, the indices into
     `lexicon_words` of the words it begins, is inside of and ends (`LEXICON_ROLES`).
-    `lexicon` maps words to counts > 0; a key with count 0 is a prefix of longer words (jieba's convention)."""
+    `lexicon` maps words to counts > 0 and must hold every prefix of its words too, with count 0 unless it is a
+    word itself (jieba's convention: the search stops at the first span that starts no word); `lexicon_from_counts`
+    makes such a lexicon from plain word counts."""
     lexicon = jieba_lexicon() if lexicon is None else lexicon
     tokens = list(tokens)
     found: dict[str, int] = {}
@@ -142,5 +157,5 @@ def lexicon_matches(tokens: Sequence[str], lexicon: dict[str, int] | None = None
             "lexicon_matches": matches}
 
 
-__all__ = ["WORD_POSITIONS", "LEXICON_ROLES", "character_bigrams", "characters_as_words", "group_tokens",
-           "jieba_lexicon", "lexicon_matches", "looks_character_labelled", "words_and_positions"]
+__all__ = ["CHARACTER_LABELLED_SHARE", "WORD_POSITIONS", "LEXICON_ROLES", "character_bigrams", "characters_as_words", "group_tokens",
+           "jieba_lexicon", "lexicon_from_counts", "lexicon_matches", "single_character_share", "words_and_positions"]

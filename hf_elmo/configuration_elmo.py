@@ -176,8 +176,8 @@ class ElmoConfig(PretrainedConfig):
             from the pretrained character CNN that does not depend on where jieba cut the sentence.
         task_lexicon_features (`bool`, defaults to `False`):
             With `label_characters` and `task_token_features`: each character also gets the head's x_k of the
-            dictionary words it begins, is inside of and ends, each set averaged by dictionary counts (SoftLexicon, Ma
-            et al. 2020); `lexicon_input_ids`, `lexicon_weights`, `lexicon_match_index` (`char_words.lexicon_matches`).
+            dictionary words it begins, is inside of and ends, weighted by dictionary counts over all its words
+            (SoftLexicon); `lexicon_input_ids`, `lexicon_weights`, `lexicon_match_index` (`char_words.lexicon_matches`).
         classifier_dropout (`float`, defaults to 0.5): Dropout on the ELMo mix and inside the task heads.
         classifier_hidden_size (`int`, defaults to 256):
             Hidden layer of the sequence-classification MLP (0 = a single linear layer).

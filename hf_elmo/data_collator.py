@@ -27,7 +27,7 @@ class ElmoDataCollator:
       * `"words"`: a list of words (encoded with `tokenizer`);
       * `"text"`: a raw string (split into words by `tokenizer`);
     or `"elmo_hidden_states"`: the frozen biLM's layers for its words, shape `(layers, words, 2P)` (see
-    `hf_elmo.finetune.precompute_elmo_layers`), possibly along with one of the above (for heads with their
+    `hf_elmo.precomputed_layers.precompute_elmo_layers`), possibly along with one of the above (for heads with their
     own word vectors, `config.task_token_features`), and optionally `"labels"`: a list of tag ids, one per
     word (token classification), or one class id (sequence classification).
 
@@ -161,6 +161,10 @@ class ElmoDataCollator:
 
     def _with_labels(self, batch: dict, examples, full_lengths: list[int], num_words: int) -> dict[str, torch.Tensor]:
         with_characters = ["token_word_index" in example for example in examples]
+        per_character = sorted({key for example in examples for key in PER_CHARACTER_INPUTS if key in example})
+        if per_character and not any(with_characters):
+            raise ValueError(f"{', '.join(per_character)} belong to characters placed in their words: the examples "
+                             "need token_word_index and token_positions too (char_words.characters_as_words)")
         if any(with_characters):
             if not all(with_characters):
                 raise ValueError("some examples have token_word_index (characters of words) and some do not")

@@ -70,13 +70,14 @@ from .conll import (  # noqa: F401  (re-exported: the data half of the fine-tuni
     sentences_from_pairs,
 )
 from .configuration_elmo import ElmoConfig
-from .char_words import looks_character_labelled
-from .data_collator import LABEL_KEYS, PER_CHARACTER_INPUTS, ElmoDataCollator, example_label, is_sentence_label
+from .char_words import CHARACTER_LABELLED_SHARE, single_character_share
+from .data_collator import ElmoDataCollator
 from .loading import ModelNotFoundError, check_model_location, load_tokenizer, resolve_model_name
 from .file_io import check_output_folder
 from .modeling_elmo import ElmoForSequenceClassification, ElmoForTokenClassification, ElmoWeightShapeError
+from .precomputed_layers import precompute_elmo_layers  # noqa: F401  (re-exported)
 from .tag_metrics import seqeval_scores, tag_metrics_function  # noqa: F401  (re-exported)
-from .tagging import character_batch, character_example, is_cjk_word, tagged_mask
+from .tagging import character_batch, character_example, tagged_mask
 
 logger = logging.getLogger("hf_elmo.finetune")
 
@@ -416,59 +417,6 @@ def load_tagger(name: str | os.PathLike):
     return model, load_tokenizer(name, model.config, hub_kwargs)
 
 
-@torch.no_grad()
-def precompute_elmo_layers(
-    elmo, collator: ElmoDataCollator, examples: Sequence[dict], batch_size: int = 64, keep_input_ids: bool = False
-) -> list[dict]:
-    """Run a (frozen) biLM once over `examples` and return them with `"elmo_hidden_states"` instead of words.
-
-    Each returned example holds a `(num_lstm_layers + 1, words, 2P)` float tensor (the words as the
-    collator cuts them with `max_words`; labels are cut alike) and its `"labels"`. Heads take these
-    through `elmo_hidden_states` and then give the same outputs as from the words, without the biLM.
-    Memory: (L + 1) * 2P floats per word, e.g. 3 KB per word for `elmo-zh-small`.
-    With `keep_input_ids` the words' character ids stay too (`"input_ids"`, and `"word_ids"` for models with
-    a word embedding; for heads with their own word vectors, `config.task_token_features`).
-    """
-    was_training = elmo.training
-    elmo.eval()
-    device = next(elmo.parameters()).device
-    lengths = [len(example["words"]) if "words" in example else 0 for example in examples]
-    order = sorted(range(len(examples)), key=lambda i: lengths[i])  # fewer padded positions per batch
-    results: list[dict | None] = [None] * len(examples)
-    try:
-        for begin in range(0, len(order), batch_size):
-            chunk = order[begin : begin + batch_size]
-            batch = collator([{key: value for key, value in examples[i].items() if key not in LABEL_KEYS} for i in chunk])
-            word_ids = batch.get("word_ids")
-            outputs = elmo(
-                batch["input_ids"].to(device),
-                attention_mask=batch["attention_mask"].to(device),
-                word_ids=None if word_ids is None else word_ids.to(device),
-            )
-            layers = torch.stack(outputs.hidden_states, dim=1).cpu()  # (B, L + 1, W, 2P)
-            for row, index in enumerate(chunk):
-                count = int(batch["attention_mask"][row].sum())
-                item = {"elmo_hidden_states": layers[row, :, :count].clone()}
-                if keep_input_ids:
-                    item["input_ids"] = batch["input_ids"][row, :count].clone()
-                    if word_ids is not None:
-                        item["word_ids"] = word_ids[row, :count].clone()
-                labels = example_label(examples[index])
-                if "token_word_index" in examples[index]:  # characters of words: labels stay one per character
-                    item["token_word_index"] = [i if i < count else -1 for i in examples[index]["token_word_index"]]
-                    item["token_positions"] = list(examples[index]["token_positions"])
-                    for key in PER_CHARACTER_INPUTS:
-                        if key in examples[index]:
-                            item[key] = list(examples[index][key])
-                    item["labels"] = None if labels is None else list(labels)
-                elif labels is not None:
-                    item["labels"] = labels if is_sentence_label(labels) else list(labels)[:count]
-                results[index] = item
-    finally:
-        elmo.train(was_training)
-    return results
-
-
 def _maybe_precompute(model, collator, options: FinetuneOptions, *example_lists):
     """`precompute_elmo_layers` for each list when the biLM is frozen and `options.precompute_elmo` is on."""
     if not (options.precompute_elmo and model.config.freeze_elmo):
@@ -645,6 +593,15 @@ def _trained(options: FinetuneOptions, data: tuple, labels: list[str], model, tr
         }
 
 
+def _refuse_character_features(options: FinetuneOptions, reason: str) -> None:
+    """Refuse the options that need characters read as jieba words, when they will not be."""
+    for flag, wanted in (("--character-features", options.task_character_features),
+                         ("--bigram-features", options.task_bigram_features),
+                         ("--lexicon-features", options.task_lexicon_features)):
+        if wanted:
+            raise OptionError(f"{flag} is for character-labelled data read as jieba words, but {reason}")
+
+
 def _new_tagger(options: FinetuneOptions, label2id: dict[str, int], train: Sequence[TaggedSentence]):
     """The tagger to train and its tokenizer; decides `label_characters` (the option, else the data's look)."""
     head = {"task_encoder": options.task_encoder, "use_crf": options.use_crf}
@@ -664,20 +621,23 @@ def _new_tagger(options: FinetuneOptions, label2id: dict[str, int], train: Seque
                                                                                   options.task_lexicon_features)}))
 
     label_characters = options.label_characters
-    model = tagger(label_characters if label_characters is not None else looks_character_labelled(train))
+    if label_characters is None:
+        share = single_character_share(train)
+        label_characters = share >= CHARACTER_LABELLED_SHARE
+        if not label_characters:
+            _refuse_character_features(options, f"the training data was read as words: {share:.0%} of its tokens "
+                                       f"are single Chinese characters ({CHARACTER_LABELLED_SHARE:.0%} are needed); "
+                                       "pass --label-characters if it labels one character a line")
+    model = tagger(label_characters)
     tokenizer = load_tokenizer(options.model, model.config)
     if model.config.label_characters and tokenizer.segmenter != "jieba":
-        if label_characters:
+        if options.label_characters:
             raise OptionError(
                 f"--label-characters groups the characters into the words the biLM read in pretraining, but "
                 f"{options.model} reads {tokenizer.segmenter!r} tokens, not jieba words: pass --no-label-characters"
             )
+        _refuse_character_features(options, f"{options.model} reads {tokenizer.segmenter!r} tokens, not jieba words")
         model = tagger(False)  # a biLM of characters reads character-labelled data as it is
-    for flag, wanted in (("--character-features", options.task_character_features),
-                         ("--bigram-features", options.task_bigram_features),
-                         ("--lexicon-features", options.task_lexicon_features)):
-        if wanted and not model.config.label_characters:
-            raise OptionError(f"{flag} is for character-labelled data read as words (--label-characters)")
     if model.config.label_characters:
         logger.info("characters labelled: the biLM reads the jieba words they form (--no-label-characters: "
                     "one character a word)")

@@ -119,6 +119,11 @@ class ElmoPreTrainedModel(PreTrainedModel):
     main_input_name = "input_ids"
     supports_gradient_checkpointing = False
 
+    def __init__(self, config: ElmoConfig, *inputs, **kwargs):
+        # `from_pretrained(..., field=value)` sets its arguments on the config after ElmoConfig checked it.
+        config._validate()
+        super().__init__(config, *inputs, **kwargs)
+
     @classmethod
     def from_pretrained(cls, pretrained_model_name_or_path, *args, **kwargs):
         # Weights come from safetensors only: never fall back to unpickling a pytorch_model.bin.

@@ -88,8 +88,9 @@ def _add_tagger_arguments(train) -> None:
     train.add_argument(
         "--lexicon-features", dest="task_lexicon_features", action="store_true",
         help="with --label-characters and --token-features: each character also gets the words of jieba's dictionary "
-        "that it begins, is inside of and ends, read by the head's x_k and averaged by their dictionary counts "
-        "(SoftLexicon): every word a segmenter could cut, not only jieba's choice",
+        "that it begins, is inside of and ends, read by the head's x_k, weighted by their dictionary counts and "
+        "normalised over all the character's words (SoftLexicon): every word a segmenter could cut, not only "
+        "jieba's choice",
     )
     train.add_argument(
         "--unseen-label", choices=("error", "O"), default="error", help="dev/test labels unseen in training"

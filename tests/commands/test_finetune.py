@@ -320,6 +320,19 @@ def test_character_labelled_files_are_read_as_words_and_tagged_per_character(tmp
     assert not ElmoForTokenClassification.from_pretrained(tmp_path / "off").config.label_characters
 
 
+def test_per_character_features_on_data_read_as_words_say_why_and_how_to_ask_for_characters(tmp_path, capsys):
+    base = save_tiny_base(tmp_path / "base")
+    words = write_conll(tmp_path / "words.txt", toy_sentences(8, 1))  # English words: no token is a CJK character
+    for flag in ("--character-features", "--bigram-features", "--lexicon-features"):
+        argv = ["train", "--model", base, "--train", words, "--output-dir", str(tmp_path / "out"), "--token-features",
+                flag, "--max-steps", "1"]
+        assert main(argv) == 2
+        error = capsys.readouterr().err
+        assert f"{flag} is for character-labelled data read as jieba words, but the training data was read as " \
+               "words: 0% of its tokens are single Chinese characters (90% are needed); pass --label-characters" in error
+    assert not (tmp_path / "out").exists()
+
+
 def test_character_features_train_save_and_tag(tmp_path, capsys):
     base = save_tiny_base(tmp_path / "base", **LEARNABLE)
     chinese = dict(people=CHINESE_PEOPLE, places=CHINESE_PLACES, filler=CHINESE_FILLER, words_per_sentence=(2, 6))

@@ -1,8 +1,11 @@
+import pytest
+
 from hf_elmo.char_words import (
     WORD_POSITIONS,
     character_bigrams,
     characters_as_words,
     group_tokens,
+    lexicon_from_counts,
     lexicon_matches,
     words_and_positions,
 )
@@ -78,18 +81,17 @@ def test_each_character_is_paired_with_the_next_when_bigrams_are_asked_for():
     assert character_bigrams(["1998", "年"]) == ["1998年", "年"]  # tokens of several characters join whole
 
 
-def toy_lexicon(*words_and_counts):
-    """A lexicon as jieba keeps it: each word with its count, every shorter prefix with 0 unless a word itself."""
-    lexicon = {}
-    for word, count in words_and_counts:
-        for end in range(1, len(word)):
-            lexicon.setdefault(word[:end], 0)
-        lexicon[word] = count
-    return lexicon
+def test_a_lexicon_from_plain_counts_holds_every_prefix_of_its_words():
+    assert lexicon_from_counts({"北京大学": 5, "北京": 3}) == {"北": 0, "北京": 3, "北京大": 0, "北京大学": 5}
+    # Without the prefixes the search would stop at 北京大 and never reach 北京大学.
+    assert lexicon_matches(list("北京大学"), {"北京大学": 5})["lexicon_words"] == []
+    assert lexicon_matches(list("北京大学"), lexicon_from_counts({"北京大学": 5}))["lexicon_words"] == ["北京大学"]
+    with pytest.raises(ValueError, match="every word needs a count > 0"):
+        lexicon_from_counts({"北京": 0})
 
 
 def test_lexicon_matches_find_every_word_each_character_begins_is_inside_of_and_ends():
-    lexicon = toy_lexicon(("北京", 30), ("北京大学", 2), ("大学", 20), ("大学生", 5), ("学生", 40), ("在", 99))
+    lexicon = lexicon_from_counts({"北京": 30, "北京大学": 2, "大学": 20, "大学生": 5, "学生": 40, "在": 99})
     found = lexicon_matches(list("在北京大学生"), lexicon)
     assert found["lexicon_words"] == ["北京", "北京大学", "大学", "大学生", "学生"]
     assert found["lexicon_weights"] == [30.0, 2.0, 20.0, 5.0, 40.0]
@@ -104,7 +106,7 @@ def test_lexicon_matches_find_every_word_each_character_begins_is_inside_of_and_
 
 
 def test_lexicon_matches_join_whole_tokens_and_take_jiebas_dictionary_by_default():
-    lexicon = toy_lexicon(("1998年", 7))
+    lexicon = lexicon_from_counts({"1998年": 7})
     assert lexicon_matches(["1998", "年", "春"], lexicon)["lexicon_words"] == ["1998年"]
     assert lexicon_matches(["199", "8年"], lexicon)["lexicon_words"] == ["1998年"]
     assert lexicon_matches([], lexicon) == {"lexicon_words": [], "lexicon_weights": [], "lexicon_matches": []}
@@ -112,7 +114,7 @@ def test_lexicon_matches_join_whole_tokens_and_take_jiebas_dictionary_by_default
     assert {"北京", "北京大学", "大学", "读书"} <= set(found["lexicon_words"])
     assert all(weight > 0 for weight in found["lexicon_weights"])
     example = characters_as_words({"words": list("北京大学")}, fixed_segmenter(["北京大学"]), keep_lexicon=True,
-                                  lexicon=toy_lexicon(("北京", 3)))
+                                  lexicon=lexicon_from_counts({"北京": 3}))
     assert example["lexicon_words"] == ["北京"] and example["lexicon_matches"][1] == [[], [], [0]]
 
 

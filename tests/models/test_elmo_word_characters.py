@@ -315,3 +315,20 @@ def test_the_collator_refuses_lexicon_matches_that_do_not_fit():
     batch = collate([empty])
     assert batch["lexicon_weights"].tolist() == [[0.0]] and batch["lexicon_match_index"].tolist() == [[[[-1]] * 3]]
 
+
+
+def test_from_pretrained_refuses_arguments_that_make_an_invalid_config(tmp_path):
+    ElmoModel(tiny_config()).save_pretrained(tmp_path)
+    for features in (dict(task_lexicon_features=True), dict(task_character_features=True)):
+        name = next(iter(features))
+        with pytest.raises(ValueError, match=f"{name} needs label_characters and task_token_features"):
+            ElmoForTokenClassification.from_pretrained(tmp_path, num_labels=3, label_characters=True, **features)
+
+
+def test_the_collator_refuses_per_character_inputs_without_the_characters_places():
+    example = characters_as_words({"words": list("小米粥")}, lambda text: ["小米", "粥"], keep_characters=True,
+                                  keep_lexicon=True, lexicon=LEXICON)
+    words_only = {key: value for key, value in example.items() if key not in ("token_word_index", "token_positions")}
+    with pytest.raises(ValueError, match="characters, lexicon_matches, lexicon_weights, lexicon_words belong to "
+                                         "characters placed in their words"):
+        ElmoDataCollator(ElmoTokenizer(segmenter="whitespace"))([words_only])
