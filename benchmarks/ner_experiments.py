@@ -119,7 +119,6 @@ def options_for(args, **overrides) -> FinetuneOptions:
         task_character_features=args.character_features,
         task_bigram_features=args.bigram_features,
         task_lexicon_features=args.lexicon_features,
-        head_config={"task_token_dropout": args.token_dropout} if args.token_dropout else {},
     )
     values.update(overrides)
     return FinetuneOptions(**values)
@@ -323,8 +322,6 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--hidden-size", type=int, default=200, help="task BiLSTM size per direction")
     parser.add_argument("--classifier-hidden-size", type=int, default=256, help="sentiment MLP hidden size")
     parser.add_argument("--dropout", type=float, default=0.5)
-    parser.add_argument("--token-dropout", type=float, default=0.0,
-                        help="with --token-features: zero a word's own x_k whole at this rate in training")
     parser.add_argument("--no-crf", action="store_true", help="softmax instead of a CRF on top of the BiLSTM")
     parser.add_argument(
         "--fine-tune-bilm", action="store_true",

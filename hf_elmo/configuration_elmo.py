@@ -80,7 +80,6 @@ FIELD_TYPES = {
     "task_bigram_features": BOOLEAN,
     "task_lexicon_features": BOOLEAN,
     "classifier_dropout": NUMBER,
-    "task_token_dropout": NUMBER,
     "classifier_hidden_size": INTEGER,
     "lstm_implementation": one_of(*LSTM_IMPLEMENTATIONS),
     "lstm_keep_inference_copies": BOOLEAN,
@@ -180,8 +179,6 @@ class ElmoConfig(PretrainedConfig):
             dictionary words it begins, is inside of and ends, weighted by dictionary counts over all its words
             (SoftLexicon); `lexicon_input_ids`, `lexicon_weights`, `lexicon_match_index` (`char_words.lexicon_matches`).
         classifier_dropout (`float`, defaults to 0.5): Dropout on the ELMo mix and inside the task heads.
-        task_token_dropout (`float`, defaults to 0.0): In training, the rate at which a word's own x_k (of the
-            head's vectors: words, characters, bigrams, dictionary words) is zeroed whole (word dropout).
         classifier_hidden_size (`int`, defaults to 256):
             Hidden layer of the sequence-classification MLP (0 = a single linear layer).
         lstm_implementation (`str`, defaults to `"auto"`):
@@ -236,7 +233,6 @@ class ElmoConfig(PretrainedConfig):
         task_bigram_features: bool = False,
         task_lexicon_features: bool = False,
         classifier_dropout: float = 0.5,
-        task_token_dropout: float = 0.0,
         classifier_hidden_size: int = 256,
         lstm_implementation: str = "auto",
         lstm_keep_inference_copies: bool = True,
@@ -290,7 +286,6 @@ class ElmoConfig(PretrainedConfig):
         self.task_bigram_features = task_bigram_features
         self.task_lexicon_features = task_lexicon_features
         self.classifier_dropout = classifier_dropout
-        self.task_token_dropout = task_token_dropout
         self.classifier_hidden_size = classifier_hidden_size
         self.lstm_implementation = lstm_implementation
         self.lstm_keep_inference_copies = lstm_keep_inference_copies
@@ -368,7 +363,7 @@ class ElmoConfig(PretrainedConfig):
             problems.append("lm_vocab must start with '<S>', '</S>', '<UNK>'")
         if self.task_encoder_hidden_size <= 0 or self.task_encoder_num_layers <= 0:
             problems.append("task_encoder_hidden_size and task_encoder_num_layers must be positive")
-        for name in ("classifier_dropout", "lm_dropout", "task_token_dropout"):
+        for name in ("classifier_dropout", "lm_dropout"):
             if not 0.0 <= getattr(self, name) < 1.0:  # `not` also catches nan
                 problems.append(f"{name} must be in [0, 1), got {getattr(self, name)}")
         if not math.isfinite(self.lstm_forget_bias):

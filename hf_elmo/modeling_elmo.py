@@ -712,11 +712,6 @@ class _ElmoHeadMixin:
         if mask.any():
             selected_word_ids = None if word_ids is None else word_ids.to(mask.device)[mask]
             vectors[mask] = self.token_features(input_ids.to(mask.device)[mask], selected_word_ids).to(like.dtype)
-        rate = self.config.task_token_dropout
-        if self.training and rate > 0:
-            # Word dropout: the tagger must also tag a word from its context (the biLM's layers), as it must for
-            # words it never saw in training.
-            vectors = vectors * (torch.rand(*mask.shape, 1, device=vectors.device) >= rate).to(vectors.dtype)
         return vectors
 
     def _check_precomputed_layers(self, input_ids, attention_mask, elmo_hidden_states):

@@ -130,26 +130,6 @@ def test_config_rejects_bad_head_options():
         tiny_config(task_encoder="transformer")
     with pytest.raises(ValueError, match="classifier_dropout"):
         tiny_config(classifier_dropout=1.5)
-    with pytest.raises(ValueError, match=r"task_token_dropout must be in \[0, 1\), got 1.0"):
-        tiny_config(task_token_dropout=1.0)
-
-
-def test_token_dropout_hides_whole_own_word_vectors_in_training_only():
-    model = tagger(task_token_features=True, task_token_dropout=0.5)
-    inputs, _ = batch()
-    mask = inputs["attention_mask"].bool()
-    kept = model._own_word_vectors(inputs["input_ids"], mask, None, like=torch.zeros(1))  # eval mode: all kept
-    assert kept[mask].abs().sum(dim=-1).min() > 0
-    model.train()
-    torch.manual_seed(1)
-    dropped = model._own_word_vectors(inputs["input_ids"], mask, None, like=torch.zeros(1))
-    zeroed = dropped[mask].abs().sum(dim=-1) == 0
-    assert 0 < int(zeroed.sum()) < int(mask.sum())  # some words hidden, not all
-    # A word is either hidden whole or kept as it is (no rescaling, unlike dropout).
-    torch.testing.assert_close(dropped[mask][~zeroed], kept[mask][~zeroed], rtol=0, atol=0)
-    model.config.task_token_dropout = 0.0
-    torch.testing.assert_close(model._own_word_vectors(inputs["input_ids"], mask, None, like=torch.zeros(1)), kept,
-                               rtol=0, atol=0)
 
 
 @pytest.mark.parametrize("use_crf", [False, True])
