@@ -28,7 +28,7 @@ from .elmo_lstm_kernels import (
     _onednn_chunk_rows,
 )
 from .matrix_products import onednn_available, onednn_pack
-from .module_caches import ModuleWithCaches
+from .module_caches import ModuleWithCaches, weights_key
 from .quantization import pack_int8
 
 
@@ -65,7 +65,7 @@ class ElmoBiLstmLayer(ModuleWithCaches):
         weights = (self.recurrent_weight, self.projection_weight)
         if with_input_weight:
             weights = (self.input_weight, *weights)
-        return tuple((w.data_ptr(), w._version, w.dtype, w.device) for w in weights)
+        return weights_key(weights)
 
     def single_column_weights(self) -> tuple[torch.Tensor, torch.Tensor]:
         """`recurrent_weight` and `projection_weight` for per-step products with one column (batch 1),

@@ -6,7 +6,7 @@ import torch
 from torch import nn
 from transformers.utils import logging
 
-from .module_caches import ModuleWithCaches
+from .module_caches import ModuleWithCaches, weights_key
 
 logger = logging.get_logger(__name__)
 
@@ -42,7 +42,7 @@ class ElmoTokenCache(ModuleWithCaches):
 
     @staticmethod
     def _weights_signature(encoder: nn.Module) -> tuple:
-        return tuple((p.data_ptr(), p._version, p.dtype) for name, p in encoder.named_parameters())
+        return weights_key(encoder.parameters())
 
     def is_valid_for(self, encoder: nn.Module) -> bool:
         signature = self._weights_signature(encoder)
@@ -50,8 +50,8 @@ class ElmoTokenCache(ModuleWithCaches):
             return True
         if self._signature == ("stale",):
             return False
-        recast = self._signature is not None and {entry[2] for entry in signature} != {
-            entry[2] for entry in self._signature
+        recast = self._signature is not None and {entry[3] for entry in signature} != {  # dtypes (`weights_key`)
+            entry[3] for entry in self._signature
         }
         if self._signature is not None and not recast:
             # Same dtype, other weight tensors or an in-place update (an optimiser step): the cached vectors

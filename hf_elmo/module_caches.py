@@ -1,8 +1,28 @@
-"""Modules that keep caches (inference copies of weights, scratch buffers) which copies must not carry."""
+"""Modules that keep caches (inference copies of weights, scratch buffers) which copies must not carry, and the key
+that says when such a copy of weights is out of date."""
 
 from __future__ import annotations
 
 from torch import nn
+from torch.optim.optimizer import register_optimizer_step_post_hook
+
+
+def _count_optimizer_step(optimizer, args, kwargs) -> None:
+    # Fused optimisers (transformers' default AdamW among them) write the new values without bumping the tensors'
+    # version counters: an (address, version) key alone would go on serving copies of the old weights.
+    for group in optimizer.param_groups:
+        for parameter in group["params"]:
+            parameter._elmo_optimizer_steps = getattr(parameter, "_elmo_optimizer_steps", 0) + 1
+
+
+register_optimizer_step_post_hook(_count_optimizer_step)
+
+
+def weights_key(tensors) -> tuple:
+    """Identifies the values of `tensors` for copies made of them: changes when one is replaced, updated in place
+    (its version counter) or stepped by a torch optimiser (fused ones included), or changes dtype or device."""
+    return tuple((t.data_ptr(), t._version, getattr(t, "_elmo_optimizer_steps", 0), t.dtype, t.device)
+                 for t in tensors)
 
 
 class ModuleWithCaches(nn.Module):
@@ -16,3 +36,6 @@ class ModuleWithCaches(nn.Module):
         for name in self._caches:
             state[name] = None
         return state
+
+
+__all__ = ["ModuleWithCaches", "weights_key"]

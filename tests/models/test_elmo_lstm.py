@@ -404,3 +404,20 @@ def test_nan_or_inf_past_a_rows_length_changes_no_output_and_no_gradient(path):
     # The same computation on the same numbers: equal, not merely close.
     for clean, dirty in zip(outputs_and_gradients(inputs), outputs_and_gradients(garbage)):
         assert torch.equal(clean, dirty)
+
+
+@pytest.mark.parametrize("kind", ["fused", "foreach", "for-loop"])
+def test_inference_after_an_optimizer_step_uses_the_new_weights(kind):
+    # Fused optimisers (transformers' default AdamW) do not bump the weights' version counters.
+    model = small_model(skip=True, clip=True)
+    inputs, lengths = bilstm_inputs([6, 4, 2], steps=6)
+    with torch.no_grad():
+        run_bilstm(model, inputs, lengths)  # keeps inference copies of the weights
+    flags = {"fused": dict(fused=True), "foreach": dict(foreach=True), "for-loop": dict(foreach=False)}[kind]
+    optimizer = torch.optim.AdamW(model.bilstm.parameters(), lr=1e-2, **flags)
+    run_bilstm(model, inputs, lengths)[0][-1].sum().backward()
+    optimizer.step()
+    with torch.no_grad():
+        layers, _ = run_bilstm(model, inputs, lengths)
+        reference, _ = run_bilstm(model, inputs, lengths, fast=False)
+    assert max_diff(layers, reference) <= lstm_tolerance(model.config, *reference)

@@ -116,3 +116,17 @@ def test_token_cache_survives_a_cast_to_bfloat16_and_is_refused_for_other_weight
         with caplog.at_level(logging.WARNING):
             stepped(**encode([words]))
     assert "weights changed after the token cache was built" in caplog.text and counter["tokens"] == 5
+
+
+def test_a_fused_optimizer_step_makes_the_token_cache_stale(monkeypatch, caplog):
+    import logging
+
+    words = ["the", "cat", "sat"]
+    model = cached_model(words)
+    optimizer = torch.optim.AdamW(model.char_encoder.parameters(), lr=1e-2, fused=True)  # no version bump
+    model.char_encoder.projection.bias.sum().backward()
+    optimizer.step()
+    counter = count_cnn_tokens(model, monkeypatch)
+    with torch.no_grad(), caplog.at_level(logging.WARNING):
+        model(**encode([words]))
+    assert "weights changed after the token cache was built" in caplog.text and counter["tokens"] == 5
