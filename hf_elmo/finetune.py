@@ -81,6 +81,10 @@ from .tagging import character_batch, character_example, tagged_mask
 
 logger = logging.getLogger("hf_elmo.finetune")
 
+# The options that give each character of a character-labelled sentence more of the head's own vectors x_k.
+CHARACTER_FEATURE_OPTIONS = {"--character-features": "task_character_features",
+                             "--bigram-features": "task_bigram_features", "--lexicon-features": "task_lexicon_features"}
+
 
 class ListDataset(torch.utils.data.Dataset):
     def __init__(self, items: Sequence[dict]):
@@ -246,9 +250,10 @@ class FinetuneOptions:
             refuse("task_encoder", "'linear' or 'bilstm'")
         if self.unseen_label not in ("error", "O"):
             refuse("unseen_label", "'error' or 'O'")
-        for flag, wanted in (("--character-features", self.task_character_features is True),
-                             ("--lexicon-features", self.task_lexicon_features)):
-            if wanted and (not self.task_token_features or self.label_characters is False):
+        for flag in ("--character-features", "--lexicon-features"):
+            if getattr(self, CHARACTER_FEATURE_OPTIONS[flag]) is True and (
+                not self.task_token_features or self.label_characters is False
+            ):
                 raise OptionError(f"{flag} gives each character the head's own vector x_k of its words: it needs "
                                   "--token-features and character-labelled data (not --no-label-characters)")
         if self.task_bigram_features and (self.task_character_features is False or not self.task_token_features
@@ -595,10 +600,8 @@ def _trained(options: FinetuneOptions, data: tuple, labels: list[str], model, tr
 
 def _refuse_character_features(options: FinetuneOptions, reason: str) -> None:
     """Refuse the options that need characters read as jieba words, when they will not be."""
-    for flag, wanted in (("--character-features", options.task_character_features),
-                         ("--bigram-features", options.task_bigram_features),
-                         ("--lexicon-features", options.task_lexicon_features)):
-        if wanted:
+    for flag, name in CHARACTER_FEATURE_OPTIONS.items():
+        if getattr(options, name):
             raise OptionError(f"{flag} is for character-labelled data read as jieba words, but {reason}")
 
 
