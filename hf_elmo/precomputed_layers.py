@@ -28,10 +28,13 @@ def precompute_elmo_layers(
     lengths = [len(example["words"]) if "words" in example else 0 for example in examples]
     order = sorted(range(len(examples)), key=lambda i: lengths[i])  # fewer padded positions per batch
     results: list[dict | None] = [None] * len(examples)
+    # The biLM reads the words only: labels and what each character carries are copied over below, not collated.
+    not_for_the_bilm = {*LABEL_KEYS, "token_word_index", "token_positions", *PER_CHARACTER_INPUTS}
     try:
         for begin in range(0, len(order), batch_size):
             chunk = order[begin : begin + batch_size]
-            batch = collator([{key: value for key, value in examples[i].items() if key not in LABEL_KEYS} for i in chunk])
+            batch = collator([{key: value for key, value in examples[i].items() if key not in not_for_the_bilm}
+                              for i in chunk])
             word_ids = batch.get("word_ids")
             outputs = elmo(
                 batch["input_ids"].to(device),
