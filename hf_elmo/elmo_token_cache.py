@@ -50,8 +50,8 @@ class ElmoTokenCache(ModuleWithCaches):
             return True
         if self._signature == ("stale",):
             return False
-        recast = self._signature is not None and {entry[3] for entry in signature} != {  # dtypes (`weights_key`)
-            entry[3] for entry in self._signature
+        recast = self._signature is not None and {state.dtype for state in signature} != {
+            state.dtype for state in self._signature
         }
         if self._signature is not None and not recast:
             # Same dtype, other weight tensors or an in-place update (an optimiser step): the cached vectors

@@ -3,6 +3,9 @@ that says when such a copy of weights is out of date."""
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
+import torch
 from torch import nn
 from torch.optim.optimizer import register_optimizer_step_post_hook
 
@@ -18,10 +21,20 @@ def _count_optimizer_step(optimizer, args, kwargs) -> None:
 register_optimizer_step_post_hook(_count_optimizer_step)
 
 
-def weights_key(tensors) -> tuple:
+class TensorState(NamedTuple):
+    """What `weights_key` records of one tensor."""
+
+    address: int
+    version: int
+    optimizer_steps: int
+    dtype: torch.dtype
+    device: torch.device
+
+
+def weights_key(tensors) -> tuple[TensorState, ...]:
     """Identifies the values of `tensors` for copies made of them: changes when one is replaced, updated in place
     (its version counter) or stepped by a torch optimiser (fused ones included), or changes dtype or device."""
-    return tuple((t.data_ptr(), t._version, getattr(t, "_elmo_optimizer_steps", 0), t.dtype, t.device)
+    return tuple(TensorState(t.data_ptr(), t._version, getattr(t, "_elmo_optimizer_steps", 0), t.dtype, t.device)
                  for t in tensors)
 
 
@@ -38,4 +51,4 @@ class ModuleWithCaches(nn.Module):
         return state
 
 
-__all__ = ["ModuleWithCaches", "weights_key"]
+__all__ = ["ModuleWithCaches", "TensorState", "weights_key"]
