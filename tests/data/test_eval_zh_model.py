@@ -66,6 +66,11 @@ def test_evaluate_runs_end_to_end_and_writes_json_and_markdown(evaluation, tmp_p
     # Layer 0 gives every 小米 one vector: ties go to the earlier occurrence, a grain sentence in both files.
     assert xiaomi["same_sense_nearest_neighbour_by_layer"]["0"] == {"xiaomi.txt": 12, "pooled": 18}
     assert 0 <= xiaomi["readme_command_grain_in_top5"] <= 5
+    polysemy = results["polysemy"]
+    assert polysemy["occurrences"] == 48 and {w: f["occurrences"] for w, f in polysemy["words"].items()} == {
+        "苹果": 12, "运动": 12, "单位": 12, "花": 12}
+    # Layer 0: one vector per word, so every occurrence's nearest neighbour is the word's first sentence (6 of 12).
+    assert polysemy["same_sense_nearest_neighbour_by_layer"]["0"] == 4 * 6
     reviews = results["reviews_sentiment"]
     assert (reviews["train_size"], reviews["test_size"], reviews["classes"]) == (6, 2, 2)
     assert set(reviews["elmo_mean_pooled_logreg"]) == {"average", "layer 0", "layer 1", "layer 2"}
@@ -73,6 +78,7 @@ def test_evaluate_runs_end_to_end_and_writes_json_and_markdown(evaluation, tmp_p
     assert 0 < shopping["test_size"] < shopping["train_size"] and shopping["classes"] == 2
     table = evaluation.markdown_table(results)
     assert "| 小米 same-sense nearest neighbour, layer 0 | 12/22 (xiaomi.txt), 18/34 (both files pooled) |" in table
+    assert "| other words (polysemy.tsv) same-sense nearest neighbour, layer 0 | 24/48 (苹果 6/12, 运动 6/12, 单位 6/12, 花 6/12) |" in table
 
     monkeypatch.setattr(evaluation, "evaluate", lambda *args, **kwargs: results)
     assert evaluation.main(["--model", str(model), "--out", str(tmp_path / "r.json"), "--markdown", str(tmp_path / "r.md")]) == 0
@@ -105,6 +111,22 @@ def test_sense_files_match_their_labels_and_refuse_a_line_without_xiaomi(evaluat
     embedder = Embedder(ElmoModel(tiny_config()), tokenizer=ElmoTokenizer(), device="cpu")
     with pytest.raises(ValueError, match="line 2"):
         evaluation.xiaomi_occurrences(embedder, {"x.txt": (["我买了小米。", "我买了大米。"], ["grain", "grain"])})
+
+
+def test_polysemy_file_is_read_by_word_and_refuses_bad_lines(evaluation, tmp_path):
+    words = evaluation.read_polysemy_file(REPO_ROOT / "docs" / "examples" / "polysemy.tsv")
+    for word, (sentences, senses) in words.items():
+        assert len(sentences) == 12 and sorted(set(senses.count(sense) for sense in senses)) == [6]
+        assert all(word in sentence for sentence in sentences)
+    path = tmp_path / "p.tsv"
+    path.write_text("花\tflower\t花开了。\n花\tspend\t花了钱。\n\n", encoding="utf-8")
+    assert evaluation.read_polysemy_file(path) == {"花": (["花开了。", "花了钱。"], ["flower", "spend"])}
+    path.write_text("花\tflower\t花开了。\n花\tflower\t一朵花。\n", encoding="utf-8")
+    with pytest.raises(ValueError, match="exactly two senses"):
+        evaluation.read_polysemy_file(path)
+    path.write_text("花\tflower 花开了。\n", encoding="utf-8")
+    with pytest.raises(ValueError, match="line 1: expected word<TAB>sense<TAB>sentence"):
+        evaluation.read_polysemy_file(path)
 
 
 def test_shopping_split_is_seeded_skips_empty_reviews_and_reads_the_byte_order_mark(evaluation, tmp_path):
