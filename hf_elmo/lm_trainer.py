@@ -129,6 +129,15 @@ class LanguageModelTrainer(Trainer):
         batch = self.args.train_batch_size * self.args.gradient_accumulation_steps
         return EpochSeededLengthGroupedSampler(batch, lengths, seed=self.args.data_seed or self.args.seed)
 
+    def get_eval_dataloader(self, eval_dataset=None):
+        # accelerate evens out the processes' last batches by repeating items, which the sum over processes in
+        # exact_perplexity would count twice: each process reads its own slice of the dataset instead.
+        if self.args.world_size <= 1:
+            return super().get_eval_dataloader(eval_dataset)
+        dataset = eval_dataset if eval_dataset is not None else self.eval_dataset
+        shard = torch.utils.data.Subset(dataset, range(self.args.process_index, len(dataset), self.args.world_size))
+        return torch.utils.data.DataLoader(shard, batch_size=self.args.eval_batch_size, collate_fn=self.data_collator)
+
     def evaluate(self, eval_dataset=None, ignore_keys=None, metric_key_prefix="eval"):
         dataloader = self.get_eval_dataloader(eval_dataset)
         start = time.time()

@@ -333,9 +333,13 @@ def test_killed_run_resumes_and_ends_where_an_uninterrupted_run_ends(tmp_path):
     assert rerun["train_loss"] == summary["train_loss"]
 
 
-def test_two_cpu_processes_train_one_model(tmp_path):
+def test_two_cpu_processes_train_one_model_and_count_each_dev_sentence_once(tmp_path):
+    # 5 dev sentences at batch 2 on 2 processes: evening out the last batches would repeat one sentence.
+    dev = tmp_path / "dev.txt"
+    dev.write_text("".join(TRAIN.joinpath("data.txt").read_text(encoding="utf-8").splitlines(keepends=True)[:5]),
+                   encoding="utf-8")
     launcher = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2"]
-    command = launcher + _command(tmp_path / "ddp", "--max-steps", "6", "--save-steps", "3")[1:]
+    command = launcher + _command(tmp_path / "ddp", "--max-steps", "6", "--save-steps", "3", "--dev-file", str(dev))[1:]
     result = subprocess.run(command, env=_env(), capture_output=True, text=True, timeout=300)
     assert result.returncode == 0, result.stderr[-3000:]
     summary = json.loads((tmp_path / "ddp" / "pretraining_summary.json").read_text())
@@ -344,6 +348,13 @@ def test_two_cpu_processes_train_one_model(tmp_path):
     assert math.isclose(first, second, rel_tol=0, abs_tol=0)
     model = ElmoModel.from_pretrained(tmp_path / "ddp" / "checkpoint-6")
     assert model.config.lstm_cell_dim == 32
+
+    final = ElmoForPreTraining.from_pretrained(tmp_path / "ddp")
+    collator = LanguageModelCollator(ElmoTokenizer.from_pretrained(tmp_path / "ddp"), final.config.lm_vocab)
+    one_process = exact_perplexity(final, torch.utils.data.DataLoader(LineDataset(dev), batch_size=5, collate_fn=collator))
+    assert summary["eval_tokens"] == one_process["tokens"]
+    # Other batches, so other float32 roundings of each batch's mean loss (a few eps); the sums are float64.
+    assert math.isclose(summary["eval_perplexity"], one_process["perplexity"], rel_tol=1e-5)
 
 
 def test_corpus_command_segments_chinese_and_builds_the_vocabulary(tmp_path, capsys):
