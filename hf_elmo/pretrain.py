@@ -120,14 +120,24 @@ CONFIG_FIELD_OPTIONS = {
 }
 
 
+def _initial_model_char_vocab(folder: str) -> dict | None:
+    """The character vocabulary of the model `--init-from` names (None: none to read, or the byte scheme)."""
+    path = Path(resolve_model_name(folder)) / "char_vocab.json"
+    return load_json_file(path, "character vocabulary file") if path.is_file() else None
+
+
 def _tokenizer_from_args(args, output_dir: Path) -> ElmoTokenizer:
     """The byte scheme needs nothing; the dictionary scheme's character vocabulary is the run's own
-    char_vocab.json when resuming, else built from the training files."""
+    char_vocab.json when resuming, that of the `--init-from` model (its character embeddings are rows of that
+    vocabulary), else built from the training files."""
     if args.char_scheme == "bytes":
         return ElmoTokenizer(max_characters_per_token=args.max_characters, segmenter=args.segmenter)
     saved = output_dir / "char_vocab.json"
+    initial = _initial_model_char_vocab(args.init_from) if args.init_from else None
     if saved.is_file() and not args.no_resume:
         char_vocab = load_json_file(saved, "character vocabulary file")
+    elif initial is not None:
+        char_vocab = initial
     else:
         char_vocab = build_character_vocabulary(args.train_file, min_count=args.char_min_count)
     return ElmoTokenizer(
@@ -225,7 +235,7 @@ def initialize_from(model: ElmoForPreTraining, folder: str) -> str:
     encoder_fields = tuple(field for field in ARCHITECTURE_FIELDS if field != "lm_vocab")
     advice = (
         "give the model options that match it (--projection-dim, --cell-dim, --layers, --char-dim, --filters, "
-        "--highway, --max-characters, --no-skip-connections) or --init-from a model of this architecture"
+        "--highway, --char-scheme, --max-characters, --no-skip-connections) or --init-from a model of this architecture"
     )
     saved = check_checkpoint_compatible(folder, model.config, encoder_fields, advice=advice)
     weights = Path(folder) / "model.safetensors"

@@ -47,7 +47,8 @@ def add_arguments(parser) -> None:
     model.add_argument(
         "--char-scheme", choices=["bytes", "dictionary"], default="bytes",
         help="how words become character ids: UTF-8 bytes (AllenNLP, bilm-tf; any text) or one id per character "
-        "from a character vocabulary built from the train files (ELMoForManyLangs), saved as char_vocab.json",
+        "from a character vocabulary built from the train files (ELMoForManyLangs; with --init-from, that model's "
+        "vocabulary), saved as char_vocab.json",
     )
     model.add_argument(
         "--char-min-count", type=int, default=2,

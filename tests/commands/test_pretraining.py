@@ -246,6 +246,26 @@ def test_init_from_an_encoder_only_folder_loads_the_encoder_and_starts_a_fresh_s
     assert summary["initialized_weights"] == "encoder (softmax starts fresh)"
 
 
+def test_init_from_the_shipped_default_on_a_new_corpus_keeps_its_character_vocabulary(tmp_path, capsys):
+    import hf_elmo
+
+    # build.sh's architecture; the fixture corpus has other characters than the shipped model's training text.
+    shipped = ["--projection-dim", "128", "--cell-dim", "512", "--layers", "2", "--char-dim", "16",
+               "--filters", "[[1,32],[2,32],[3,64],[4,128],[5,256]]", "--highway", "1", "--char-scheme", "dictionary",
+               "--char-min-count", "2", "--max-characters", "20", "--threads", "1", "--no-progress"]
+    argv = ["--train-file", str(TRAIN / "data.txt"), "--vocab", str(TRAIN / "vocab.txt"), "--batch-size", "2",
+            "--output-dir", str(tmp_path / "adapted"), "--max-steps", "1", "--lr", "0", "--init-from", "default", *shipped]
+    assert pretrain_main(argv) == 0
+    assert "initialised the encoder (softmax starts fresh)" in capsys.readouterr().err
+    default = Path(hf_elmo.DEFAULT_MODEL)
+    assert json.loads((tmp_path / "adapted" / "char_vocab.json").read_text(encoding="utf-8")) == json.loads(
+        (default / "char_vocab.json").read_text(encoding="utf-8"))
+    adapted = ElmoModel.from_pretrained(tmp_path / "adapted").state_dict()
+    for name, value in ElmoModel.from_pretrained(default).state_dict().items():
+        if not name.startswith("scalar_mixes."):
+            torch.testing.assert_close(adapted[name], value, rtol=0, atol=0, msg=name)
+
+
 def test_no_progress_silences_every_bar_and_an_oversized_sample_is_pointed_out(tmp_path, capsys):
     from transformers.utils import logging as transformers_logging
 
