@@ -71,13 +71,14 @@ def build_vocabulary(
 
     Raises ValueError rather than return a vocabulary of the three special words alone."""
     check_vocabulary_limits(min_count, max_size)
+    corpus_paths = list(corpus_paths)
     counts: Counter[str] = Counter()
     for path in corpus_paths:
         for _, words in read_corpus_lines(path):
             counts.update(words)
     ordinary = {w: c for w, c in counts.items() if w not in SPECIAL_WORDS}
     if not ordinary:
-        raise ValueError("cannot build a vocabulary: the corpus has no words")
+        raise ValueError(f"cannot build a vocabulary: {', '.join(map(str, corpus_paths))} holds no words")
     words = sorted((w for w, c in ordinary.items() if c >= min_count), key=lambda w: (-counts[w], w))
     if not words:
         raise ValueError(

@@ -15,10 +15,11 @@ def _add_training_options(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--output-dir", required=True, help="folder to write the fine-tuned model into")
     parser.add_argument("--overwrite", action="store_true", help="replace an existing output folder")
-    parser.add_argument(
+    freezing = parser.add_mutually_exclusive_group()
+    freezing.add_argument(
         "--freeze", dest="freeze", action="store_true", default=True, help="keep the biLM fixed (default)"
     )
-    parser.add_argument("--no-freeze", dest="freeze", action="store_false", help="fine-tune the biLM too")
+    freezing.add_argument("--no-freeze", dest="freeze", action="store_false", help="fine-tune the biLM too")
     parser.add_argument(
         "--random-init", action="store_true", help="same architecture, biLM randomly initialised (a baseline)"
     )
@@ -243,7 +244,8 @@ def _predict(args) -> None:
     if args.input:
         texts += read_text_lines(args.input)  # blank lines too: one output line per input line
     if not texts:
-        raise DataError("nothing to tag: give texts as arguments or --input FILE")
+        raise DataError(f"nothing to tag: {args.input} is empty" if args.input else
+                        "nothing to tag: give texts as arguments or --input FILE")
     model, tokenizer = load_tagger(args.model)
     inputs = [text.split() for text in texts] if args.split_into_words else texts
     for result in tag(model, tokenizer, inputs, is_split_into_words=args.split_into_words, batch_size=args.batch_size):

@@ -201,6 +201,21 @@ def test_predict_reports_a_missing_input_file(folders, tmp_path, capsys):
     assert "missing.txt" in line and "not found" in line
 
 
+def test_predict_names_an_empty_input_file(folders, tmp_path, capsys):
+    empty = tmp_path / "empty.txt"
+    empty.write_text("", encoding="utf-8")
+    assert fails(["predict", "--model", folders["tagger"], "--input", str(empty)], capsys).endswith(f"nothing to tag: {empty} is empty")
+    assert fails(["predict", "--model", folders["tagger"]], capsys).endswith("nothing to tag: give texts as arguments or --input FILE")
+
+
+def test_freeze_and_no_freeze_together_are_refused(folders, tmp_path, capsys):
+    with pytest.raises(SystemExit) as exit_info:
+        main(["train", "--model", folders["base"], "--train", folders["conll"], "--output-dir", str(tmp_path / "out"),
+              "--freeze", "--no-freeze"])
+    assert exit_info.value.code == 2
+    assert "not allowed with argument" in capsys.readouterr().err and not (tmp_path / "out").exists()
+
+
 @pytest.mark.parametrize("command", ["predict", "train-classifier", "train", "evaluate"])
 def test_non_utf8_input_is_reported_with_file_and_line(folders, tmp_path, capsys, command):
     bad = tmp_path / "bad.txt"

@@ -256,6 +256,15 @@ def test_pretrain_refuses_a_vocabulary_file_of_only_the_special_words(tmp_path, 
     assert leftovers(tmp_path) == ["vocab.txt"]
 
 
+def test_pretrain_without_vocab_names_training_files_that_hold_no_words(tmp_path, capsys):
+    empty = tmp_path / "empty.txt"
+    empty.write_text("\n", encoding="utf-8")
+    argv = ["--train-file", str(empty), "--output-dir", str(tmp_path / "run"), "--max-steps", "1", *TINY_ARGS]
+    assert pretrain_main(argv) == 2
+    assert f"cannot build a vocabulary: {empty} holds no words" in one_error_line(capsys)
+    assert leftovers(tmp_path) == ["empty.txt"]
+
+
 def test_a_single_process_on_a_multi_core_cpu_is_shown_the_torchrun_command():
     from hf_elmo.commands.pretrain import data_parallel_advice
 
