@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import re
 import sys
 import time
 import zipfile
@@ -159,13 +160,19 @@ def _config_from_args(args, vocabulary: list[str], tokenizer: ElmoTokenizer) -> 
             "bos_char_ids": tokenizer.word_to_char_ids("<bos>"),
             "eos_char_ids": tokenizer.word_to_char_ids("<eos>"),
         }
-    return ElmoConfig(
-        **characters,
-        **{field: getattr(args, option) for field, option in CONFIG_FIELD_OPTIONS.items()},
-        char_cnn_filters=filters,
-        use_skip_connections=not args.no_skip_connections,
-        lm_vocab=vocabulary,
-    )
+    try:
+        return ElmoConfig(
+            **characters,
+            **{field: getattr(args, option) for field, option in CONFIG_FIELD_OPTIONS.items()},
+            char_cnn_filters=filters,
+            use_skip_connections=not args.no_skip_connections,
+            lm_vocab=vocabulary,
+        )
+    except ValueError as error:  # the config names its fields; the user gave options
+        message = str(error)
+        for field, option in {**CONFIG_FIELD_OPTIONS, "char_cnn_filters": "filters"}.items():
+            message = re.sub(rf"\b{field}\b", "--" + option.replace("_", "-"), message)
+        raise ValueError(message) from None
 
 
 def check_checkpoint_compatible(

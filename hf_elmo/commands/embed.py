@@ -197,8 +197,14 @@ def _write_embeddings(writer, rows, sentence_to_index, output: str, remaining_by
         raise
 
 
+OUTPUT_EXTENSIONS = {".npy": "npy", ".hdf5": "hdf5", ".h5": "hdf5"}
+
+
 def run(args) -> int:
-    output_format = args.format or ("npy" if args.output.lower().endswith(".npy") else "hdf5")
+    named_format = OUTPUT_EXTENSIONS.get(os.path.splitext(args.output.lower())[1])
+    if args.format and named_format and args.format != named_format:
+        raise CommandError(f"--format {args.format} but {args.output} is named as {named_format}: rename one of them")
+    output_format = args.format or named_format or "hdf5"
     layers = args.layers or ("average" if output_format == "npy" else "all")
     if args.output == "-":
         raise CommandError("embeddings are written to a file, not to standard output: give a file name")

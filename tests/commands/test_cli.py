@@ -374,6 +374,10 @@ def test_embed_output_that_is_a_folder_or_stdout_is_refused_before_any_work(corp
 def test_options_that_would_have_no_effect_are_refused(corpus, model_dir, tmp_path, capsys):
     assert run("embed", corpus, tmp_path / "out.npy", "--forget-sentences", model_dir=model_dir) == 2
     assert "--forget-sentences applies to hdf5 output" in capsys.readouterr().err
+    for name, output_format, named in (("out.hdf5", "npy", "hdf5"), ("out.H5", "npy", "hdf5"), ("out.npy", "hdf5", "npy")):
+        assert run("embed", corpus, tmp_path / name, "--format", output_format, model_dir=model_dir) == 2
+        assert f"--format {output_format} but {tmp_path / name} is named as {named}" in capsys.readouterr().err
+        assert not (tmp_path / name).exists()
     assert run("convert", "--from", "allennlp", "--options", "o.json", "--weights", "w.hdf5", "--model", "m",
                tmp_path / "out") == 2
     assert "--model: not used with --from allennlp" in capsys.readouterr().err

@@ -149,6 +149,7 @@ def test_corpus_vocab_refuses_a_vocabulary_without_words(tmp_path, capsys, optio
         (["--max-vocab", "3"], "--max-vocab 3 leaves no words"),
         (["--warmup-ratio", "1.5"], "--warmup-ratio must be in [0, 1), got 1.5"),
         (["--lr", "nan"], "--lr must be a number >= 0, got nan"),
+        (["--filters", "[[1,4],[60,8]]"], "--filters width 60 exceeds --max-characters 50"),  # named as options
     ],
 )
 def test_pretrain_refuses_bad_numbers_before_writing_anything(tmp_path, capsys, options, message):
