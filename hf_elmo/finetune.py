@@ -173,6 +173,15 @@ def check_batch_size(value, flag: str = "--batch-size") -> None:
         raise OptionError(f"{flag} must be a positive integer, got {value}")
 
 
+# What `epochs` and `learning_rate` left as None mean, per task; the rate by whether the biLM is frozen. A frozen
+# biLM leaves a small head to train, which wants a larger step and, on a small training set, more passes than 3
+# (benchmarks/NER_EXPERIMENTS.md, "The tagger's defaults on small training sets").
+TASK_DEFAULTS = {
+    "token-classification": {"epochs": 10.0, "learning_rate": {True: 5e-3, False: 1e-3}},
+    "sequence-classification": {"epochs": 3.0, "learning_rate": {True: 1e-3, False: 1e-3}},
+}
+
+
 @dataclass
 class FinetuneOptions:
     """Options of `train_tagger` / `train_classifier` (the command line mirrors them)."""
@@ -197,9 +206,9 @@ class FinetuneOptions:
     task_lexicon_features: bool = False
     dropout: float | None = None
     classifier_hidden_size: int | None = None
-    epochs: float = 3.0
+    epochs: float | None = None  # None: the task's default (TASK_DEFAULTS)
     max_steps: int = -1
-    learning_rate: float = 1e-3
+    learning_rate: float | None = None  # None: the task's default (TASK_DEFAULTS)
     weight_decay: float = 0.0
     batch_size: int = 32
     eval_batch_size: int = 64
@@ -236,7 +245,7 @@ class FinetuneOptions:
             refuse("max_steps", "a positive integer (or -1: train for --epochs)")
         for name in ("epochs", "learning_rate"):
             value = getattr(self, name)
-            if not isinstance(value, (int, float)) or not math.isfinite(value) or value <= 0:
+            if value is not None and (not isinstance(value, (int, float)) or not math.isfinite(value) or value <= 0):
                 refuse(name, "a positive number")
         value = self.weight_decay
         if not isinstance(value, (int, float)) or not math.isfinite(value) or value < 0:
@@ -552,13 +561,20 @@ def save_folder(model, tokenizer, output_dir: str, results: dict, overwrite: boo
     return Path(output_dir)
 
 
-def _start_training(options: FinetuneOptions | None) -> FinetuneOptions:
-    """What `train_tagger` and `train_classifier` do first: check the options and the output folder, name the
-    shipped model for `"default"`, set the thread count and the seed. Returns the options to train with."""
+def _start_training(options: FinetuneOptions | None, task: str) -> FinetuneOptions:
+    """What `train_tagger` and `train_classifier` do first: check the options and the output folder, fill in the
+    task's defaults, name the shipped model for `"default"`, set the thread count and the seed. Returns the
+    options to train with."""
     from transformers import set_seed
     options = options or FinetuneOptions()
     options.check()
-    options = replace(options, model=resolve_model_name(options.model))
+    defaults = TASK_DEFAULTS[task]
+    options = replace(
+        options,
+        model=resolve_model_name(options.model),
+        epochs=defaults["epochs"] if options.epochs is None else options.epochs,
+        learning_rate=defaults["learning_rate"][options.freeze] if options.learning_rate is None else options.learning_rate,
+    )
     if options.output_dir and Path(options.output_dir).exists() and not options.overwrite:
         raise FileExistsError(f"{options.output_dir} already exists (pass --overwrite to replace it)")
     if options.threads:
@@ -658,7 +674,7 @@ def train_tagger(
     `results` holds the label list, dev / test seqeval scores (`dev`, `test`), training time and the options.
     With `options.output_dir` the folder is written (model, tokenizer, results.json).
     """
-    options = _start_training(options)
+    options = _start_training(options, "token-classification")
     if not train:
         raise DataError("no training sentences")
     check_tagging_labels(train)
@@ -703,7 +719,7 @@ def train_classifier(
     Returns `{"model", "tokenizer", "results"}`; `results["dev"/"test"]["accuracy"]`.
     The training pairs are checked with [`check_classification_labels`] first.
     """
-    options = _start_training(options)
+    options = _start_training(options, "sequence-classification")
     if not train:
         raise DataError("no training examples")
     check_classification_labels(train)

@@ -33,12 +33,18 @@ def _add_training_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--dropout", type=float, default=None, help="dropout on the ELMo mix and in the head (default 0.5)"
     )
-    parser.add_argument("--epochs", type=float, default=3.0, help="passes over the training data (> 0)")
+    parser.add_argument(
+        "--epochs", type=float, default=None,
+        help="passes over the training data (> 0; default: 10 for train, 3 for train-classifier)",
+    )
     parser.add_argument(
         "--max-steps", type=int, default=-1,
         help="stop after this many optimiser steps (overrides --epochs; -1, the default, = use --epochs)",
     )
-    parser.add_argument("--lr", type=float, default=1e-3, help="learning rate (AdamW, linear decay)")
+    parser.add_argument(
+        "--lr", type=float, default=None,
+        help="learning rate (AdamW, linear decay; default: 5e-3 for train with the biLM frozen, otherwise 1e-3)",
+    )
     parser.add_argument("--weight-decay", type=float, default=0.0)
     parser.add_argument("--batch-size", type=int, default=32, help="sentences per training step")
     parser.add_argument("--eval-batch-size", type=int, default=64, help="sentences per evaluation batch")

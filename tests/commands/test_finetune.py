@@ -42,6 +42,20 @@ def trained(tmp_path_factory):
     return {"root": root, "base": base, "files": files, "folder": str(root / "tagger"), **run}
 
 
+@pytest.mark.parametrize("freeze, epochs, learning_rate", [(True, None, None), (False, None, None), (True, 2.0, 1e-2)])
+def test_epochs_and_learning_rate_default_per_task_and_freezing(trained, tmp_path, freeze, epochs, learning_rate):
+    from hf_elmo.finetune import train_classifier
+
+    options = FinetuneOptions(model=trained["base"], freeze=freeze, epochs=epochs, learning_rate=learning_rate,
+                              max_steps=1, logging_steps=1000, select_best=False)
+    sentences = read_conll(write_conll(tmp_path / "train.txt", toy_sentences(4, 1)))
+    tagger = train_tagger(sentences, options=options)["results"]["options"]
+    classifier = train_classifier([("good film", "pos"), ("bad film", "neg")], options=options)["results"]["options"]
+    given = epochs is not None
+    assert (tagger["epochs"], tagger["learning_rate"]) == ((2.0, 1e-2) if given else (10.0, 5e-3 if freeze else 1e-3))
+    assert (classifier["epochs"], classifier["learning_rate"]) == ((2.0, 1e-2) if given else (3.0, 1e-3))
+
+
 def train_loss(model, sentences):
     label2id = model.config.label2id
     examples = [{"words": w, "labels": [label2id[t] for t in tags]} for w, tags in sentences]
