@@ -40,7 +40,7 @@ import torch
 
 REPO = Path(__file__).resolve().parents[1]
 XIAOMI = "小米"
-# Senses by line order of the sentence files (each line has 小米 once); `xiaomi_occurrences` checks this.
+# Senses by line order of the sentence files (each line has 小米 once); `word_occurrences` checks this.
 SENSE_FILES = {
     "xiaomi.txt": ["grain"] * 12 + ["maker"] * 10,
     "xiaomi_more.txt": ["grain"] * 6 + ["maker"] * 6,
@@ -84,7 +84,7 @@ def dev_perplexity(run_folder: str | None, dev_lines: list[str] | None = None, d
 # 2. 小米 senses ----------------------------------------------------------------------------------------
 
 
-def xiaomi_occurrences(embedder, files: dict[str, tuple[list[str], list[str]]],
+def word_occurrences(embedder, files: dict[str, tuple[list[str], list[str]]],
                        word: str = XIAOMI) -> tuple[list[str], list[str], np.ndarray]:
     """(file name per occurrence, sense per occurrence, vectors (occurrences, L+1, 2P)) for files given as
     {name: (lines, senses)}; every line must hold `word` exactly once as a word of the model's tokenizer."""
@@ -131,7 +131,7 @@ def xiaomi_figures(embedder, model: str, example_folder: Path = REPO / "docs" / 
     for name, senses in SENSE_FILES.items():
         lines = [line.strip() for line in (example_folder / name).read_text(encoding="utf-8").splitlines() if line.strip()]
         files[name] = (lines, senses)
-    names, senses, vectors = xiaomi_occurrences(embedder, files)
+    names, senses, vectors = word_occurrences(embedder, files)
     in_readme_file = [i for i, name in enumerate(names) if name == "xiaomi.txt"]
     layers = {}
     for layer in range(vectors.shape[1]):
@@ -160,6 +160,8 @@ def read_polysemy_file(path: Path) -> dict[str, tuple[list[str], list[str]]]:
         sentences, senses = words.setdefault(word, ([], []))
         sentences.append(sentence)
         senses.append(sense)
+    if not words:
+        raise ValueError(f"{path} holds no sentences")
     for word, (_, senses) in words.items():
         if len(set(senses)) != 2:
             raise ValueError(f"{path}: {word} needs sentences of exactly two senses, got {sorted(set(senses))}")
@@ -170,7 +172,7 @@ def polysemy_figures(embedder, path: Path = REPO / "docs" / "examples" / "polyse
     """Per word and layer, how many occurrences have a same-sense nearest neighbour among that word's sentences."""
     by_word = {}
     for word, (sentences, senses) in read_polysemy_file(path).items():
-        _, _, vectors = xiaomi_occurrences(embedder, {path.name: (sentences, senses)}, word=word)
+        _, _, vectors = word_occurrences(embedder, {path.name: (sentences, senses)}, word=word)
         by_word[word] = {
             "occurrences": len(senses),
             "same_sense_nearest_neighbour_by_layer": {

@@ -314,9 +314,9 @@ def build_parser() -> argparse.ArgumentParser:
         "--limit-test", type=int, default=None, help="seeded random subset of the test set (quick checks only; "
         "default: the whole test set)"
     )
-    parser.add_argument("--epochs", type=float, default=3.0)
+    parser.add_argument("--epochs", type=float, default=None, help="default: hf_elmo.finetune.TASK_DEFAULTS")
     parser.add_argument("--max-steps", type=int, default=-1)
-    parser.add_argument("--lr", type=float, default=1e-3)
+    parser.add_argument("--lr", type=float, default=None, help="default: hf_elmo.finetune.TASK_DEFAULTS")
     parser.add_argument("--batch-size", type=int, default=32)
     parser.add_argument("--eval-batch-size", type=int, default=64)
     parser.add_argument("--hidden-size", type=int, default=200, help="task BiLSTM size per direction")

@@ -255,6 +255,8 @@ class FinetuneOptions:
             refuse("dropout", "a probability in [0, 1)")
         if not _is_int(self.seed) or not 0 <= self.seed < 2**32:
             refuse("seed", "an integer in [0, 2**32)")
+        if not isinstance(self.freeze, bool):
+            refuse("freeze", "True or False")
         if self.task_encoder not in ("linear", "bilstm"):
             refuse("task_encoder", "'linear' or 'bilstm'")
         if self.unseen_label not in ("error", "O"):
@@ -524,7 +526,9 @@ def _checkpoints(options: FinetuneOptions, identity: dict):
         if kept != identity:
             kept = kept if isinstance(kept, dict) else {}
             kept_options = kept.get("options", {})
-            differing = sorted(key for key, value in identity["options"].items() if kept_options.get(key) != value)
+            # Each option with the value the interrupted run was given: the defaults may since have changed.
+            differing = sorted(f"{key} {kept_options[key]!r} there, {value!r} now" if key in kept_options else key
+                               for key, value in identity["options"].items() if kept_options.get(key) != value)
             if kept.get("data_sha256") != identity["data_sha256"]:
                 differing.append("the training or dev data")
             raise OptionError(

@@ -78,7 +78,8 @@ def build_vocabulary(
             counts.update(words)
     ordinary = {w: c for w, c in counts.items() if w not in SPECIAL_WORDS}
     if not ordinary:
-        raise ValueError(f"cannot build a vocabulary: {', '.join(map(str, corpus_paths))} holds no words")
+        raise ValueError(f"cannot build a vocabulary: no words besides {', '.join(SPECIAL_WORDS)} in "
+                         f"{', '.join(map(str, corpus_paths))}")
     words = sorted((w for w, c in ordinary.items() if c >= min_count), key=lambda w: (-counts[w], w))
     if not words:
         raise ValueError(

@@ -136,7 +136,8 @@ class LanguageModelTrainer(Trainer):
             return super().get_eval_dataloader(eval_dataset)
         dataset = eval_dataset if eval_dataset is not None else self.eval_dataset
         shard = torch.utils.data.Subset(dataset, range(self.args.process_index, len(dataset), self.args.world_size))
-        return torch.utils.data.DataLoader(shard, batch_size=self.args.eval_batch_size, collate_fn=self.data_collator)
+        return torch.utils.data.DataLoader(shard, batch_size=self.args.eval_batch_size, collate_fn=self.data_collator,
+                                           pin_memory=self.args.dataloader_pin_memory)
 
     def evaluate(self, eval_dataset=None, ignore_keys=None, metric_key_prefix="eval"):
         dataloader = self.get_eval_dataloader(eval_dataset)

@@ -191,6 +191,8 @@ def test_library_training_checks_options_too(folders):
     with pytest.raises(OptionError, match="--grad-accum"):
         train_classifier([("a", "x"), ("b", "y")], options=FinetuneOptions(model=folders["base"],
                                                                         gradient_accumulation_steps=0))
+    with pytest.raises(OptionError, match="--freeze must be True or False, got None"):
+        train_tagger(sentences, options=FinetuneOptions(model=folders["base"], freeze=None))
 
 
 # 6. unreadable input files -------------------------------------------------------------------------

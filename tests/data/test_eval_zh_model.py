@@ -110,7 +110,7 @@ def test_sense_files_match_their_labels_and_refuse_a_line_without_xiaomi(evaluat
         assert len(lines) == len(senses) and all(line.count("小米") == 1 for line in lines)
     embedder = Embedder(ElmoModel(tiny_config()), tokenizer=ElmoTokenizer(), device="cpu")
     with pytest.raises(ValueError, match="line 2"):
-        evaluation.xiaomi_occurrences(embedder, {"x.txt": (["我买了小米。", "我买了大米。"], ["grain", "grain"])})
+        evaluation.word_occurrences(embedder, {"x.txt": (["我买了小米。", "我买了大米。"], ["grain", "grain"])})
 
 
 def test_polysemy_file_is_read_by_word_and_refuses_bad_lines(evaluation, tmp_path):
@@ -123,6 +123,9 @@ def test_polysemy_file_is_read_by_word_and_refuses_bad_lines(evaluation, tmp_pat
     assert evaluation.read_polysemy_file(path) == {"花": (["花开了。", "花了钱。"], ["flower", "spend"])}
     path.write_text("花\tflower\t花开了。\n花\tflower\t一朵花。\n", encoding="utf-8")
     with pytest.raises(ValueError, match="exactly two senses"):
+        evaluation.read_polysemy_file(path)
+    path.write_text("\n\n", encoding="utf-8")
+    with pytest.raises(ValueError, match="holds no sentences"):
         evaluation.read_polysemy_file(path)
     path.write_text("花\tflower 花开了。\n", encoding="utf-8")
     with pytest.raises(ValueError, match="line 1: expected word<TAB>sense<TAB>sentence"):
