@@ -54,6 +54,7 @@ def test_epochs_and_learning_rate_default_per_task_and_freezing(trained, tmp_pat
     given = epochs is not None
     assert (tagger["epochs"], tagger["learning_rate"]) == ((2.0, 1e-2) if given else (10.0, 5e-3 if freeze else 1e-3))
     assert (classifier["epochs"], classifier["learning_rate"]) == ((2.0, 1e-2) if given else (3.0, 1e-3))
+    assert (tagger["dropout"], classifier["dropout"]) == (0.3, None)  # None: the config's 0.5
 
 
 def train_loss(model, sentences):
