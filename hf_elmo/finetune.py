@@ -575,11 +575,12 @@ def _start_training(options: FinetuneOptions | None, task: str) -> FinetuneOptio
     options = options or FinetuneOptions()
     options.check()
     defaults = TASK_DEFAULTS[task]
+    learning_rate = defaults["learning_rate"][options.freeze] if options.learning_rate is None else options.learning_rate
     options = replace(
         options,
         model=resolve_model_name(options.model),
         epochs=defaults["epochs"] if options.epochs is None else options.epochs,
-        learning_rate=defaults["learning_rate"][options.freeze] if options.learning_rate is None else options.learning_rate,
+        learning_rate=learning_rate,
         dropout=defaults["dropout"] if options.dropout is None else options.dropout,
     )
     if options.output_dir and Path(options.output_dir).exists() and not options.overwrite:

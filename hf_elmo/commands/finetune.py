@@ -31,7 +31,8 @@ def _add_training_options(parser: argparse.ArgumentParser) -> None:
         "and feed it [x_k; ELMo_k], as the paper adds ELMo to a task model",
     )
     parser.add_argument(
-        "--dropout", type=float, default=None, help="dropout on the ELMo mix and in the head (default: 0.3 for train, 0.5 for train-classifier)"
+        "--dropout", type=float, default=None,
+        help="dropout on the ELMo mix and in the head (default: 0.3 for train, 0.5 for train-classifier)",
     )
     parser.add_argument(
         "--epochs", type=float, default=None,
