@@ -1,7 +1,5 @@
-"""Optional int8 dynamic quantisation of the biLSTM weights (inference only, not exact).
-
-    quantize_lstm_int8(model)          # model: ElmoModel or any model holding one
-    dequantize_lstm(model)             # back to the exact float path
+"""Optional int8 dynamic quantisation of the biLSTM weights (inference only, not exact):
+`model.set_lstm_implementation("int8")`, or `from_pretrained(..., lstm_implementation="int8")`.
 
 The input, recurrent and projection weights of every LSTM layer and direction are quantised per output
 channel to int8 (symmetric); activations are quantised per call to 7 bits (dynamic quantisation, fbgemm/x86
@@ -13,10 +11,8 @@ activations of its whole batch, a sentence's vectors also depend slightly on the
 batch (up to ~3e-2 on the shipped model), unlike fp32. Weights changed after quantising are quantised again
 on the next call.
 
-`quantize_lstm_int8` sets `config.lstm_implementation = "int8"` (the recurrence itself is in elmo_lstm.py);
-`dequantize_lstm(model)` goes back to `"auto"`. The int8 weights themselves are never saved: `save_pretrained`
-writes the fp32 ones (and the setting), and a model loaded with the setting quantises on its first call.
-For the bf16 mode no helper is needed: `model.to(torch.bfloat16)`.
+The int8 weights are never saved (`save_pretrained` writes the fp32 ones, and no setting): the choice is the
+loader's. For the bf16 mode no helper is needed: `model.to(torch.bfloat16)`.
 """
 
 from __future__ import annotations
@@ -45,21 +41,4 @@ def int8_linear(rows: torch.Tensor, packed_weight) -> torch.Tensor:
     return torch.ops.quantized.linear_dynamic(rows.contiguous(), packed_weight, reduce_range=True)
 
 
-def _encoder(model):
-    return getattr(model, getattr(model, "base_model_prefix", "elmo"), model)
-
-
-def quantize_lstm_int8(model) -> None:
-    """Run `model`'s biLSTM with int8 weights from now on (CPU, float32 model; eval / no-grad use only)."""
-    _encoder(model).config.lstm_implementation = "int8"
-
-
-def dequantize_lstm(model) -> None:
-    """Back to the exact float path; the int8 weights are dropped."""
-    encoder = _encoder(model)
-    encoder.config.lstm_implementation = "auto"
-    for layer in encoder.bilstm.layers:
-        layer._int8_copies = None
-
-
-__all__ = ["quantize_lstm_int8", "dequantize_lstm"]
+__all__ = ["int8_linear", "pack_int8"]

@@ -4,8 +4,8 @@ Negatives are drawn from a log-uniform (Zipf) distribution over the frequency-so
 are corrected by log(K q(w)) and accidental hits (a negative equal to the row's target) removed, so that the
 sampled normaliser is an unbiased estimate of the full one.
 
-`sampled_softmax_losses_reference` is the plain formula in torch operations, kept as the reference the tests
-compare with. `sampled_softmax_losses` computes the same numbers with a hand-written backward: the (rows, K)
+`modeling_elmo.sampled_softmax_losses` is the plain formula in torch operations, the reference the tests compare
+with. `sampled_softmax_losses` computes the same numbers with a hand-written backward: the (rows, K)
 logits become exp(logit - row max) in place and then, in the backward, the softmax weights times the upstream
 gradient in place again, where autograd's logsumexp keeps several (rows, K) temporaries alive and passes over
 them more often (`benchmarks/bench_sampled_softmax.py`, figures in benchmarks/RESULTS.md).
@@ -16,28 +16,6 @@ from __future__ import annotations
 import torch
 
 from .matrix_products import rows_times
-
-
-def log_uniform_samples(
-    vocab_size: int, num_sampled: int, device: torch.device, generator: torch.Generator | None = None
-) -> tuple[torch.Tensor, torch.Tensor]:
-    """`num_sampled` word ids drawn with replacement from P(w) = log((w + 2) / (w + 1)) / log(V + 1), and the
-    log of their expected counts log(K P(w)), the correction their logits get."""
-    log_range = torch.log1p(torch.tensor(float(vocab_size), dtype=torch.float64))
-    uniform = torch.rand(num_sampled, dtype=torch.float64, generator=generator).to(device)
-    samples = (torch.exp(uniform * log_range.to(device)).long() - 1).clamp_(0, vocab_size - 1)
-    probability = (torch.log((samples + 2).double()) - torch.log((samples + 1).double())) / log_range.to(device)
-    return samples, torch.log(num_sampled * probability)
-
-
-def sampled_softmax_losses_reference(hidden, weight, bias, targets, samples, log_expected) -> torch.Tensor:
-    """Per-row losses (N,) of hidden (N, P) against its targets (N,) and the shared `samples` (K,)."""
-    log_expected = log_expected.to(hidden.dtype)
-    true_logits = (hidden * weight[targets]).sum(-1) + bias[targets]
-    sampled_logits = hidden @ weight[samples].t() + bias[samples] - log_expected
-    sampled_logits = sampled_logits.masked_fill(samples.unsqueeze(0) == targets.unsqueeze(1), float("-inf"))
-    logits = torch.cat([true_logits.unsqueeze(1), sampled_logits], dim=1)
-    return torch.logsumexp(logits, dim=1) - true_logits
 
 
 def accidental_hits(samples: torch.Tensor, targets: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
@@ -92,8 +70,8 @@ class _SampledSoftmaxLoss(torch.autograd.Function):
 
 
 def sampled_softmax_losses(hidden, weight, bias, targets, samples, log_expected) -> torch.Tensor:
-    """`sampled_softmax_losses_reference`'s losses, with the hand-written backward."""
+    """`modeling_elmo.sampled_softmax_losses`' losses, with the hand-written backward."""
     return _SampledSoftmaxLoss.apply(hidden, weight, bias, targets, samples, log_expected)
 
 
-__all__ = ["accidental_hits", "log_uniform_samples", "sampled_softmax_losses", "sampled_softmax_losses_reference"]
+__all__ = ["accidental_hits", "sampled_softmax_losses"]

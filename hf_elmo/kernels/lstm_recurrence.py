@@ -1,4 +1,4 @@
-"""The fast kernels of the ELMo biLSTM (elmo_lstm.py chooses among them; its reference loop defines the numbers).
+"""The fast kernels of the ELMo biLSTM (bilstm.py chooses among them; modeling_elmo.py's loop defines the numbers).
 
 - `_lstm_recurrence` / `_lstm_forward` / `_LstmLayerFunction`: the fast path, batch-major, in place, with
   a hand-written backpropagation through time (training and inference).
