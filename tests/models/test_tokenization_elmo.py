@@ -7,7 +7,7 @@ import pytest
 import torch
 
 import hf_elmo
-import hf_elmo.tokenization_elmo as tokenization_elmo
+import hf_elmo.elmo_text as elmo_text
 from hf_elmo import ElmoConfig, ElmoModel, ElmoTokenizer
 from small_models import tiny_config_kwargs
 from transformers import AutoTokenizer
@@ -201,12 +201,12 @@ def test_a_failed_vocabulary_save_keeps_the_old_file_and_leaves_no_temporary(tmp
         real_dump(dict(list(value.items())[:10]), handle, **kwargs)
         raise OSError(28, "No space left on device")
 
-    monkeypatch.setattr(tokenization_elmo.json, "dump", dump_half_then_fail)
+    monkeypatch.setattr(elmo_text.json, "dump", dump_half_then_fail)
     with pytest.raises(OSError, match="No space left"):
         tokenizer.save_vocabulary(str(tmp_path))
     assert (tmp_path / "char_vocab.json").read_bytes() == before
     assert sorted(path.name for path in tmp_path.iterdir() if path.name.startswith(".")) == []
-    monkeypatch.setattr(tokenization_elmo.json, "dump", real_dump)
+    monkeypatch.setattr(elmo_text.json, "dump", real_dump)
     assert tokenizer.save_vocabulary(str(tmp_path)) == (str(tmp_path / "char_vocab.json"),)
     assert (tmp_path / "char_vocab.json").read_bytes() == before
 
@@ -254,7 +254,7 @@ def test_chinese_characters_fallback(monkeypatch):
     assert chars.chinese_segmentation == "chars"
     assert chars.tokenize("我爱北京，NLP和Python3") == ["我", "爱", "北", "京", "，", "NLP", "和", "Python3"]
     # Without jieba installed, "auto" falls back to one word per CJK character and "jieba" refuses.
-    monkeypatch.setattr(tokenization_elmo, "_load_jieba", lambda: None)
+    monkeypatch.setattr(elmo_text, "_load_jieba", lambda: None)
     auto = ElmoTokenizer()
     assert auto.chinese_segmentation == "chars"
     assert auto.tokenize("我爱北京") == ["我", "爱", "北", "京"]
