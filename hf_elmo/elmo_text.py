@@ -326,7 +326,8 @@ class WordVocabulary:
 
     @classmethod
     def from_file(cls, max_characters_per_token: int, path: str | os.PathLike) -> WordVocabulary:
-        return cls(max_characters_per_token, _load_vocabulary(path, "word"), source=f"word vocabulary {os.fspath(path)}")
+        source = f"word vocabulary {os.fspath(path)}"
+        return cls(max_characters_per_token, _load_vocabulary(path, "word"), source=source)
 
     def word_id(self, word: str) -> int:
         return self.vocabulary.get(word[: self.max_characters_per_token - 2], self.unknown_id)
@@ -450,7 +451,9 @@ class JiebaSegmenter(CharacterSegmenter):
 
 
 SEGMENTERS = ("auto", "jieba", "chars", "whitespace")
-_SEGMENTER_CLASSES = {segmenter.name: segmenter for segmenter in (JiebaSegmenter, CharacterSegmenter, WhitespaceSegmenter)}
+_SEGMENTER_CLASSES = {
+    segmenter.name: segmenter for segmenter in (JiebaSegmenter, CharacterSegmenter, WhitespaceSegmenter)
+}
 
 
 def make_segmenter(name: str, user_dict: str | os.PathLike | None = None) -> WordSegmenter:

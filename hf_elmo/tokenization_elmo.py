@@ -50,7 +50,9 @@ from .elmo_text import (
 )
 from .field_types import BOOLEAN, INTEGER, MAPPING, TEXT, one_of, optional, type_problems
 
-VOCAB_FILES_NAMES = {"char_vocab_file": CHAR_VOCAB_FILE, "word_vocab_file": WORD_VOCAB_FILE, "user_dict": JIEBA_USER_DICT_FILE}
+VOCAB_FILES_NAMES = {
+    "char_vocab_file": CHAR_VOCAB_FILE, "word_vocab_file": WORD_VOCAB_FILE, "user_dict": JIEBA_USER_DICT_FILE
+}
 
 # The type of every option (a loaded tokenizer_config.json is checked against it).
 _OPTION_TYPES = {
@@ -87,7 +89,7 @@ class ElmoBatchEncoding(BatchEncoding):
 
     def word_ids(self, batch_index: int = 0) -> list[int | None]:
         if self._sentence_lengths is None:
-            raise ValueError("this encoding does not know its sentences' lengths: make it with ElmoTokenizer or its pad")
+            raise ValueError("this encoding does not know its sentences' lengths: make it with ElmoTokenizer or pad")
         count = len(self._sentence_lengths)
         if not -count <= batch_index < count:
             raise IndexError(f"batch_index {batch_index} is out of range: the encoding holds {count} sentence(s)")
@@ -154,7 +156,9 @@ class ElmoTokenizer(PreTrainedTokenizerBase):
         self.max_characters_per_token = max_characters_per_token
         self.do_lower_case = do_lower_case
         self.char_scheme = char_scheme
-        self._characters = CHARACTER_SCHEMES[char_scheme].from_options(max_characters_per_token, char_vocab, char_vocab_file)
+        self._characters = CHARACTER_SCHEMES[char_scheme].from_options(
+            max_characters_per_token, char_vocab, char_vocab_file
+        )
         self._words = None
         if word_vocab is not None or word_vocab_file is not None:
             if self._characters.vocabulary is None:
@@ -269,7 +273,7 @@ class ElmoTokenizer(PreTrainedTokenizerBase):
         unknown = set(kwargs) - {"add_special_tokens", "verbose", "text_target", "return_token_type_ids"}
         if unknown:
             raise TypeError(f"ElmoTokenizer got unexpected arguments {sorted(unknown)}")
-        if max_length is not None and (isinstance(max_length, bool) or not isinstance(max_length, int) or max_length < 0):
+        if max_length is not None and (not _is_id(max_length) or max_length < 0):
             raise ValueError(f"max_length must be a whole number of words >= 0, got {max_length!r}")
         sentences, batched = self._as_word_lists(text, is_split_into_words)
         if truncation and truncation != "do_not_truncate":
@@ -382,8 +386,8 @@ class ElmoTokenizer(PreTrainedTokenizerBase):
         for key in _PER_WORD_KEYS:
             if key in data:
                 array = np.asarray(data[key] if batched else [data[key]], dtype=np.int64)
-                shape = (array.shape[0], -1, self.max_characters_per_token) if key == "input_ids" else (array.shape[0], -1)
-                array = array.reshape(shape)
+                words_axis = (-1, self.max_characters_per_token) if key == "input_ids" else (-1,)
+                array = array.reshape(array.shape[0], *words_axis)
                 if kind == "pt":
                     import torch
 
@@ -528,10 +532,13 @@ def _tensor_kind(value) -> str | None:
 
 def _holds_sentences(input_ids: list) -> bool:
     """Whether `input_ids` are a batch (a list of sentences, each a list of rows) or one sentence (rows)."""
-    return bool(input_ids) and isinstance(input_ids[0], list) and (not input_ids[0] or isinstance(input_ids[0][0], list))
+    first = input_ids[0] if input_ids else None
+    return isinstance(first, list) and (not first or isinstance(first[0], list))
 
 
-def _padded_length(lengths: list[int], padding, max_length: int | None, pad_to_multiple_of, return_tensors) -> int | None:
+def _padded_length(
+    lengths: list[int], padding, max_length: int | None, pad_to_multiple_of: int | None, return_tensors
+) -> int | None:
     """How many words every sentence is padded to, or None for no padding."""
     if padding is True or padding == "longest":
         target = max(lengths)
