@@ -1,0 +1,1 @@
+../../elmo_text.py
