@@ -519,3 +519,62 @@ def test_word_ids_of_an_encoding_map_positions_to_words():
         batch.word_ids(3)
     padded = tokenizer.pad(unpadded, return_tensors="pt")
     assert padded.word_ids(1) == [0, None, None]
+
+
+# A jieba user dictionary (issue 36: `finetune predict "张伟住在南京。"` tagged 张伟住 as a person) -----------
+
+
+@pytest.fixture
+def user_dict(tmp_path):
+    path = tmp_path / "names.txt"
+    path.write_text("\ufeff张伟 10 nr\n", encoding="utf-8")  # jieba's format; editors may add a byte order mark
+    return path
+
+
+def test_a_user_dictionary_changes_the_split_and_travels_with_the_saved_tokenizer(tmp_path, user_dict):
+    text = "张伟住在南京。"
+    assert ElmoTokenizer(segmenter="jieba").tokenize(text)[0] == "张伟住"  # jieba's own dictionary
+    tokenizer = ElmoTokenizer(segmenter="jieba", user_dict=user_dict)
+    words = tokenizer.tokenize(text)
+    assert words[0] == "张伟" and words[1:3] == ["住", "在"] and "".join(words) == text
+    tokenizer.save_pretrained(tmp_path / "saved")
+    user_dict.unlink()  # the saved folder holds its own copy
+    assert (tmp_path / "saved" / "jieba_user_dict.txt").read_text(encoding="utf-8") == "张伟 10 nr\n"
+    saved_options = json.loads((tmp_path / "saved" / "tokenizer_config.json").read_text())
+    assert not any("user_dict" in key or "names.txt" in str(value) for key, value in saved_options.items())
+    for loaded in (ElmoTokenizer.from_pretrained(tmp_path / "saved"), AutoTokenizer.from_pretrained(tmp_path / "saved")):
+        assert loaded.tokenize(text) == words
+        assert loaded(text)["input_ids"] == tokenizer(text)["input_ids"]
+
+
+def test_a_user_dictionary_changes_nothing_outside_its_tokenizer(user_dict):
+    import jieba
+
+    text = "张伟住在南京。"
+    before, frequency = jieba.lcut(text), jieba.dt.FREQ.get("张伟")
+    tokenizer = ElmoTokenizer(segmenter="auto", user_dict=user_dict)  # "auto" with a user dictionary is jieba
+    assert tokenizer.segmenter == "jieba" and tokenizer.tokenize(text)[0] == "张伟"
+    assert jieba.lcut(text) == before and jieba.dt.FREQ.get("张伟") == frequency
+    assert ElmoTokenizer(segmenter="jieba").tokenize(text)[0] == "张伟住"
+
+
+def test_a_tokenizer_with_a_user_dictionary_pickles_and_copies(user_dict):
+    import copy
+    import pickle
+
+    tokenizer = ElmoTokenizer(segmenter="jieba", user_dict=user_dict)
+    for duplicate in (pickle.loads(pickle.dumps(tokenizer)), copy.deepcopy(tokenizer)):
+        assert duplicate.tokenize("张伟住在南京。")[0] == "张伟"
+
+
+def test_user_dictionary_mistakes_are_one_line_naming_the_file(tmp_path, user_dict):
+    with pytest.raises(ValueError, match="needs segmenter='jieba'"):
+        ElmoTokenizer(segmenter="chars", user_dict=user_dict)
+    with pytest.raises(ValueError, match="jieba user dictionary not found: .*missing.txt"):
+        ElmoTokenizer(segmenter="jieba", user_dict=tmp_path / "missing.txt")
+    latin1 = tmp_path / "latin1.txt"
+    latin1.write_bytes("Zürich 5\n".encode("latin-1"))
+    with pytest.raises(ValueError, match="latin1.txt is not UTF-8"):
+        ElmoTokenizer(segmenter="jieba", user_dict=latin1)
+    with pytest.raises(ValueError, match="user_dict must be the path"):
+        ElmoTokenizer(segmenter="jieba", user_dict=["张伟"])
