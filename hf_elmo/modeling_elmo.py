@@ -247,9 +247,10 @@ class ElmoModelOutput(ModelOutput):
 
     Args:
         last_hidden_state (`torch.FloatTensor` of shape `(batch_size, num_words, 2 * projection_dim)`):
-            Top biLSTM layer, `[forward; backward]`.
-        elmo_representations (`tuple(torch.FloatTensor)`):
-            `config.num_output_representations` learned mixes, each `(batch_size, num_words, 2 * projection_dim)`.
+            Top biLSTM layer, `[forward; backward]` (what transformers' feature-extraction pipeline returns).
+        mixes (`torch.FloatTensor` of shape `(batch_size, num_output_representations, num_words, 2 * projection_dim)`):
+            The learned ELMo mixes, batch first (so that pipelines split a batch back into its texts);
+            `elmo_representations` is the same as a tuple of `(batch_size, num_words, 2 * projection_dim)`.
         hidden_states (`tuple(torch.FloatTensor)`, returned unless `output_hidden_states=False`):
             All L+1 layers, each `(batch_size, num_words, 2 * projection_dim)`: layer 0 is `[token; token]`,
             layer j >= 1 is `[forward_j; backward_j]`.
@@ -262,10 +263,15 @@ class ElmoModelOutput(ModelOutput):
     """
 
     last_hidden_state: torch.FloatTensor | None = None
-    elmo_representations: tuple[torch.FloatTensor, ...] | None = None
+    mixes: torch.FloatTensor | None = None
     hidden_states: tuple[torch.FloatTensor, ...] | None = None
     mask: torch.BoolTensor | None = None
     final_state: tuple[torch.FloatTensor, torch.FloatTensor] | None = None
+
+    @property
+    def elmo_representations(self) -> tuple[torch.FloatTensor, ...]:
+        """The learned mixes as AllenNLP's `Elmo` returns them: a tuple of `(batch_size, num_words, 2P)` tensors."""
+        return () if self.mixes is None else tuple(self.mixes.unbind(1))
 
 
 class ElmoWeightShapeError(ValueError):
@@ -657,7 +663,7 @@ class ElmoModel(ElmoPreTrainedModel):
             mixes = tuple(mixed[:, 1:-1] * keep for mixed in mixes)
         outputs = ElmoModelOutput(
             last_hidden_state=layers[-1],
-            elmo_representations=mixes,
+            mixes=torch.stack(mixes, dim=1) if mixes else layers[-1].new_zeros(*layers[-1].shape[:1], 0, *layers[-1].shape[1:]),
             hidden_states=tuple(layers) if output_hidden_states else None,
             mask=output_mask,
             final_state=final_state if return_state else None,
