@@ -1,4 +1,4 @@
-"""The heads' losses (elmo_losses.py): tagging_loss, classification_loss and their label checks."""
+"""The heads' losses (modeling_elmo.py): tagging_loss, classification_loss and their label checks."""
 
 import math
 
@@ -10,7 +10,7 @@ from small_models import tiny_config
 from head_helpers import batch, tagger
 
 from hf_elmo import ElmoForSequenceClassification
-from hf_elmo.elmo_losses import classification_loss, tagging_loss
+from hf_elmo.modeling_elmo import classification_loss, tagging_loss
 
 
 def test_loss_ignores_minus_100_positions():

@@ -1,10 +1,10 @@
-"""hf_elmo.matrix_products: oneDNN's products (CPU float32) and torch's, forward and backward, against float64."""
+"""hf_elmo.kernels.matrix_products: oneDNN's products (CPU float32) and torch's, forward and backward, against float64."""
 
 import pytest
 import torch
 import torch.nn.functional as F
 
-from hf_elmo.matrix_products import linear, rows_times, uses_onednn
+from hf_elmo.kernels.matrix_products import linear, rows_times, uses_onednn
 from numerics import float32_tolerance, magnitude
 
 pytestmark = pytest.mark.numerics  # also run under forced AVX2 kernels by .ci/run

@@ -1,16 +1,14 @@
-"""The importance-sampled softmax (hf_elmo.elmo_sampled_softmax): the fast loss against the plain formula."""
+"""The importance-sampled softmax: the kernels' loss with its hand-written backward (hf_elmo/kernels/sampled_softmax.py)
+against the plain formula of modeling_elmo.py, and the sampling itself."""
 
 import math
 
 import pytest
 import torch
 
-from hf_elmo.elmo_sampled_softmax import (
-    accidental_hits,
-    log_uniform_samples,
-    sampled_softmax_losses,
-    sampled_softmax_losses_reference,
-)
+from hf_elmo.kernels.sampled_softmax import accidental_hits, sampled_softmax_losses
+from hf_elmo.modeling_elmo import log_uniform_samples
+from hf_elmo.modeling_elmo import sampled_softmax_losses as sampled_softmax_losses_reference
 
 
 def _problem(dtype, rows=37, dim=8, vocab=50, num_sampled=24, seed=0):
