@@ -215,6 +215,9 @@ class CharacterScheme:
         return ()
 
 
+_NO_VOCABULARIES = "the byte scheme has no vocabularies: pass char_scheme='dictionary' to use them"
+
+
 class ByteScheme(CharacterScheme):
     """AllenNLP / bilm-tf: the UTF-8 bytes of the word cut to `max_characters_per_token - 2` (a multi-byte
     character may be cut, as in the references), between begin- and end-of-word markers, every id + 1."""
@@ -224,7 +227,7 @@ class ByteScheme(CharacterScheme):
     @classmethod
     def from_options(cls, max_characters_per_token, vocabulary=None, vocabulary_file=None) -> ByteScheme:
         if vocabulary is not None or vocabulary_file is not None:
-            raise ValueError("the byte scheme has no vocabularies: pass char_scheme='dictionary' to use them")
+            raise ValueError(_NO_VOCABULARIES)
         return cls(max_characters_per_token)
 
     def word_ids(self, word: str) -> list[int]:
@@ -325,9 +328,20 @@ class WordVocabulary:
         self.unknown_id, self.pad_id = vocabulary["<oov>"], vocabulary[PAD_TOKEN]
 
     @classmethod
-    def from_file(cls, max_characters_per_token: int, path: str | os.PathLike) -> WordVocabulary:
-        source = f"word vocabulary {os.fspath(path)}"
-        return cls(max_characters_per_token, _load_vocabulary(path, "word"), source=source)
+    def from_options(
+        cls, characters: CharacterScheme, vocabulary: Mapping[str, int] | None = None,
+        vocabulary_file: str | os.PathLike | None = None,
+    ) -> WordVocabulary | None:
+        """The word vocabulary of a tokenizer's options, given itself or as a file (None: neither). Only models
+        with a character vocabulary (ELMoForManyLangs') have one."""
+        if vocabulary is None and vocabulary_file is None:
+            return None
+        if characters.vocabulary is None:
+            raise ValueError(_NO_VOCABULARIES)
+        if vocabulary is not None:
+            return cls(characters.max_characters_per_token, vocabulary)
+        source = f"word vocabulary {os.fspath(vocabulary_file)}"
+        return cls(characters.max_characters_per_token, _load_vocabulary(vocabulary_file, "word"), source=source)
 
     def word_id(self, word: str) -> int:
         return self.vocabulary.get(word[: self.max_characters_per_token - 2], self.unknown_id)

@@ -30,6 +30,7 @@ is joined into its character and lone surrogates (not encodable as UTF-8) are dr
 
 from __future__ import annotations
 
+import numbers
 import os
 from collections.abc import Mapping, Sequence
 
@@ -159,14 +160,7 @@ class ElmoTokenizer(PreTrainedTokenizerBase):
         self._characters = CHARACTER_SCHEMES[char_scheme].from_options(
             max_characters_per_token, char_vocab, char_vocab_file
         )
-        self._words = None
-        if word_vocab is not None or word_vocab_file is not None:
-            if self._characters.vocabulary is None:
-                raise ValueError("the byte scheme has no vocabularies: pass char_scheme='dictionary' to use them")
-            self._words = (
-                WordVocabulary(max_characters_per_token, word_vocab) if word_vocab is not None
-                else WordVocabulary.from_file(max_characters_per_token, word_vocab_file)
-            )
+        self._words = WordVocabulary.from_options(self._characters, word_vocab, word_vocab_file)
         # What "auto" chose is what the tokenizer is from now on, and what gets saved: a model is always used with
         # the segmentation it was trained or fine-tuned with, and a saved "jieba" refuses to load where jieba is
         # missing.
@@ -184,7 +178,7 @@ class ElmoTokenizer(PreTrainedTokenizerBase):
             pad_token=PAD_TOKEN if pad_token is None else pad_token,
             **kwargs,
         )
-        self._check_padding_side()
+        _check_padding_side(self.padding_side)
         if self._words is not None:
             self.model_input_names = ["input_ids", "attention_mask", "word_ids"]
 
@@ -202,13 +196,6 @@ class ElmoTokenizer(PreTrainedTokenizerBase):
     def chinese_segmentation(self) -> str:
         """Which Chinese segmentation raw text gets: `"jieba"`, `"chars"` or `"none"`."""
         return self._segmenter.chinese_segmentation
-
-    def _check_padding_side(self) -> None:
-        if self.padding_side != "right":
-            raise ValueError(
-                f"ElmoTokenizer pads on the right only (the model reads each sentence from its first position), "
-                f"got padding_side={self.padding_side!r}"
-            )
 
     # text -> words ------------------------------------------------------------------------
 
@@ -275,7 +262,7 @@ class ElmoTokenizer(PreTrainedTokenizerBase):
             raise TypeError(f"ElmoTokenizer got unexpected arguments {sorted(unknown)}")
         if max_length is not None and (not _is_id(max_length) or max_length < 0):
             raise ValueError(f"max_length must be a whole number of words >= 0, got {max_length!r}")
-        sentences, batched = self._as_word_lists(text, is_split_into_words)
+        sentences, batched = _as_word_lists(text, is_split_into_words, self.tokenize)
         if truncation and truncation != "do_not_truncate":
             limit = max_length if max_length is not None else self.model_max_length
             sentences = [words[:limit] for words in sentences]
@@ -309,9 +296,8 @@ class ElmoTokenizer(PreTrainedTokenizerBase):
         Takes what `__call__` returns (one sentence or a batch, lists, arrays or tensors) or a list of such
         encodings, one per sentence (what data collators pass); other keys (e.g. `label`) are kept as they are.
         Arguments as transformers' `pad`; padding is on the right only."""
-        if padding_side not in (None, "right"):
-            raise ValueError(f"ElmoTokenizer pads on the right only, got padding_side={padding_side!r}")
-        features, batched, input_tensors = self._features_to_pad(encoded_inputs)
+        _check_padding_side(padding_side or "right")
+        features, batched, input_tensors = _features_to_pad(encoded_inputs, self.max_characters_per_token)
         if return_attention_mask is not False and "attention_mask" not in features:
             features["attention_mask"] = [[1] * len(rows) for rows in features["input_ids"]]
         word_counts = [sum(1 for row in rows if any(row)) for rows in features["input_ids"]]
@@ -319,108 +305,22 @@ class ElmoTokenizer(PreTrainedTokenizerBase):
             features, word_counts, batched, padding, max_length, pad_to_multiple_of, return_tensors or input_tensors
         )
 
-    def _features_to_pad(self, encoded_inputs) -> tuple[dict[str, list], bool, str | None]:
-        """(key -> one value per sentence, per-word values as lists; whether a batch came in; "pt"/"np" when the
-        input ids were tensors or arrays)."""
-        if isinstance(encoded_inputs, (list, tuple)):
-            if not encoded_inputs:
-                raise ValueError("nothing to pad: got an empty list of encodings")
-            if not all(isinstance(example, Mapping) for example in encoded_inputs):
-                raise TypeError("pad takes an encoding or a list of encodings (mappings holding input_ids)")
-            keys = list(encoded_inputs[0])
-            if any(set(example) != set(keys) for example in encoded_inputs):
-                raise ValueError(f"the encodings to pad have different keys; the first has {keys}")
-            features = {key: [example[key] for example in encoded_inputs] for key in keys}
-            batched = True
-        elif isinstance(encoded_inputs, Mapping):
-            features, batched = dict(encoded_inputs), None
-        else:
-            raise TypeError(f"pad takes an encoding or a list of encodings, got {type(encoded_inputs).__name__}")
-        if "input_ids" not in features:
-            raise ValueError(f"pad needs input_ids, the encodings hold {list(features)}")
-        input_tensors = _tensor_kind(features["input_ids"])
-        for key in _PER_WORD_KEYS:
-            if key in features:
-                features[key] = _as_lists(features[key])
-        if batched is None:
-            batched = _holds_sentences(features["input_ids"])
-            if not batched:
-                features = {key: [value] for key, value in features.items()}
-        width = self.max_characters_per_token
-        for rows in features["input_ids"]:
-            if not isinstance(rows, list) or any(not isinstance(row, list) or len(row) != width for row in rows):
-                raise ValueError(
-                    f"input_ids must hold one row of {width} character ids per word (what ElmoTokenizer writes)"
-                )
-        return features, batched, input_tensors
-
     def _padded_encoding(
         self, features: dict[str, list], word_counts: list[int], batched: bool, padding, max_length,
         pad_to_multiple_of, return_tensors,
     ) -> ElmoBatchEncoding:
         """The encoding of `features` (key -> one value per sentence), padded as `padding` says."""
-        self._check_padding_side()
+        _check_padding_side(self.padding_side)
         lengths = [len(rows) for rows in features["input_ids"]]
         target = _padded_length(lengths, padding, max_length, pad_to_multiple_of, return_tensors)
         if target is not None:
-            fill = {"input_ids": [PADDED_POSITION_ID] * self.max_characters_per_token, "attention_mask": 0,
-                    "word_ids": PADDED_POSITION_ID if self._words is None else self._words.pad_id}
-            for key in _PER_WORD_KEYS:
-                if key in features:
-                    features[key] = [values + [fill[key]] * (target - len(values)) for values in features[key]]
-            lengths = [target] * len(lengths)
-        sentence_lengths = list(zip(word_counts, lengths))
+            word_pad_id = PADDED_POSITION_ID if self._words is None else self._words.pad_id
+            _pad_per_word_values(features, target, self.max_characters_per_token, word_pad_id)
+        sentence_lengths = list(zip(word_counts, lengths if target is None else [target] * len(lengths)))
         data = features if batched else {key: value[0] for key, value in features.items()}
         if return_tensors is None:
             return ElmoBatchEncoding(data, sentence_lengths=sentence_lengths)
-        return self._to_tensors(data, return_tensors, batched, sentence_lengths)
-
-    def _to_tensors(self, data: dict, return_tensors, batched: bool, sentence_lengths) -> ElmoBatchEncoding:
-        import numpy as np
-
-        kind = getattr(return_tensors, "value", return_tensors)
-        if kind not in ("pt", "np"):
-            raise ValueError(f"return_tensors must be 'pt' or 'np', got {return_tensors!r}")
-        others = {key: value for key, value in data.items() if key not in _PER_WORD_KEYS + _TEXT_KEYS}
-        encoding = ElmoBatchEncoding(others, tensor_type=kind, sentence_lengths=sentence_lengths)
-        for key in _PER_WORD_KEYS:
-            if key in data:
-                array = np.asarray(data[key] if batched else [data[key]], dtype=np.int64)
-                words_axis = (-1, self.max_characters_per_token) if key == "input_ids" else (-1,)
-                array = array.reshape(array.shape[0], *words_axis)
-                if kind == "pt":
-                    import torch
-
-                    array = torch.from_numpy(array)
-                encoding[key] = array
-        for key in _TEXT_KEYS:
-            if key in data:
-                encoding[key] = data[key]
-        return encoding
-
-    def _as_word_lists(self, text, is_split_into_words: bool) -> tuple[list[list[str]], bool]:
-        def check_words(words) -> list[str]:
-            if not all(isinstance(word, str) for word in words):
-                raise TypeError("pre-split sentences must be lists of strings")
-            return list(words)
-
-        if isinstance(text, str):
-            if is_split_into_words:
-                raise TypeError("is_split_into_words=True needs a list of words, got a string")
-            return [self.tokenize(text)], False
-        if not isinstance(text, (list, tuple)):
-            raise TypeError(f"text must be a string or a list, got {type(text).__name__}")
-        if len(text) == 0:
-            raise ValueError("empty batch: got an empty list of sentences")
-        if is_split_into_words:
-            if all(isinstance(item, str) for item in text):
-                return [check_words(text)], False
-            if all(isinstance(item, (list, tuple)) for item in text):
-                return [check_words(words) for words in text], True
-            raise TypeError("with is_split_into_words=True pass a list of words or a list of word lists")
-        if all(isinstance(item, str) for item in text):
-            return [self.tokenize(sentence) for sentence in text], True
-        raise TypeError("a batch of raw text must be a list of strings (use is_split_into_words=True for word lists)")
+        return _to_tensors(data, return_tensors, batched, self.max_characters_per_token, sentence_lengths)
 
     # ids -> words -------------------------------------------------------------------------------
 
@@ -447,14 +347,10 @@ class ElmoTokenizer(PreTrainedTokenizerBase):
         """A word's "id" is its row of `max_characters_per_token` character ids: a row -> its word, a sentence's
         rows -> its words. An all-zero row (a padded position) is `pad_token`, left out with
         `skip_special_tokens=True`."""
-        ids = _as_lists(ids)
-        width = self.max_characters_per_token
-        if isinstance(ids, list) and len(ids) == width and all(_is_id(i) for i in ids):
-            return self._row_to_word(ids)
-        if not isinstance(ids, list) or not all(isinstance(row, list) and len(row) == width and all(map(_is_id, row))
-                                                for row in ids):
-            raise ValueError(_ONE_ROW_PER_WORD)
-        return [self._row_to_word(row) for row in ids if any(row) or not skip_special_tokens]
+        rows, one_word = _id_rows(ids, self.max_characters_per_token)
+        if one_word:
+            return self._row_to_word(rows[0])
+        return [self._row_to_word(row) for row in rows if any(row) or not skip_special_tokens]
 
     def _row_to_word(self, row: list[int]) -> str:
         return self._characters.decode_word([int(i) for i in row]) if any(row) else self.pad_token
@@ -510,6 +406,113 @@ class ElmoTokenizer(PreTrainedTokenizerBase):
         return saved + self._segmenter.save(save_directory, filename_prefix)
 
 
+# what __call__ and pad take and give ----------------------------------------------------------------
+
+
+def _as_word_lists(text, is_split_into_words: bool, tokenize) -> tuple[list[list[str]], bool]:
+    """The sentences of `__call__`'s input as word lists, and whether it was a batch."""
+
+    def check_words(words) -> list[str]:
+        if not all(isinstance(word, str) for word in words):
+            raise TypeError("pre-split sentences must be lists of strings")
+        return list(words)
+
+    if isinstance(text, str):
+        if is_split_into_words:
+            raise TypeError("is_split_into_words=True needs a list of words, got a string")
+        return [tokenize(text)], False
+    if not isinstance(text, (list, tuple)):
+        raise TypeError(f"text must be a string or a list, got {type(text).__name__}")
+    if len(text) == 0:
+        raise ValueError("empty batch: got an empty list of sentences")
+    if is_split_into_words:
+        if all(isinstance(item, str) for item in text):
+            return [check_words(text)], False
+        if all(isinstance(item, (list, tuple)) for item in text):
+            return [check_words(words) for words in text], True
+        raise TypeError("with is_split_into_words=True pass a list of words or a list of word lists")
+    if all(isinstance(item, str) for item in text):
+        return [tokenize(sentence) for sentence in text], True
+    raise TypeError("a batch of raw text must be a list of strings (use is_split_into_words=True for word lists)")
+
+
+def _features_to_pad(encoded_inputs, width: int) -> tuple[dict[str, list], bool, str | None]:
+    """(key -> one value per sentence, per-word values as lists; whether a batch came in; "pt"/"np" when the
+    input ids were tensors or arrays)."""
+    if isinstance(encoded_inputs, (list, tuple)):
+        if not encoded_inputs:
+            raise ValueError("nothing to pad: got an empty list of encodings")
+        if not all(isinstance(example, Mapping) for example in encoded_inputs):
+            raise TypeError("pad takes an encoding or a list of encodings (mappings holding input_ids)")
+        keys = list(encoded_inputs[0])
+        if any(set(example) != set(keys) for example in encoded_inputs):
+            raise ValueError(f"the encodings to pad have different keys; the first has {keys}")
+        features = {key: [example[key] for example in encoded_inputs] for key in keys}
+        batched = True
+    elif isinstance(encoded_inputs, Mapping):
+        features, batched = dict(encoded_inputs), None
+    else:
+        raise TypeError(f"pad takes an encoding or a list of encodings, got {type(encoded_inputs).__name__}")
+    if "input_ids" not in features:
+        raise ValueError(f"pad needs input_ids, the encodings hold {list(features)}")
+    input_tensors = _tensor_kind(features["input_ids"])
+    for key in _PER_WORD_KEYS:
+        if key in features:
+            features[key] = _as_lists(features[key])
+    if batched is None:
+        batched = _holds_sentences(features["input_ids"])
+        if not batched:
+            features = {key: [value] for key, value in features.items()}
+    for rows in features["input_ids"]:
+        if not isinstance(rows, list) or any(not isinstance(row, list) or len(row) != width for row in rows):
+            raise ValueError(
+                f"input_ids must hold one row of {width} character ids per word (what ElmoTokenizer writes)"
+            )
+    return features, batched, input_tensors
+
+
+def _to_tensors(data: dict, return_tensors, batched: bool, width: int, sentence_lengths) -> ElmoBatchEncoding:
+    """The per-word values as int64 arrays `(batch, words[, width])`, other keys converted as transformers does
+    it, the words left as lists."""
+    import numpy as np
+
+    kind = getattr(return_tensors, "value", return_tensors)
+    if kind not in ("pt", "np"):
+        raise ValueError(f"return_tensors must be 'pt' or 'np', got {return_tensors!r}")
+    others = {key: value for key, value in data.items() if key not in _PER_WORD_KEYS + _TEXT_KEYS}
+    encoding = ElmoBatchEncoding(others, tensor_type=kind, sentence_lengths=sentence_lengths)
+    for key in _PER_WORD_KEYS:
+        if key in data:
+            array = np.asarray(data[key] if batched else [data[key]], dtype=np.int64)
+            words_axis = (-1, width) if key == "input_ids" else (-1,)
+            array = array.reshape(array.shape[0], *words_axis)
+            if kind == "pt":
+                import torch
+
+                array = torch.from_numpy(array)
+            encoding[key] = array
+    for key in _TEXT_KEYS:
+        if key in data:
+            encoding[key] = data[key]
+    return encoding
+
+
+def _check_padding_side(side: str) -> None:
+    if side != "right":
+        raise ValueError(
+            f"ElmoTokenizer pads on the right only (the model reads each sentence from its first position), "
+            f"got padding_side={side!r}"
+        )
+
+
+def _pad_per_word_values(features: dict[str, list], target: int, width: int, word_pad_id: int) -> None:
+    """Pad every sentence's per-word values to `target` words: all-zero rows, attention 0, the `<pad>` word."""
+    fill = {"input_ids": [PADDED_POSITION_ID] * width, "attention_mask": 0, "word_ids": word_pad_id}
+    for key in _PER_WORD_KEYS:
+        if key in features:
+            features[key] = [values + [fill[key]] * (target - len(values)) for values in features[key]]
+
+
 def _as_lists(value):
     """Tensors and arrays as nested lists; a list of them too (a batch of per-sentence tensors)."""
     if hasattr(value, "tolist"):
@@ -520,7 +523,21 @@ def _as_lists(value):
 
 
 def _is_id(value) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool)
+    return isinstance(value, numbers.Integral) and not isinstance(value, bool)
+
+
+def _id_rows(ids, width: int) -> tuple[list[list[int]], bool]:
+    """`ids` as rows of character ids, and whether it was one row; anything else is refused naming the rows."""
+    ids = _as_lists(ids)
+
+    def is_row(value) -> bool:
+        return isinstance(value, list) and len(value) == width and all(map(_is_id, value))
+
+    if is_row(ids):
+        return [ids], True
+    if isinstance(ids, list) and all(map(is_row, ids)):
+        return ids, False
+    raise ValueError(_ONE_ROW_PER_WORD)
 
 
 def _tensor_kind(value) -> str | None:

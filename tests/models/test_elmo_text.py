@@ -110,7 +110,8 @@ for name in ("torch", "transformers", "tokenizers", "jieba", "numpy", "hf_elmo")
 spec = importlib.util.spec_from_file_location("elmo_text", {elmo_text.__file__!r})
 module = importlib.util.module_from_spec(spec)
 spec.loader.exec_module(module)
-print(module.ByteScheme(5).word_ids("a"), module.byte_boundary_char_ids("<S>", 5), module.make_segmenter("whitespace")("x y"))
+print(module.ByteScheme(5).word_ids("a"), module.byte_boundary_char_ids("<S>", 5),
+      module.make_segmenter("whitespace")("x y"))
 """
     result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60)
     assert result.returncode == 0, result.stderr

@@ -387,7 +387,8 @@ def test_a_saved_tokenizer_config_holds_no_loading_options(tmp_path):
 
 def dictionary_tokenizer():
     """A dictionary-scheme tokenizer with a word vocabulary whose `<pad>` word id is not 0."""
-    chars = {entry: index for index, entry in enumerate(("<bos>", "<eos>", "<oov>", "<pad>", "<bow>", "<eow>", "我", "爱"), 1)}
+    entries = ("<bos>", "<eos>", "<oov>", "<pad>", "<bow>", "<eow>", "我", "爱")
+    chars = {entry: index for index, entry in enumerate(entries, 1)}
     words = {"<oov>": 0, "<pad>": 1, "我": 2}
     return ElmoTokenizer(char_scheme="dictionary", char_vocab=chars, word_vocab=words, segmenter="chars",
                          max_characters_per_token=8)
@@ -542,7 +543,8 @@ def test_a_user_dictionary_changes_the_split_and_travels_with_the_saved_tokenize
     assert (tmp_path / "saved" / "jieba_user_dict.txt").read_text(encoding="utf-8") == "张伟 10 nr\n"
     saved_options = json.loads((tmp_path / "saved" / "tokenizer_config.json").read_text())
     assert not any("user_dict" in key or "names.txt" in str(value) for key, value in saved_options.items())
-    for loaded in (ElmoTokenizer.from_pretrained(tmp_path / "saved"), AutoTokenizer.from_pretrained(tmp_path / "saved")):
+    for load in (ElmoTokenizer.from_pretrained, AutoTokenizer.from_pretrained):
+        loaded = load(tmp_path / "saved")
         assert loaded.tokenize(text) == words
         assert loaded(text)["input_ids"] == tokenizer(text)["input_ids"]
 
