@@ -1,0 +1,276 @@
+"""The ELMo encoder as an ONNX graph, written operator by operator from an `ElmoModel` state dict.
+
+Depends only on the config fields and the state-dict names and shapes (and on onnx and numpy), not on how the
+PyTorch modules compute. The graph, for `input_ids` (B, W, K), `attention_mask` (B, W) [and `word_ids` (B, W)]:
+
+1. `<S>` at position 0 and `</S>` at each row's position length + 1 (the config's boundary rows), T = W + 2.
+2. Layer 0: character embedding -> one Conv per filter -> max over positions -> activation -> highway layers ->
+   [word embedding;] -> projection, for every position (padding too; it is masked at the end).
+3. The biLSTM: both directions of a layer run in one ONNX `Scan` over time, their weights stacked on a leading
+   axis of 2. The backward direction reads each row reversed within its own length (`ReverseSequence`), so the
+   padding stays at the end and can only influence steps past the row's length, whose outputs are dropped. The
+   input products of all steps are one MatMul before the Scan; the loop body holds only the per-step work.
+4. `layers` (L+1, B, W, 2P): [token; token] and [forward_j; backward_j], boundaries dropped, exactly zero at
+   padding (`Where`, so nothing computed at padding can leak into the output).
+
+Every length is read from the inputs at run time, so the graph runs on batches and sentences of any size.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+import numpy as np
+import onnx
+from onnx import TensorProto, helper, numpy_helper
+
+OPSET = 17
+IR_VERSION = 8  # the oldest that carries opset 17, so older onnxruntime builds load the file too
+
+INPUT_IDS, ATTENTION_MASK, WORD_IDS, LAYERS = "input_ids", "attention_mask", "word_ids", "layers"
+
+
+class _GraphBuilder:
+    """Nodes and initializers of one graph, with unique tensor names."""
+
+    def __init__(self, prefix: str = ""):
+        self.prefix = prefix
+        self.nodes: list[onnx.NodeProto] = []
+        self.initializers: list[onnx.TensorProto] = []
+        self._count = 0
+
+    def _name(self, hint: str) -> str:
+        self._count += 1
+        return f"{self.prefix}{hint}_{self._count}"
+
+    def constant(self, value, name: str | None = None, dtype=np.float32) -> str:
+        array = np.array(value, dtype=dtype, order="C")  # np.ascontiguousarray would make scalars 1-d
+        name = name or self._name("const")
+        self.initializers.append(numpy_helper.from_array(array, name))
+        return name
+
+    def op(self, op_type: str, *inputs: str, outputs: int = 1, **attributes) -> str | list[str]:
+        names = [self._name(op_type.lower()) for _ in range(outputs)]
+        self.nodes.append(helper.make_node(op_type, list(inputs), names, **attributes))
+        return names[0] if outputs == 1 else names
+
+
+def _float_array(state: Mapping, name: str) -> np.ndarray:
+    if name not in state:
+        raise ValueError(f"the model's weights have no {name!r}: not an ElmoModel state dict this exporter knows")
+    tensor = state[name]
+    tensor = tensor.detach().cpu().float().numpy() if hasattr(tensor, "detach") else np.asarray(tensor)
+    return tensor.astype(np.float32)
+
+
+def _expect_shape(name: str, array: np.ndarray, shape: tuple[int, ...]) -> np.ndarray:
+    if tuple(array.shape) != tuple(shape):
+        raise ValueError(f"{name} has shape {tuple(array.shape)}, but the config describes {tuple(shape)}")
+    return array
+
+
+def elmo_onnx_model(config, state: Mapping) -> onnx.ModelProto:
+    """The ONNX model of `ElmoModel(config)` with the weights `state` (a state dict of tensors or arrays)."""
+    g = _GraphBuilder()
+    width = config.max_characters_per_token
+    projection_dim, cell_dim = config.projection_dim, config.lstm_cell_dim
+    with_words = bool(config.word_vocab_size)
+
+    inputs = [
+        helper.make_tensor_value_info(INPUT_IDS, TensorProto.INT64, ["batch", "words", width]),
+        helper.make_tensor_value_info(ATTENTION_MASK, TensorProto.INT64, ["batch", "words"]),
+    ]
+    if with_words:
+        inputs.append(helper.make_tensor_value_info(WORD_IDS, TensorProto.INT64, ["batch", "words"]))
+    layer_count = config.num_lstm_layers + 1
+    outputs = [helper.make_tensor_value_info(LAYERS, TensorProto.FLOAT, [layer_count, "batch", "words", 2 * projection_dim])]
+
+    int64 = np.int64
+    zero, one, two = (g.constant([v], dtype=int64) for v in (0, 1, 2))
+    minus_one = g.constant([-1], dtype=int64)
+
+    # Sizes read at run time.
+    ids_shape = g.op("Shape", INPUT_IDS)
+    batch = g.op("Slice", ids_shape, zero, one)  # (1,)
+    words = g.op("Slice", ids_shape, one, two)
+    steps = g.op("Add", words, two)  # T = W + 2
+
+    # 1. Sentence boundaries.
+    word_mask = g.op("Cast", ATTENTION_MASK, to=TensorProto.BOOL)  # (B, W)
+    word_counts = g.op("ReduceSum", ATTENTION_MASK, one, keepdims=0)  # (B,)
+    sequence_lengths = g.op("Add", word_counts, g.constant(2, dtype=int64))  # (B,) words + <S> + </S>
+    masked_ids = g.op("Mul", INPUT_IDS, g.op("Unsqueeze", ATTENTION_MASK, minus_one))
+    edge_shape = g.op("Concat", batch, one, g.constant([width], dtype=int64), axis=0)
+    edge_zeros = g.op("ConstantOfShape", edge_shape, value=helper.make_tensor("zero", TensorProto.INT64, [1], [0]))
+    bos_row = g.constant(np.reshape(config.bos_char_ids, (1, 1, width)), "bos_char_ids", dtype=int64)
+    eos_row = g.constant(np.reshape(config.eos_char_ids, (1, 1, width)), "eos_char_ids", dtype=int64)
+    padded_ids = g.op("Concat", g.op("Add", edge_zeros, bos_row), masked_ids, edge_zeros, axis=1)  # (B, T, K)
+    positions = g.op("Range", g.constant(0, dtype=int64), g.op("Squeeze", steps, zero), g.constant(1, dtype=int64))
+    eos_position = g.op("Sub", sequence_lengths, g.constant(1, dtype=int64))
+    at_eos = g.op("Equal", g.op("Unsqueeze", positions, zero), g.op("Unsqueeze", eos_position, one))  # (B, T)
+    char_ids = g.op("Where", g.op("Unsqueeze", at_eos, minus_one), eos_row, padded_ids)
+
+    # 2. Layer 0 of every position.
+    tokens = _token_vectors(g, config, state, char_ids, word_mask, batch, steps)  # (B, T, P)
+
+    # 3. The biLSTM, time-major (T, 2, B, P); the backward half reversed within each row's length.
+    time_major = g.op("Transpose", tokens, perm=[1, 0, 2])
+    reversed_tokens = g.op("ReverseSequence", time_major, sequence_lengths, batch_axis=1, time_axis=0)
+    layer_input = g.op("Concat", g.op("Unsqueeze", time_major, one), g.op("Unsqueeze", reversed_tokens, one), axis=1)
+    layer_outputs = []
+    for index in range(config.num_lstm_layers):
+        output = _lstm_layer(g, config, state, index, layer_input, batch)
+        if config.use_skip_connections and index > 0:
+            output = g.op("Add", output, layer_input)
+        layer_outputs.append(output)
+        layer_input = output
+
+    # 4. Every layer batch-major with the boundaries dropped and zeros at padding.
+    batch_major = [g.op("Concat", tokens, tokens, axis=-1)]
+    for output in layer_outputs:
+        forward = g.op("Gather", output, g.constant(0, dtype=int64), axis=1)  # (T, B, P)
+        backward = g.op("Gather", output, g.constant(1, dtype=int64), axis=1)
+        backward = g.op("ReverseSequence", backward, sequence_lengths, batch_axis=1, time_axis=0)
+        batch_major.append(g.op("Transpose", g.op("Concat", forward, backward, axis=-1), perm=[1, 0, 2]))
+    keep = g.op("Unsqueeze", word_mask, minus_one)  # (B, W, 1)
+    float_zero = g.constant(0.0)
+    layers = []
+    for layer in batch_major:
+        inner = g.op("Slice", layer, one, minus_one, one)  # positions 1 .. T-2
+        layers.append(g.op("Unsqueeze", g.op("Where", keep, inner, float_zero), zero))
+    g.nodes.append(helper.make_node("Concat", layers, [LAYERS], axis=0))
+
+    graph = helper.make_graph(g.nodes, "elmo", inputs, outputs, initializer=g.initializers)
+    model = helper.make_model(
+        graph, opset_imports=[helper.make_opsetid("", OPSET)], producer_name="hf-elmo", ir_version=IR_VERSION
+    )
+    model.doc_string = (
+        f"ELMo encoder: {config.num_lstm_layers} biLSTM layers, projection {projection_dim}, cell {cell_dim}. "
+        f"layers[0] = [token; token], layers[j] = [forward_j; backward_j]."
+    )
+    return model
+
+
+def _token_vectors(g: _GraphBuilder, config, state, char_ids: str, word_mask: str, batch: str, steps: str) -> str:
+    """Character CNN -> highway -> [word embedding;] -> projection of every (B, T) position -> (B, T, P)."""
+    width = config.max_characters_per_token
+    int64 = np.int64
+    prefix = "char_encoder."
+    embedding = _float_array(state, prefix + "char_embedding.weight")
+    _expect_shape(prefix + "char_embedding.weight", embedding, (config.char_vocab_size, config.char_embedding_dim))
+    flat_ids = g.op("Reshape", char_ids, g.constant([-1, width], dtype=int64))  # (N, K)
+    characters = g.op("Gather", g.constant(embedding, "char_embedding"), flat_ids)  # (N, K, D)
+    channels_first = g.op("Transpose", characters, perm=[0, 2, 1])  # (N, D, K)
+    pooled = []
+    for index, (filter_width, count) in enumerate(config.char_cnn_filters):
+        name = f"{prefix}convolutions.{index}"
+        weight = _expect_shape(name + ".weight", _float_array(state, name + ".weight"),
+                               (count, config.char_embedding_dim, filter_width))
+        bias = _expect_shape(name + ".bias", _float_array(state, name + ".bias"), (count,))
+        convolved = g.op("Conv", channels_first, g.constant(weight, f"conv{index}_weight"),
+                         g.constant(bias, f"conv{index}_bias"), kernel_shape=[filter_width])
+        pooled.append(g.op("ReduceMax", convolved, axes=[2], keepdims=0))  # (N, count)
+    features = g.op("Concat", *pooled, axis=1) if len(pooled) > 1 else pooled[0]
+    features = g.op("Tanh" if config.char_cnn_activation == "tanh" else "Relu", features)
+
+    filters = config.num_char_filters
+    for index in range(config.num_highway_layers):
+        name = f"{prefix}highway.layers.{index}"
+        weight = _expect_shape(name + ".weight", _float_array(state, name + ".weight"), (2 * filters, filters))
+        bias = _expect_shape(name + ".bias", _float_array(state, name + ".bias"), (2 * filters,))
+        both = g.op("Add", g.op("MatMul", features, g.constant(weight.T, f"highway{index}_weight")),
+                    g.constant(bias, f"highway{index}_bias"))
+        transform, carry = g.op("Split", both, g.constant([filters, filters], dtype=int64), axis=1, outputs=2)
+        gate = g.op("Sigmoid", carry)
+        features = g.op("Add", g.op("Mul", gate, g.op("Relu", transform)),
+                        g.op("Mul", g.op("Sub", g.constant(1.0), gate), features))
+
+    projection_inputs = filters
+    if config.word_vocab_size:
+        features = g.op("Concat", _word_vectors(g, config, state, word_mask, batch), features, axis=1)
+        projection_inputs += config.word_embedding_dim
+    weight = _expect_shape(prefix + "projection.weight", _float_array(state, prefix + "projection.weight"),
+                           (config.projection_dim, projection_inputs))
+    bias = _expect_shape(prefix + "projection.bias", _float_array(state, prefix + "projection.bias"), (config.projection_dim,))
+    projected = g.op("Add", g.op("MatMul", features, g.constant(weight.T, "projection_weight")),
+                     g.constant(bias, "projection_bias"))
+    token_shape = g.op("Concat", batch, steps, g.constant([config.projection_dim], dtype=int64), axis=0)
+    return g.op("Reshape", projected, token_shape)
+
+
+def _word_vectors(g: _GraphBuilder, config, state, word_mask: str, batch: str) -> str:
+    """(N, word_embedding_dim) word vectors of every position: `<S>` first, `</S>` at every position past the words
+    (so at each row's end too), as `ElmoModel` builds its word ids."""
+    int64 = np.int64
+    name = "char_encoder.word_embedding.weight"
+    table = _expect_shape(name, _float_array(state, name), (config.word_vocab_size, config.word_embedding_dim))
+    eos, bos = g.constant(config.eos_word_id, dtype=int64), g.constant(config.bos_word_id, dtype=int64)
+    inner = g.op("Where", word_mask, WORD_IDS, eos)  # (B, W)
+    column = g.op("ConstantOfShape", g.op("Concat", batch, g.constant([1], dtype=int64), axis=0),
+                  value=helper.make_tensor("zero", TensorProto.INT64, [1], [0]))
+    ids = g.op("Concat", g.op("Add", column, bos), inner, g.op("Add", column, eos), axis=1)  # (B, T)
+    flat = g.op("Reshape", ids, g.constant([-1], dtype=int64))
+    return g.op("Gather", g.constant(table, "word_embedding"), flat)
+
+
+def _lstm_layer(g: _GraphBuilder, config, state, index: int, layer_input: str, batch: str) -> str:
+    """One layer of both directions: (T, 2, B, P) inputs -> (T, 2, B, P) outputs, a Scan over time."""
+    projection_dim, cell_dim = config.projection_dim, config.lstm_cell_dim
+    name = f"bilstm.layers.{index}."
+    input_weight = _expect_shape(name + "input_weight", _float_array(state, name + "input_weight"),
+                                 (2, 4 * cell_dim, projection_dim))
+    recurrent_weight = _expect_shape(name + "recurrent_weight", _float_array(state, name + "recurrent_weight"),
+                                     (2, 4 * cell_dim, projection_dim))
+    bias = _expect_shape(name + "bias", _float_array(state, name + "bias"), (2, 4 * cell_dim)).copy()
+    projection_weight = _expect_shape(name + "projection_weight", _float_array(state, name + "projection_weight"),
+                                      (2, projection_dim, cell_dim))
+    # The forget bias is a run-time constant in the model (the stored bias stays bilm-tf's); add it as it does.
+    forget_offset = np.zeros(4 * cell_dim, dtype=np.float32)
+    forget_offset[cell_dim : 2 * cell_dim] = config.lstm_forget_bias
+    bias = (bias + forget_offset).astype(np.float32)
+
+    prefix = f"lstm{index}_"
+    input_gates = g.op("Add", g.op("MatMul", layer_input, g.constant(input_weight.transpose(0, 2, 1), prefix + "input_weight")),
+                       g.constant(bias[:, None, :], prefix + "bias"))  # (T, 2, B, 4C)
+    recurrent = g.constant(recurrent_weight.transpose(0, 2, 1), prefix + "recurrent_weight")  # (2, P, 4C)
+    projection = g.constant(projection_weight.transpose(0, 2, 1), prefix + "projection_weight")  # (2, C, P)
+    clips = {}
+    for kind in ("cell_clip", "proj_clip"):
+        value = getattr(config, kind)
+        if value:
+            clips[kind] = (g.constant(-value, prefix + kind + "_low"), g.constant(value, prefix + kind + "_high"))
+    split_sizes = g.constant([cell_dim] * 4, prefix + "gate_sizes", dtype=np.int64)
+
+    body = _GraphBuilder(prefix=prefix + "step_")
+    h_in, c_in, gates_in = prefix + "h", prefix + "c", prefix + "gates"
+    gates = body.op("Add", gates_in, body.op("MatMul", h_in, recurrent))  # (2, B, 4C)
+    input_gate, forget_gate, cell_input, output_gate = body.op("Split", gates, split_sizes, axis=-1, outputs=4)
+    cell = body.op("Add", body.op("Mul", body.op("Sigmoid", input_gate), body.op("Tanh", cell_input)),
+                   body.op("Mul", body.op("Sigmoid", forget_gate), c_in))
+    if "cell_clip" in clips:
+        cell = body.op("Clip", cell, *clips["cell_clip"])
+    hidden = body.op("MatMul", body.op("Mul", body.op("Sigmoid", output_gate), body.op("Tanh", cell)), projection)
+    if "proj_clip" in clips:
+        hidden = body.op("Clip", hidden, *clips["proj_clip"])
+    step_output = body.op("Identity", hidden)
+    float_type = TensorProto.FLOAT
+    body_graph = helper.make_graph(
+        body.nodes, prefix + "step",
+        [helper.make_tensor_value_info(h_in, float_type, [2, "batch", projection_dim]),
+         helper.make_tensor_value_info(c_in, float_type, [2, "batch", cell_dim]),
+         helper.make_tensor_value_info(gates_in, float_type, [2, "batch", 4 * cell_dim])],
+        [helper.make_tensor_value_info(hidden, float_type, [2, "batch", projection_dim]),
+         helper.make_tensor_value_info(cell, float_type, [2, "batch", cell_dim]),
+         helper.make_tensor_value_info(step_output, float_type, [2, "batch", projection_dim])],
+    )
+
+    def zeros(size: int) -> str:
+        shape = g.op("Concat", g.constant([2], dtype=np.int64), batch, g.constant([size], dtype=np.int64), axis=0)
+        return g.op("ConstantOfShape", shape, value=helper.make_tensor("zero", float_type, [1], [0.0]))
+
+    _, _, outputs = g.op("Scan", zeros(projection_dim), zeros(cell_dim), input_gates, outputs=3,
+                         body=body_graph, num_scan_inputs=1)
+    return outputs
+
+
+__all__ = ["ATTENTION_MASK", "INPUT_IDS", "LAYERS", "OPSET", "WORD_IDS", "elmo_onnx_model"]
