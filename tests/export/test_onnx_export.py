@@ -9,7 +9,9 @@ without example inputs, so no sentence length is special; a 150-word sentence ch
 
 from __future__ import annotations
 
+import importlib.util
 import json
+import sys
 
 import numpy as np
 import pytest
@@ -25,7 +27,7 @@ from hf_elmo.cli import main as cli_main  # noqa: E402
 from hf_elmo.export import export_onnx  # noqa: E402
 from hf_elmo.export.onnx_graph import elmo_onnx_model  # noqa: E402
 from numerics import bilm_tolerance  # noqa: E402
-from paths import FIXTURES  # noqa: E402
+from paths import FIXTURES, REPO_ROOT  # noqa: E402
 
 pytestmark = pytest.mark.numerics  # also run under forced AVX2 kernels by .ci/run
 
@@ -249,3 +251,39 @@ def test_a_model_without_its_tokenizer_is_refused(tmp_path):
     with pytest.raises(ValueError, match="pass its tokenizer"):
         export_onnx(random_model(), tmp_path / "export")
     assert list(tmp_path.iterdir()) == []
+
+
+def test_a_model_with_a_token_cache_and_a_task_model(tmp_path):
+    """The token cache's buffers are not weights of the graph; a task model exports its biLM (`.elmo`)."""
+    from hf_elmo import ElmoForTokenClassification
+
+    tokenizer = ElmoTokenizer(segmenter="whitespace")
+    cached = random_model(seed=8)
+    cached.build_token_cache(torch.tensor([tokenizer.word_to_char_ids(word) for word in ["the", "cat", "sat"]]))
+    feeds = {name: np.asarray(value, dtype=np.int64) for name, value in tokenizer(
+        [["the", "cat", "sat", "down"], ["cat"]], is_split_into_words=True, padding=True, return_tensors="np").items()}
+    folder = export_onnx(cached, tmp_path / "cached", tokenizer=tokenizer)
+    assert_matches_model(cached, session(folder / "model.onnx"), feeds)
+
+    torch.manual_seed(9)
+    tagger = ElmoForTokenClassification(ElmoConfig(**{**cached.config.to_dict(), "num_labels": 3, "token_cache_size": 0}))
+    folder = export_onnx(tagger, tmp_path / "tagger", tokenizer=tokenizer)
+    assert_matches_model(use_reference_lstm(tagger.elmo), session(folder / "model.onnx"), feeds)
+
+
+def test_command_without_onnx_names_the_extra(tmp_path, monkeypatch, capsys):
+    monkeypatch.setitem(sys.modules, "onnx", None)  # `import onnx` raises ImportError
+    code = cli_main(["export", "--format", "onnx", "--output", str(tmp_path / "export")])
+    assert code == 2
+    assert "pip install 'hf-elmo[export]'" in capsys.readouterr().err
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_the_benchmark_runs_on_a_tiny_model(capsys):
+    """benchmarks/bench_onnx.py --tiny: a smoke test (the figures of a tiny model mean nothing)."""
+    spec = importlib.util.spec_from_file_location("bench_onnx", REPO_ROOT / "benchmarks" / "bench_onnx.py")
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    assert bench.main(["--tiny", "--repeats", "1", "--threads", "1"]) == 0
+    table = [line for line in capsys.readouterr().out.splitlines() if line.startswith("| 1 x 20") or line.startswith("| 32 x 20")]
+    assert len(table) == 2
