@@ -6,10 +6,11 @@ PyTorch modules compute. The graph, for `input_ids` (B, W, K), `attention_mask` 
 1. `<S>` at position 0 and `</S>` at each row's position length + 1 (the config's boundary rows), T = W + 2.
 2. Layer 0: character embedding -> one Conv per filter -> max over positions -> activation -> highway layers ->
    [word embedding;] -> projection, for every position (padding too; it is masked at the end).
-3. The biLSTM: both directions of a layer run in one ONNX `Scan` over time, their weights stacked on a leading
-   axis of 2. The backward direction reads each row reversed within its own length (`ReverseSequence`), so the
-   padding stays at the end and can only influence steps past the row's length, whose outputs are dropped. The
-   input products of all steps are one MatMul before the Scan; the loop body holds only the per-step work.
+3. The biLSTM: both directions of a layer run in one ONNX `Scan` over time. The backward direction reads each
+   row reversed within its own length (`ReverseSequence`), so the padding stays at the end and can only
+   influence steps past the row's length, whose outputs are dropped. The input products of all steps are one
+   MatMul per direction before the Scan; the loop body holds only the per-step work. Every weight is a 2-D
+   constant, the form onnxruntime packs once for its matrix kernels.
 4. `layers` (L+1, B, W, 2P): [token; token] and [forward_j; backward_j], boundaries dropped, exactly zero at
    padding (`Where`, so nothing computed at padding can leak into the output).
 
@@ -113,23 +114,21 @@ def elmo_onnx_model(config, state: Mapping) -> onnx.ModelProto:
     # 2. Layer 0 of every position.
     tokens = _token_vectors(g, config, state, char_ids, word_mask, batch, steps)  # (B, T, P)
 
-    # 3. The biLSTM, time-major (T, 2, B, P); the backward half reversed within each row's length.
-    time_major = g.op("Transpose", tokens, perm=[1, 0, 2])
-    reversed_tokens = g.op("ReverseSequence", time_major, sequence_lengths, batch_axis=1, time_axis=0)
-    layer_input = g.op("Concat", g.op("Unsqueeze", time_major, one), g.op("Unsqueeze", reversed_tokens, one), axis=1)
+    # 3. The biLSTM, time-major (T, B, P) per direction; the backward input reversed within each row's length.
+    forward_input = g.op("Transpose", tokens, perm=[1, 0, 2])
+    backward_input = g.op("ReverseSequence", forward_input, sequence_lengths, batch_axis=1, time_axis=0)
     layer_outputs = []
     for index in range(config.num_lstm_layers):
-        output = _lstm_layer(g, config, state, index, layer_input, batch)
+        forward_output, backward_output = _lstm_layer(g, config, state, index, (forward_input, backward_input), batch)
         if config.use_skip_connections and index > 0:
-            output = g.op("Add", output, layer_input)
-        layer_outputs.append(output)
-        layer_input = output
+            forward_output = g.op("Add", forward_output, forward_input)
+            backward_output = g.op("Add", backward_output, backward_input)
+        layer_outputs.append((forward_output, backward_output))
+        forward_input, backward_input = forward_output, backward_output
 
     # 4. Every layer batch-major with the boundaries dropped and zeros at padding.
     batch_major = [g.op("Concat", tokens, tokens, axis=-1)]
-    for output in layer_outputs:
-        forward = g.op("Gather", output, g.constant(0, dtype=int64), axis=1)  # (T, B, P)
-        backward = g.op("Gather", output, g.constant(1, dtype=int64), axis=1)
+    for forward, backward in layer_outputs:
         backward = g.op("ReverseSequence", backward, sequence_lengths, batch_axis=1, time_axis=0)
         batch_major.append(g.op("Transpose", g.op("Concat", forward, backward, axis=-1), perm=[1, 0, 2]))
     keep = g.op("Unsqueeze", word_mask, minus_one)  # (B, W, 1)
@@ -213,64 +212,76 @@ def _word_vectors(g: _GraphBuilder, config, state, word_mask: str, batch: str) -
     return g.op("Gather", g.constant(table, "word_embedding"), flat)
 
 
-def _lstm_layer(g: _GraphBuilder, config, state, index: int, layer_input: str, batch: str) -> str:
-    """One layer of both directions: (T, 2, B, P) inputs -> (T, 2, B, P) outputs, a Scan over time."""
+def _lstm_layer(g: _GraphBuilder, config, state, index: int, inputs: tuple[str, str], batch: str) -> list[str]:
+    """One layer of both directions, a Scan over time: (T, B, P) inputs per direction -> (T, B, P) outputs.
+
+    Every product has a 2-D constant weight (onnxruntime packs those once, when the session is made): the input
+    products of all steps are one (T * B, P) x (P, 4C) product per direction before the loop, and the loop body
+    holds each direction's recurrent and projection products and its gates."""
     projection_dim, cell_dim = config.projection_dim, config.lstm_cell_dim
     name = f"bilstm.layers.{index}."
     input_weight = _expect_shape(name + "input_weight", _float_array(state, name + "input_weight"),
                                  (2, 4 * cell_dim, projection_dim))
     recurrent_weight = _expect_shape(name + "recurrent_weight", _float_array(state, name + "recurrent_weight"),
                                      (2, 4 * cell_dim, projection_dim))
-    bias = _expect_shape(name + "bias", _float_array(state, name + "bias"), (2, 4 * cell_dim)).copy()
+    bias = _expect_shape(name + "bias", _float_array(state, name + "bias"), (2, 4 * cell_dim))
     projection_weight = _expect_shape(name + "projection_weight", _float_array(state, name + "projection_weight"),
                                       (2, projection_dim, cell_dim))
-    # The forget bias is a run-time constant in the model (the stored bias stays bilm-tf's); add it as it does.
+    # The forget bias is a run-time constant of the model (the stored bias stays bilm-tf's); added as it does.
     forget_offset = np.zeros(4 * cell_dim, dtype=np.float32)
     forget_offset[cell_dim : 2 * cell_dim] = config.lstm_forget_bias
     bias = (bias + forget_offset).astype(np.float32)
 
+    int64 = np.int64
     prefix = f"lstm{index}_"
-    input_gates = g.op("Add", g.op("MatMul", layer_input, g.constant(input_weight.transpose(0, 2, 1), prefix + "input_weight")),
-                       g.constant(bias[:, None, :], prefix + "bias"))  # (T, 2, B, 4C)
-    recurrent = g.constant(recurrent_weight.transpose(0, 2, 1), prefix + "recurrent_weight")  # (2, P, 4C)
-    projection = g.constant(projection_weight.transpose(0, 2, 1), prefix + "projection_weight")  # (2, C, P)
     clips = {}
     for kind in ("cell_clip", "proj_clip"):
         value = getattr(config, kind)
         if value:
             clips[kind] = (g.constant(-value, prefix + kind + "_low"), g.constant(value, prefix + kind + "_high"))
-    split_sizes = g.constant([cell_dim] * 4, prefix + "gate_sizes", dtype=np.int64)
-
-    body = _GraphBuilder(prefix=prefix + "step_")
-    h_in, c_in, gates_in = prefix + "h", prefix + "c", prefix + "gates"
-    gates = body.op("Add", gates_in, body.op("MatMul", h_in, recurrent))  # (2, B, 4C)
-    input_gate, forget_gate, cell_input, output_gate = body.op("Split", gates, split_sizes, axis=-1, outputs=4)
-    cell = body.op("Add", body.op("Mul", body.op("Sigmoid", input_gate), body.op("Tanh", cell_input)),
-                   body.op("Mul", body.op("Sigmoid", forget_gate), c_in))
-    if "cell_clip" in clips:
-        cell = body.op("Clip", cell, *clips["cell_clip"])
-    hidden = body.op("MatMul", body.op("Mul", body.op("Sigmoid", output_gate), body.op("Tanh", cell)), projection)
-    if "proj_clip" in clips:
-        hidden = body.op("Clip", hidden, *clips["proj_clip"])
-    step_output = body.op("Identity", hidden)
+    split_sizes = g.constant([cell_dim] * 4, prefix + "gate_sizes", dtype=int64)
     float_type = TensorProto.FLOAT
-    body_graph = helper.make_graph(
-        body.nodes, prefix + "step",
-        [helper.make_tensor_value_info(h_in, float_type, [2, "batch", projection_dim]),
-         helper.make_tensor_value_info(c_in, float_type, [2, "batch", cell_dim]),
-         helper.make_tensor_value_info(gates_in, float_type, [2, "batch", 4 * cell_dim])],
-        [helper.make_tensor_value_info(hidden, float_type, [2, "batch", projection_dim]),
-         helper.make_tensor_value_info(cell, float_type, [2, "batch", cell_dim]),
-         helper.make_tensor_value_info(step_output, float_type, [2, "batch", projection_dim])],
-    )
+    body = _GraphBuilder(prefix=prefix + "step_")
+    body_inputs, body_outputs, initial_states, scan_inputs, step_outputs = [], [], [], [], []
+    for direction, direction_input in enumerate(inputs):
+        tag = f"{prefix}{'forward' if direction == 0 else 'backward'}_"
+        rows = g.op("Reshape", direction_input, g.constant([-1, projection_dim], dtype=int64))  # (T * B, P)
+        gates = g.op("Add", g.op("MatMul", rows, g.constant(input_weight[direction].T, tag + "input_weight")),
+                     g.constant(bias[direction], tag + "bias"))
+        gates_shape = g.op("Concat", g.op("Shape", direction_input, start=0, end=2),
+                           g.constant([4 * cell_dim], dtype=int64), axis=0)
+        scan_inputs.append(g.op("Reshape", gates, gates_shape))  # (T, B, 4C)
+        recurrent = g.constant(recurrent_weight[direction].T, tag + "recurrent_weight")  # (P, 4C)
+        projection = g.constant(projection_weight[direction].T, tag + "projection_weight")  # (C, P)
 
-    def zeros(size: int) -> str:
-        shape = g.op("Concat", g.constant([2], dtype=np.int64), batch, g.constant([size], dtype=np.int64), axis=0)
-        return g.op("ConstantOfShape", shape, value=helper.make_tensor("zero", float_type, [1], [0.0]))
+        h_in, c_in, gates_in = tag + "h", tag + "c", tag + "gates"
+        step_gates = body.op("Add", gates_in, body.op("MatMul", h_in, recurrent))  # (B, 4C)
+        input_gate, forget_gate, cell_input, output_gate = body.op("Split", step_gates, split_sizes, axis=-1, outputs=4)
+        cell = body.op("Add", body.op("Mul", body.op("Sigmoid", input_gate), body.op("Tanh", cell_input)),
+                       body.op("Mul", body.op("Sigmoid", forget_gate), c_in))
+        if "cell_clip" in clips:
+            cell = body.op("Clip", cell, *clips["cell_clip"])
+        hidden = body.op("MatMul", body.op("Mul", body.op("Sigmoid", output_gate), body.op("Tanh", cell)), projection)
+        if "proj_clip" in clips:
+            hidden = body.op("Clip", hidden, *clips["proj_clip"])
+        body_inputs += [helper.make_tensor_value_info(h_in, float_type, ["batch", projection_dim]),
+                        helper.make_tensor_value_info(c_in, float_type, ["batch", cell_dim])]
+        body_outputs += [helper.make_tensor_value_info(hidden, float_type, ["batch", projection_dim]),
+                         helper.make_tensor_value_info(cell, float_type, ["batch", cell_dim])]
+        step_outputs.append(helper.make_tensor_value_info(body.op("Identity", hidden), float_type, ["batch", projection_dim]))
+        initial_states += [_zeros(g, batch, projection_dim), _zeros(g, batch, cell_dim)]
+    # The body reads its states first, then one slice of each scan input, in the order the Scan node lists them.
+    scan_slice_inputs = [helper.make_tensor_value_info(prefix + f"{d}_gates", float_type, ["batch", 4 * cell_dim])
+                         for d in ("forward", "backward")]
+    body_graph = helper.make_graph(body.nodes, prefix + "step", body_inputs + scan_slice_inputs, body_outputs + step_outputs)
+    outputs = g.op("Scan", *initial_states, *scan_inputs, outputs=6, body=body_graph, num_scan_inputs=2)
+    return outputs[4:]
 
-    _, _, outputs = g.op("Scan", zeros(projection_dim), zeros(cell_dim), input_gates, outputs=3,
-                         body=body_graph, num_scan_inputs=1)
-    return outputs
+
+def _zeros(g: _GraphBuilder, batch: str, size: int) -> str:
+    """A zero state (B, size)."""
+    shape = g.op("Concat", batch, g.constant([size], dtype=np.int64), axis=0)
+    return g.op("ConstantOfShape", shape, value=helper.make_tensor("zero", TensorProto.FLOAT, [1], [0.0]))
 
 
 __all__ = ["ATTENTION_MASK", "INPUT_IDS", "LAYERS", "OPSET", "WORD_IDS", "elmo_onnx_model"]
