@@ -20,6 +20,7 @@ Every length is read from the inputs at run time, so the graph runs on batches a
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import dataclass
 
 import numpy as np
 import onnx
@@ -73,33 +74,51 @@ def _expect_shape(name: str, array: np.ndarray, shape: tuple[int, ...]) -> np.nd
 def elmo_onnx_model(config, state: Mapping) -> onnx.ModelProto:
     """The ONNX model of `ElmoModel(config)` with the weights `state` (a state dict of tensors or arrays)."""
     g = _GraphBuilder()
-    width = config.max_characters_per_token
-    projection_dim, cell_dim = config.projection_dim, config.lstm_cell_dim
-    with_words = bool(config.word_vocab_size)
-
+    width, projection_dim = config.max_characters_per_token, config.projection_dim
     inputs = [
         helper.make_tensor_value_info(INPUT_IDS, TensorProto.INT64, ["batch", "words", width]),
         helper.make_tensor_value_info(ATTENTION_MASK, TensorProto.INT64, ["batch", "words"]),
     ]
-    if with_words:
+    if config.word_vocab_size:
         inputs.append(helper.make_tensor_value_info(WORD_IDS, TensorProto.INT64, ["batch", "words"]))
     layer_count = config.num_lstm_layers + 1
     outputs = [helper.make_tensor_value_info(LAYERS, TensorProto.FLOAT, [layer_count, "batch", "words", 2 * projection_dim])]
 
-    int64 = np.int64
-    zero, one, two = (g.constant([v], dtype=int64) for v in (0, 1, 2))
-    minus_one = g.constant([-1], dtype=int64)
+    sentences = _sentences_with_boundaries(g, config)
+    tokens = _token_vectors(g, config, state, sentences)  # (B, T, P)
+    lstm_layers = _bilstm(g, config, state, tokens, sentences)
+    _output_layers(g, [g.op("Concat", tokens, tokens, axis=-1), *lstm_layers], sentences.word_mask)
 
-    # Sizes read at run time.
+    graph = helper.make_graph(g.nodes, "elmo", inputs, outputs, initializer=g.initializers)
+    model = helper.make_model(
+        graph, opset_imports=[helper.make_opsetid("", OPSET)], producer_name="hf-elmo", ir_version=IR_VERSION
+    )
+    model.doc_string = (
+        f"ELMo encoder: {config.num_lstm_layers} biLSTM layers, projection {projection_dim}, cell "
+        f"{config.lstm_cell_dim}. layers[0] = [token; token], layers[j] = [forward_j; backward_j]."
+    )
+    return model
+
+
+@dataclass(frozen=True)
+class _Sentences:
+    """Tensor names of the batch with its sentence boundaries."""
+
+    char_ids: str  # (B, T, K): <S>, the words, </S> at each row's length + 1, zeros after
+    word_mask: str  # (B, W) bool
+    lengths: str  # (B,) int64: words + 2
+    batch: str  # (1,) int64: B
+    steps: str  # (1,) int64: T = W + 2
+
+
+def _sentences_with_boundaries(g: _GraphBuilder, config) -> _Sentences:
+    int64, width = np.int64, config.max_characters_per_token
+    zero, one, two, minus_one = (g.constant([v], dtype=int64) for v in (0, 1, 2, -1))
     ids_shape = g.op("Shape", INPUT_IDS)
-    batch = g.op("Slice", ids_shape, zero, one)  # (1,)
-    words = g.op("Slice", ids_shape, one, two)
-    steps = g.op("Add", words, two)  # T = W + 2
-
-    # 1. Sentence boundaries.
-    word_mask = g.op("Cast", ATTENTION_MASK, to=TensorProto.BOOL)  # (B, W)
-    word_counts = g.op("ReduceSum", ATTENTION_MASK, one, keepdims=0)  # (B,)
-    sequence_lengths = g.op("Add", word_counts, g.constant(2, dtype=int64))  # (B,) words + <S> + </S>
+    batch = g.op("Slice", ids_shape, zero, one)
+    steps = g.op("Add", g.op("Slice", ids_shape, one, two), two)
+    word_mask = g.op("Cast", ATTENTION_MASK, to=TensorProto.BOOL)
+    lengths = g.op("Add", g.op("ReduceSum", ATTENTION_MASK, one, keepdims=0), g.constant(2, dtype=int64))
     masked_ids = g.op("Mul", INPUT_IDS, g.op("Unsqueeze", ATTENTION_MASK, minus_one))
     edge_shape = g.op("Concat", batch, one, g.constant([width], dtype=int64), axis=0)
     edge_zeros = g.op("ConstantOfShape", edge_shape, value=helper.make_tensor("zero", TensorProto.INT64, [1], [0]))
@@ -107,57 +126,49 @@ def elmo_onnx_model(config, state: Mapping) -> onnx.ModelProto:
     eos_row = g.constant(np.reshape(config.eos_char_ids, (1, 1, width)), "eos_char_ids", dtype=int64)
     padded_ids = g.op("Concat", g.op("Add", edge_zeros, bos_row), masked_ids, edge_zeros, axis=1)  # (B, T, K)
     positions = g.op("Range", g.constant(0, dtype=int64), g.op("Squeeze", steps, zero), g.constant(1, dtype=int64))
-    eos_position = g.op("Sub", sequence_lengths, g.constant(1, dtype=int64))
+    eos_position = g.op("Sub", lengths, g.constant(1, dtype=int64))
     at_eos = g.op("Equal", g.op("Unsqueeze", positions, zero), g.op("Unsqueeze", eos_position, one))  # (B, T)
     char_ids = g.op("Where", g.op("Unsqueeze", at_eos, minus_one), eos_row, padded_ids)
+    return _Sentences(char_ids, word_mask, lengths, batch, steps)
 
-    # 2. Layer 0 of every position.
-    tokens = _token_vectors(g, config, state, char_ids, word_mask, batch, steps)  # (B, T, P)
 
-    # 3. The biLSTM, time-major (T, B, P) per direction; the backward input reversed within each row's length.
+def _bilstm(g: _GraphBuilder, config, state, tokens: str, sentences: _Sentences) -> list[str]:
+    """The biLSTM layers, each (B, T, 2P) `[forward; backward]`. Each direction runs time-major (T, B, P); the
+    backward one on its input reversed within each row's length, its outputs reversed back at the end."""
     forward_input = g.op("Transpose", tokens, perm=[1, 0, 2])
-    backward_input = g.op("ReverseSequence", forward_input, sequence_lengths, batch_axis=1, time_axis=0)
-    layer_outputs = []
+    backward_input = g.op("ReverseSequence", forward_input, sentences.lengths, batch_axis=1, time_axis=0)
+    layers = []
     for index in range(config.num_lstm_layers):
-        forward_output, backward_output = _lstm_layer(g, config, state, index, (forward_input, backward_input), batch)
+        forward, backward = _lstm_layer(g, config, state, index, (forward_input, backward_input), sentences.batch)
         if config.use_skip_connections and index > 0:
-            forward_output = g.op("Add", forward_output, forward_input)
-            backward_output = g.op("Add", backward_output, backward_input)
-        layer_outputs.append((forward_output, backward_output))
-        forward_input, backward_input = forward_output, backward_output
+            forward, backward = g.op("Add", forward, forward_input), g.op("Add", backward, backward_input)
+        forward_input, backward_input = forward, backward
+        backward = g.op("ReverseSequence", backward, sentences.lengths, batch_axis=1, time_axis=0)
+        layers.append(g.op("Transpose", g.op("Concat", forward, backward, axis=-1), perm=[1, 0, 2]))
+    return layers
 
-    # 4. Every layer batch-major with the boundaries dropped and zeros at padding.
-    batch_major = [g.op("Concat", tokens, tokens, axis=-1)]
-    for forward, backward in layer_outputs:
-        backward = g.op("ReverseSequence", backward, sequence_lengths, batch_axis=1, time_axis=0)
-        batch_major.append(g.op("Transpose", g.op("Concat", forward, backward, axis=-1), perm=[1, 0, 2]))
+
+def _output_layers(g: _GraphBuilder, layers: list[str], word_mask: str) -> None:
+    """`layers` (B, T, 2P) each -> the graph output (L+1, B, W, 2P): boundaries dropped, exactly zero at padding
+    (`Where`, so nothing computed at padding can leak into the output)."""
+    zero, one, minus_one = (g.constant([v], dtype=np.int64) for v in (0, 1, -1))
     keep = g.op("Unsqueeze", word_mask, minus_one)  # (B, W, 1)
     float_zero = g.constant(0.0)
-    layers = []
-    for layer in batch_major:
+    inner_layers = []
+    for layer in layers:
         inner = g.op("Slice", layer, one, minus_one, one)  # positions 1 .. T-2
-        layers.append(g.op("Unsqueeze", g.op("Where", keep, inner, float_zero), zero))
-    g.nodes.append(helper.make_node("Concat", layers, [LAYERS], axis=0))
-
-    graph = helper.make_graph(g.nodes, "elmo", inputs, outputs, initializer=g.initializers)
-    model = helper.make_model(
-        graph, opset_imports=[helper.make_opsetid("", OPSET)], producer_name="hf-elmo", ir_version=IR_VERSION
-    )
-    model.doc_string = (
-        f"ELMo encoder: {config.num_lstm_layers} biLSTM layers, projection {projection_dim}, cell {cell_dim}. "
-        f"layers[0] = [token; token], layers[j] = [forward_j; backward_j]."
-    )
-    return model
+        inner_layers.append(g.op("Unsqueeze", g.op("Where", keep, inner, float_zero), zero))
+    g.nodes.append(helper.make_node("Concat", inner_layers, [LAYERS], axis=0))
 
 
-def _token_vectors(g: _GraphBuilder, config, state, char_ids: str, word_mask: str, batch: str, steps: str) -> str:
+def _token_vectors(g: _GraphBuilder, config, state, sentences: _Sentences) -> str:
     """Character CNN -> highway -> [word embedding;] -> projection of every (B, T) position -> (B, T, P)."""
     width = config.max_characters_per_token
     int64 = np.int64
     prefix = "char_encoder."
     embedding = _float_array(state, prefix + "char_embedding.weight")
     _expect_shape(prefix + "char_embedding.weight", embedding, (config.char_vocab_size, config.char_embedding_dim))
-    flat_ids = g.op("Reshape", char_ids, g.constant([-1, width], dtype=int64))  # (N, K)
+    flat_ids = g.op("Reshape", sentences.char_ids, g.constant([-1, width], dtype=int64))  # (N, K)
     characters = g.op("Gather", g.constant(embedding, "char_embedding"), flat_ids)  # (N, K, D)
     channels_first = g.op("Transpose", characters, perm=[0, 2, 1])  # (N, D, K)
     pooled = []
@@ -172,7 +183,7 @@ def _token_vectors(g: _GraphBuilder, config, state, char_ids: str, word_mask: st
     features = g.op("Concat", *pooled, axis=1) if len(pooled) > 1 else pooled[0]
     features = g.op("Tanh" if config.char_cnn_activation == "tanh" else "Relu", features)
 
-    filters = config.num_char_filters
+    filters = sum(count for _, count in config.char_cnn_filters)
     for index in range(config.num_highway_layers):
         name = f"{prefix}highway.layers.{index}"
         weight = _expect_shape(name + ".weight", _float_array(state, name + ".weight"), (2 * filters, filters))
@@ -186,30 +197,47 @@ def _token_vectors(g: _GraphBuilder, config, state, char_ids: str, word_mask: st
 
     projection_inputs = filters
     if config.word_vocab_size:
-        features = g.op("Concat", _word_vectors(g, config, state, word_mask, batch), features, axis=1)
+        features = g.op("Concat", _word_vectors(g, config, state, sentences), features, axis=1)
         projection_inputs += config.word_embedding_dim
     weight = _expect_shape(prefix + "projection.weight", _float_array(state, prefix + "projection.weight"),
                            (config.projection_dim, projection_inputs))
     bias = _expect_shape(prefix + "projection.bias", _float_array(state, prefix + "projection.bias"), (config.projection_dim,))
     projected = g.op("Add", g.op("MatMul", features, g.constant(weight.T, "projection_weight")),
                      g.constant(bias, "projection_bias"))
-    token_shape = g.op("Concat", batch, steps, g.constant([config.projection_dim], dtype=int64), axis=0)
+    token_shape = g.op("Concat", sentences.batch, sentences.steps, g.constant([config.projection_dim], dtype=int64), axis=0)
     return g.op("Reshape", projected, token_shape)
 
 
-def _word_vectors(g: _GraphBuilder, config, state, word_mask: str, batch: str) -> str:
+def _word_vectors(g: _GraphBuilder, config, state, sentences: _Sentences) -> str:
     """(N, word_embedding_dim) word vectors of every position: `<S>` first, `</S>` at every position past the words
     (so at each row's end too), as `ElmoModel` builds its word ids."""
     int64 = np.int64
     name = "char_encoder.word_embedding.weight"
     table = _expect_shape(name, _float_array(state, name), (config.word_vocab_size, config.word_embedding_dim))
     eos, bos = g.constant(config.eos_word_id, dtype=int64), g.constant(config.bos_word_id, dtype=int64)
-    inner = g.op("Where", word_mask, WORD_IDS, eos)  # (B, W)
-    column = g.op("ConstantOfShape", g.op("Concat", batch, g.constant([1], dtype=int64), axis=0),
+    inner = g.op("Where", sentences.word_mask, WORD_IDS, eos)  # (B, W)
+    column = g.op("ConstantOfShape", g.op("Concat", sentences.batch, g.constant([1], dtype=int64), axis=0),
                   value=helper.make_tensor("zero", TensorProto.INT64, [1], [0]))
     ids = g.op("Concat", g.op("Add", column, bos), inner, g.op("Add", column, eos), axis=1)  # (B, T)
     flat = g.op("Reshape", ids, g.constant([-1], dtype=int64))
     return g.op("Gather", g.constant(table, "word_embedding"), flat)
+
+
+def _lstm_weights(config, state, index: int) -> tuple[np.ndarray, ...]:
+    """Layer `index`'s input (2, 4C, P), recurrent (2, 4C, P), projection (2, P, C) weights and bias (2, 4C), the
+    bias with the forget-gate constant added: the model adds `lstm_forget_bias` at run time (its stored bias stays
+    bilm-tf's), the graph once here."""
+    projection_dim, cell_dim = config.projection_dim, config.lstm_cell_dim
+    shapes = {"input_weight": (2, 4 * cell_dim, projection_dim), "recurrent_weight": (2, 4 * cell_dim, projection_dim),
+              "projection_weight": (2, projection_dim, cell_dim), "bias": (2, 4 * cell_dim)}
+    weights = {}
+    for kind, shape in shapes.items():
+        name = f"bilstm.layers.{index}.{kind}"
+        weights[kind] = _expect_shape(name, _float_array(state, name), shape)
+    forget_offset = np.zeros(4 * cell_dim, dtype=np.float32)
+    forget_offset[cell_dim : 2 * cell_dim] = config.lstm_forget_bias
+    bias = (weights["bias"] + forget_offset).astype(np.float32)
+    return weights["input_weight"], weights["recurrent_weight"], weights["projection_weight"], bias
 
 
 def _lstm_layer(g: _GraphBuilder, config, state, index: int, inputs: tuple[str, str], batch: str) -> list[str]:
@@ -219,20 +247,8 @@ def _lstm_layer(g: _GraphBuilder, config, state, index: int, inputs: tuple[str, 
     products of all steps are one (T * B, P) x (P, 4C) product per direction before the loop, and the loop body
     holds each direction's recurrent and projection products and its gates."""
     projection_dim, cell_dim = config.projection_dim, config.lstm_cell_dim
-    name = f"bilstm.layers.{index}."
-    input_weight = _expect_shape(name + "input_weight", _float_array(state, name + "input_weight"),
-                                 (2, 4 * cell_dim, projection_dim))
-    recurrent_weight = _expect_shape(name + "recurrent_weight", _float_array(state, name + "recurrent_weight"),
-                                     (2, 4 * cell_dim, projection_dim))
-    bias = _expect_shape(name + "bias", _float_array(state, name + "bias"), (2, 4 * cell_dim))
-    projection_weight = _expect_shape(name + "projection_weight", _float_array(state, name + "projection_weight"),
-                                      (2, projection_dim, cell_dim))
-    # The forget bias is a run-time constant of the model (the stored bias stays bilm-tf's); added as it does.
-    forget_offset = np.zeros(4 * cell_dim, dtype=np.float32)
-    forget_offset[cell_dim : 2 * cell_dim] = config.lstm_forget_bias
-    bias = (bias + forget_offset).astype(np.float32)
-
-    int64 = np.int64
+    input_weight, recurrent_weight, projection_weight, bias = _lstm_weights(config, state, index)
+    int64, float_type = np.int64, TensorProto.FLOAT
     prefix = f"lstm{index}_"
     clips = {}
     for kind in ("cell_clip", "proj_clip"):
@@ -240,9 +256,8 @@ def _lstm_layer(g: _GraphBuilder, config, state, index: int, inputs: tuple[str, 
         if value:
             clips[kind] = (g.constant(-value, prefix + kind + "_low"), g.constant(value, prefix + kind + "_high"))
     split_sizes = g.constant([cell_dim] * 4, prefix + "gate_sizes", dtype=int64)
-    float_type = TensorProto.FLOAT
     body = _GraphBuilder(prefix=prefix + "step_")
-    body_inputs, body_outputs, initial_states, scan_inputs, step_outputs = [], [], [], [], []
+    state_inputs, state_outputs, step_outputs, slice_inputs, initial_states, scan_inputs = [], [], [], [], [], []
     for direction, direction_input in enumerate(inputs):
         tag = f"{prefix}{'forward' if direction == 0 else 'backward'}_"
         rows = g.op("Reshape", direction_input, g.constant([-1, projection_dim], dtype=int64))  # (T * B, P)
@@ -251,31 +266,38 @@ def _lstm_layer(g: _GraphBuilder, config, state, index: int, inputs: tuple[str, 
         gates_shape = g.op("Concat", g.op("Shape", direction_input, start=0, end=2),
                            g.constant([4 * cell_dim], dtype=int64), axis=0)
         scan_inputs.append(g.op("Reshape", gates, gates_shape))  # (T, B, 4C)
-        recurrent = g.constant(recurrent_weight[direction].T, tag + "recurrent_weight")  # (P, 4C)
-        projection = g.constant(projection_weight[direction].T, tag + "projection_weight")  # (C, P)
-
-        h_in, c_in, gates_in = tag + "h", tag + "c", tag + "gates"
-        step_gates = body.op("Add", gates_in, body.op("MatMul", h_in, recurrent))  # (B, 4C)
-        input_gate, forget_gate, cell_input, output_gate = body.op("Split", step_gates, split_sizes, axis=-1, outputs=4)
-        cell = body.op("Add", body.op("Mul", body.op("Sigmoid", input_gate), body.op("Tanh", cell_input)),
-                       body.op("Mul", body.op("Sigmoid", forget_gate), c_in))
-        if "cell_clip" in clips:
-            cell = body.op("Clip", cell, *clips["cell_clip"])
-        hidden = body.op("MatMul", body.op("Mul", body.op("Sigmoid", output_gate), body.op("Tanh", cell)), projection)
-        if "proj_clip" in clips:
-            hidden = body.op("Clip", hidden, *clips["proj_clip"])
-        body_inputs += [helper.make_tensor_value_info(h_in, float_type, ["batch", projection_dim]),
-                        helper.make_tensor_value_info(c_in, float_type, ["batch", cell_dim])]
-        body_outputs += [helper.make_tensor_value_info(hidden, float_type, ["batch", projection_dim]),
-                         helper.make_tensor_value_info(cell, float_type, ["batch", cell_dim])]
-        step_outputs.append(helper.make_tensor_value_info(body.op("Identity", hidden), float_type, ["batch", projection_dim]))
         initial_states += [_zeros(g, batch, projection_dim), _zeros(g, batch, cell_dim)]
-    # The body reads its states first, then one slice of each scan input, in the order the Scan node lists them.
-    scan_slice_inputs = [helper.make_tensor_value_info(prefix + f"{d}_gates", float_type, ["batch", 4 * cell_dim])
-                         for d in ("forward", "backward")]
-    body_graph = helper.make_graph(body.nodes, prefix + "step", body_inputs + scan_slice_inputs, body_outputs + step_outputs)
+        weights = (g.constant(recurrent_weight[direction].T, tag + "recurrent_weight"),  # (P, 4C)
+                   g.constant(projection_weight[direction].T, tag + "projection_weight"))  # (C, P)
+        h_in, c_in, gates_in = tag + "h", tag + "c", tag + "gates"
+        hidden, cell = _lstm_step(body, h_in, c_in, gates_in, weights, split_sizes, clips)
+        state_inputs += [helper.make_tensor_value_info(h_in, float_type, ["batch", projection_dim]),
+                         helper.make_tensor_value_info(c_in, float_type, ["batch", cell_dim])]
+        state_outputs += [helper.make_tensor_value_info(hidden, float_type, ["batch", projection_dim]),
+                          helper.make_tensor_value_info(cell, float_type, ["batch", cell_dim])]
+        step_outputs.append(helper.make_tensor_value_info(body.op("Identity", hidden), float_type, ["batch", projection_dim]))
+        slice_inputs.append(helper.make_tensor_value_info(gates_in, float_type, ["batch", 4 * cell_dim]))
+    # The body reads the states first, then one slice of each scan input, in the order the Scan node lists them.
+    body_graph = helper.make_graph(body.nodes, prefix + "step", state_inputs + slice_inputs, state_outputs + step_outputs)
     outputs = g.op("Scan", *initial_states, *scan_inputs, outputs=6, body=body_graph, num_scan_inputs=2)
     return outputs[4:]
+
+
+def _lstm_step(body: _GraphBuilder, h_in: str, c_in: str, gates_in: str, weights: tuple[str, str], split_sizes: str,
+               clips: dict) -> tuple[str, str]:
+    """One step of one direction: gates (i, f, g, o) = input products + h W_h; c = clip(sigmoid(i) tanh(g) +
+    sigmoid(f) c); h = clip((sigmoid(o) tanh(c)) W_p). Returns (h, c)."""
+    recurrent, projection = weights
+    step_gates = body.op("Add", gates_in, body.op("MatMul", h_in, recurrent))  # (B, 4C)
+    input_gate, forget_gate, cell_input, output_gate = body.op("Split", step_gates, split_sizes, axis=-1, outputs=4)
+    cell = body.op("Add", body.op("Mul", body.op("Sigmoid", input_gate), body.op("Tanh", cell_input)),
+                   body.op("Mul", body.op("Sigmoid", forget_gate), c_in))
+    if "cell_clip" in clips:
+        cell = body.op("Clip", cell, *clips["cell_clip"])
+    hidden = body.op("MatMul", body.op("Mul", body.op("Sigmoid", output_gate), body.op("Tanh", cell)), projection)
+    if "proj_clip" in clips:
+        hidden = body.op("Clip", hidden, *clips["proj_clip"])
+    return hidden, cell
 
 
 def _zeros(g: _GraphBuilder, batch: str, size: int) -> str:
