@@ -79,7 +79,8 @@ def _model_and_tokenizer(model_or_path, tokenizer):
     source = getattr(model, "name_or_path", "") or ""
     if tokenizer is None:
         if not source:
-            raise ValueError("this model was not loaded from a folder: pass its tokenizer, export_onnx(model, dir, tokenizer=...)")
+            raise ValueError("this model was not loaded from a folder: pass its tokenizer, "
+                             "export_onnx(model, dir, tokenizer=...)")
         from ..loading import load_tokenizer
 
         tokenizer = load_tokenizer(source, model.config)
@@ -107,8 +108,8 @@ def interface_readme(config, tokenizer, source: str = "") -> str:
     characters = config.max_characters_per_token
     word_input = None
     if config.word_vocab_size:
-        word_input = ("| `word_ids` | int64 | batch x words | word ids from `word_vocab.json` (unknown words: `<oov>`); "
-                      "ignored at padding |")
+        word_input = ("| `word_ids` | int64 | batch x words | word ids from `word_vocab.json` (unknown words: "
+                      "`<oov>`); ignored at padding |")
     if config.char_scheme == "bytes":
         scheme = (f"UTF-8 bytes: a word is `[259] + [b + 1 for b in word.encode('utf-8')[:{characters - 2}]] + [260]`, "
                   f"padded with 261 to {characters} ids")
@@ -149,7 +150,8 @@ def interface_readme(config, tokenizer, source: str = "") -> str:
         "",
         "## Tokenization",
         "",
-        f"Character scheme: {scheme}." + (f" {segmentation}; punctuation and whitespace separate words." if segmentation else ""),
+        f"Character scheme: {scheme}."
+        + (f" {segmentation}; punctuation and whitespace separate words." if segmentation else ""),
         "A script that tokenizes and runs this folder with onnxruntime and numpy alone is in hf-elmo's",
         "`docs/deployment.md`.",
         "",

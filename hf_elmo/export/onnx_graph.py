@@ -82,7 +82,8 @@ def elmo_onnx_model(config, state: Mapping) -> onnx.ModelProto:
     if config.word_vocab_size:
         inputs.append(helper.make_tensor_value_info(WORD_IDS, TensorProto.INT64, ["batch", "words"]))
     layer_count = config.num_lstm_layers + 1
-    outputs = [helper.make_tensor_value_info(LAYERS, TensorProto.FLOAT, [layer_count, "batch", "words", 2 * projection_dim])]
+    output_shape = [layer_count, "batch", "words", 2 * projection_dim]
+    outputs = [helper.make_tensor_value_info(LAYERS, TensorProto.FLOAT, output_shape)]
 
     sentences = _sentences_with_boundaries(g, config)
     tokens = _token_vectors(g, config, state, sentences)  # (B, T, P)
@@ -201,10 +202,12 @@ def _token_vectors(g: _GraphBuilder, config, state, sentences: _Sentences) -> st
         projection_inputs += config.word_embedding_dim
     weight = _expect_shape(prefix + "projection.weight", _float_array(state, prefix + "projection.weight"),
                            (config.projection_dim, projection_inputs))
-    bias = _expect_shape(prefix + "projection.bias", _float_array(state, prefix + "projection.bias"), (config.projection_dim,))
+    bias = _expect_shape(prefix + "projection.bias", _float_array(state, prefix + "projection.bias"),
+                         (config.projection_dim,))
     projected = g.op("Add", g.op("MatMul", features, g.constant(weight.T, "projection_weight")),
                      g.constant(bias, "projection_bias"))
-    token_shape = g.op("Concat", sentences.batch, sentences.steps, g.constant([config.projection_dim], dtype=int64), axis=0)
+    token_shape = g.op("Concat", sentences.batch, sentences.steps, g.constant([config.projection_dim], dtype=int64),
+                       axis=0)
     return g.op("Reshape", projected, token_shape)
 
 
@@ -275,10 +278,12 @@ def _lstm_layer(g: _GraphBuilder, config, state, index: int, inputs: tuple[str, 
                          helper.make_tensor_value_info(c_in, float_type, ["batch", cell_dim])]
         state_outputs += [helper.make_tensor_value_info(hidden, float_type, ["batch", projection_dim]),
                           helper.make_tensor_value_info(cell, float_type, ["batch", cell_dim])]
-        step_outputs.append(helper.make_tensor_value_info(body.op("Identity", hidden), float_type, ["batch", projection_dim]))
+        step_output = body.op("Identity", hidden)
+        step_outputs.append(helper.make_tensor_value_info(step_output, float_type, ["batch", projection_dim]))
         slice_inputs.append(helper.make_tensor_value_info(gates_in, float_type, ["batch", 4 * cell_dim]))
     # The body reads the states first, then one slice of each scan input, in the order the Scan node lists them.
-    body_graph = helper.make_graph(body.nodes, prefix + "step", state_inputs + slice_inputs, state_outputs + step_outputs)
+    body_graph = helper.make_graph(body.nodes, prefix + "step", state_inputs + slice_inputs,
+                                   state_outputs + step_outputs)
     outputs = g.op("Scan", *initial_states, *scan_inputs, outputs=6, body=body_graph, num_scan_inputs=2)
     return outputs[4:]
 

@@ -79,7 +79,8 @@ def test_doc_script_on_the_shipped_model(without_torch, tmp_path):
     model = use_reference_lstm(ElmoModel.from_pretrained(hf_elmo.DEFAULT_MODEL))
     tokenizer = ElmoTokenizer.from_pretrained(folder)
     assert tokenizer.segmenter == "jieba"
-    texts = ["我们喝小米粥。", "小米发布了新手机，价格“很便宜”！", "", "ELMo 在2018年提出, word-level 向量。"]
+    texts = ["我们喝小米粥。", "小米发布了新手机，价格“很便宜”！", "",
+             "ELMo 在2018年提出, word-level 向量。"]
     assert_close(run_doc_script(without_torch, folder, texts, tmp_path), pytorch_layers(model, tokenizer, texts),
                  model.config)
 

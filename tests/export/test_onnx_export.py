@@ -73,7 +73,8 @@ def random_batch(rng, config, batch: int, words: int, long_row: int | None = Non
         lengths[long_row % batch] = words
     ids = np.zeros((batch, words, config.max_characters_per_token), dtype=np.int64)
     mask = (np.arange(words)[None, :] < lengths[:, None]).astype(np.int64)
-    ids[mask.astype(bool)] = rng.integers(1, config.char_vocab_size, size=(int(mask.sum()), config.max_characters_per_token))
+    real = mask.astype(bool)
+    ids[real] = rng.integers(1, config.char_vocab_size, size=(int(real.sum()), config.max_characters_per_token))
     feeds = {"input_ids": ids, "attention_mask": mask}
     if config.word_vocab_size:
         feeds["word_ids"] = np.where(mask.astype(bool), rng.integers(0, config.word_vocab_size, size=mask.shape), 0)
@@ -132,8 +133,8 @@ def test_every_architecture_matches_pytorch(name):
 @pytest.fixture(scope="module")
 def converted_allennlp_model(tmp_path_factory):
     """A 3-layer model with cell and projection clipping, written as bilm-tf files and converted back."""
-    source = random_model(seed=3, num_lstm_layers=3, cell_clip=0.5, proj_clip=0.3, char_cnn_filters=[[1, 4], [2, 8], [3, 16]],
-                          num_highway_layers=2)
+    source = random_model(seed=3, num_lstm_layers=3, cell_clip=0.5, proj_clip=0.3, num_highway_layers=2,
+                          char_cnn_filters=[[1, 4], [2, 8], [3, 16]])
     files = write_bilm_files(source, tmp_path_factory.mktemp("bilm") / "model")
     return use_reference_lstm(load_model_from_bilm(files / "options.json", files / "weights.hdf5"))
 
@@ -181,7 +182,8 @@ def test_empty_sentences_give_zeros():
     onnx_session = session(elmo_onnx_model(model.config, model.state_dict()))
     width = model.config.max_characters_per_token
     for batch, words in [(3, 0), (1, 0)]:  # every sentence of the batch empty
-        feeds = {"input_ids": np.zeros((batch, words, width), np.int64), "attention_mask": np.zeros((batch, words), np.int64)}
+        feeds = {"input_ids": np.zeros((batch, words, width), np.int64),
+                 "attention_mask": np.zeros((batch, words), np.int64)}
         got = assert_matches_model(model, onnx_session, feeds)
         assert got.shape == (3, batch, 0, 16)
     feeds = random_batch(np.random.default_rng(3), model.config, 4, 6, long_row=0)
@@ -266,7 +268,8 @@ def test_a_model_with_a_token_cache_and_a_task_model(tmp_path):
     assert_matches_model(cached, session(folder / "model.onnx"), feeds)
 
     torch.manual_seed(9)
-    tagger = ElmoForTokenClassification(ElmoConfig(**{**cached.config.to_dict(), "num_labels": 3, "token_cache_size": 0}))
+    tagger_config = ElmoConfig(**{**cached.config.to_dict(), "num_labels": 3, "token_cache_size": 0})
+    tagger = ElmoForTokenClassification(tagger_config)
     folder = export_onnx(tagger, tmp_path / "tagger", tokenizer=tokenizer)
     assert_matches_model(use_reference_lstm(tagger.elmo), session(folder / "model.onnx"), feeds)
 
@@ -285,5 +288,17 @@ def test_the_benchmark_runs_on_a_tiny_model(capsys):
     bench = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(bench)
     assert bench.main(["--tiny", "--repeats", "1", "--threads", "1"]) == 0
-    table = [line for line in capsys.readouterr().out.splitlines() if line.startswith("| 1 x 20") or line.startswith("| 32 x 20")]
+    table = [line for line in capsys.readouterr().out.splitlines() if line.startswith(("| 1 x 20", "| 32 x 20"))]
     assert len(table) == 2
+
+
+def test_a_failure_while_writing_leaves_no_folder(tmp_path, monkeypatch):
+    tokenizer = ElmoTokenizer()
+
+    def fail(*args, **kwargs):
+        raise OSError("no space left on device")
+
+    monkeypatch.setattr(tokenizer, "save_pretrained", fail)
+    with pytest.raises(OSError, match="no space left"):
+        export_onnx(random_model(), tmp_path / "export", tokenizer=tokenizer)
+    assert list(tmp_path.iterdir()) == []  # neither the folder nor its temporary (with model.onnx in it)
