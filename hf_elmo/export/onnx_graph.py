@@ -57,18 +57,15 @@ class _GraphBuilder:
         return names[0] if outputs == 1 else names
 
 
-def _float_array(state: Mapping, name: str) -> np.ndarray:
+def _weight(state: Mapping, name: str, shape: tuple[int, ...]) -> np.ndarray:
+    """The float32 array of the state-dict entry `name`, checked to have the `shape` the config describes."""
     if name not in state:
         raise ValueError(f"the model's weights have no {name!r}: not an ElmoModel state dict this exporter knows")
     tensor = state[name]
-    tensor = tensor.detach().cpu().float().numpy() if hasattr(tensor, "detach") else np.asarray(tensor)
-    return tensor.astype(np.float32)
-
-
-def _expect_shape(name: str, array: np.ndarray, shape: tuple[int, ...]) -> np.ndarray:
+    array = tensor.detach().cpu().float().numpy() if hasattr(tensor, "detach") else np.asarray(tensor)
     if tuple(array.shape) != tuple(shape):
         raise ValueError(f"{name} has shape {tuple(array.shape)}, but the config describes {tuple(shape)}")
-    return array
+    return array.astype(np.float32)
 
 
 def elmo_onnx_model(config, state: Mapping) -> onnx.ModelProto:
@@ -167,17 +164,15 @@ def _token_vectors(g: _GraphBuilder, config, state, sentences: _Sentences) -> st
     width = config.max_characters_per_token
     int64 = np.int64
     prefix = "char_encoder."
-    embedding = _float_array(state, prefix + "char_embedding.weight")
-    _expect_shape(prefix + "char_embedding.weight", embedding, (config.char_vocab_size, config.char_embedding_dim))
+    embedding = _weight(state, prefix + "char_embedding.weight", (config.char_vocab_size, config.char_embedding_dim))
     flat_ids = g.op("Reshape", sentences.char_ids, g.constant([-1, width], dtype=int64))  # (N, K)
     characters = g.op("Gather", g.constant(embedding, "char_embedding"), flat_ids)  # (N, K, D)
     channels_first = g.op("Transpose", characters, perm=[0, 2, 1])  # (N, D, K)
     pooled = []
     for index, (filter_width, count) in enumerate(config.char_cnn_filters):
         name = f"{prefix}convolutions.{index}"
-        weight = _expect_shape(name + ".weight", _float_array(state, name + ".weight"),
-                               (count, config.char_embedding_dim, filter_width))
-        bias = _expect_shape(name + ".bias", _float_array(state, name + ".bias"), (count,))
+        weight = _weight(state, name + ".weight", (count, config.char_embedding_dim, filter_width))
+        bias = _weight(state, name + ".bias", (count,))
         convolved = g.op("Conv", channels_first, g.constant(weight, f"conv{index}_weight"),
                          g.constant(bias, f"conv{index}_bias"), kernel_shape=[filter_width])
         pooled.append(g.op("ReduceMax", convolved, axes=[2], keepdims=0))  # (N, count)
@@ -187,8 +182,8 @@ def _token_vectors(g: _GraphBuilder, config, state, sentences: _Sentences) -> st
     filters = sum(count for _, count in config.char_cnn_filters)
     for index in range(config.num_highway_layers):
         name = f"{prefix}highway.layers.{index}"
-        weight = _expect_shape(name + ".weight", _float_array(state, name + ".weight"), (2 * filters, filters))
-        bias = _expect_shape(name + ".bias", _float_array(state, name + ".bias"), (2 * filters,))
+        weight = _weight(state, name + ".weight", (2 * filters, filters))
+        bias = _weight(state, name + ".bias", (2 * filters,))
         both = g.op("Add", g.op("MatMul", features, g.constant(weight.T, f"highway{index}_weight")),
                     g.constant(bias, f"highway{index}_bias"))
         transform, carry = g.op("Split", both, g.constant([filters, filters], dtype=int64), axis=1, outputs=2)
@@ -200,10 +195,8 @@ def _token_vectors(g: _GraphBuilder, config, state, sentences: _Sentences) -> st
     if config.word_vocab_size:
         features = g.op("Concat", _word_vectors(g, config, state, sentences), features, axis=1)
         projection_inputs += config.word_embedding_dim
-    weight = _expect_shape(prefix + "projection.weight", _float_array(state, prefix + "projection.weight"),
-                           (config.projection_dim, projection_inputs))
-    bias = _expect_shape(prefix + "projection.bias", _float_array(state, prefix + "projection.bias"),
-                         (config.projection_dim,))
+    weight = _weight(state, prefix + "projection.weight", (config.projection_dim, projection_inputs))
+    bias = _weight(state, prefix + "projection.bias", (config.projection_dim,))
     projected = g.op("Add", g.op("MatMul", features, g.constant(weight.T, "projection_weight")),
                      g.constant(bias, "projection_bias"))
     token_shape = g.op("Concat", sentences.batch, sentences.steps, g.constant([config.projection_dim], dtype=int64),
@@ -216,7 +209,7 @@ def _word_vectors(g: _GraphBuilder, config, state, sentences: _Sentences) -> str
     (so at each row's end too), as `ElmoModel` builds its word ids."""
     int64 = np.int64
     name = "char_encoder.word_embedding.weight"
-    table = _expect_shape(name, _float_array(state, name), (config.word_vocab_size, config.word_embedding_dim))
+    table = _weight(state, name, (config.word_vocab_size, config.word_embedding_dim))
     eos, bos = g.constant(config.eos_word_id, dtype=int64), g.constant(config.bos_word_id, dtype=int64)
     inner = g.op("Where", sentences.word_mask, WORD_IDS, eos)  # (B, W)
     column = g.op("ConstantOfShape", g.op("Concat", sentences.batch, g.constant([1], dtype=int64), axis=0),
@@ -236,7 +229,7 @@ def _lstm_weights(config, state, index: int) -> tuple[np.ndarray, ...]:
     weights = {}
     for kind, shape in shapes.items():
         name = f"bilstm.layers.{index}.{kind}"
-        weights[kind] = _expect_shape(name, _float_array(state, name), shape)
+        weights[kind] = _weight(state, name, shape)
     forget_offset = np.zeros(4 * cell_dim, dtype=np.float32)
     forget_offset[cell_dim : 2 * cell_dim] = config.lstm_forget_bias
     bias = (weights["bias"] + forget_offset).astype(np.float32)

@@ -302,3 +302,14 @@ def test_a_failure_while_writing_leaves_no_folder(tmp_path, monkeypatch):
     with pytest.raises(OSError, match="no space left"):
         export_onnx(random_model(), tmp_path / "export", tokenizer=tokenizer)
     assert list(tmp_path.iterdir()) == []  # neither the folder nor its temporary (with model.onnx in it)
+
+
+def test_weights_that_do_not_fit_the_config_are_named():
+    model = random_model()
+    state = dict(model.state_dict())
+    state["bilstm.layers.1.bias"] = state["bilstm.layers.1.bias"][:, :-1]
+    with pytest.raises(ValueError, match=r"bilstm.layers.1.bias has shape \(2, 63\), but the config describes \(2, 64\)"):
+        elmo_onnx_model(model.config, state)
+    del state["char_encoder.projection.weight"]
+    with pytest.raises(ValueError, match="no 'char_encoder.projection.weight'"):
+        elmo_onnx_model(model.config, state)
