@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import sys
 
 from .common import remove_leftovers
@@ -33,6 +34,10 @@ def run(args) -> int:
         raise CommandError("--format onnx needs the onnx package: pip install 'hf-elmo[export]'") from None
     from ..export import export_onnx
 
+    # As for every output of hf-elmo named by the user: its folder must exist.
+    parent = os.path.dirname(os.path.abspath(args.output))
+    if not os.path.isdir(parent):
+        raise CommandError(f"output folder does not exist: {parent}")
     remove_leftovers(args.output)
     export_onnx(args.model, args.output, overwrite=args.overwrite)
     print(f"wrote {args.output}", file=sys.stderr)

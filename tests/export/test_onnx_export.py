@@ -313,3 +313,10 @@ def test_weights_that_do_not_fit_the_config_are_named():
     del state["char_encoder.projection.weight"]
     with pytest.raises(ValueError, match="no 'char_encoder.projection.weight'"):
         elmo_onnx_model(model.config, state)
+
+
+def test_command_refuses_a_missing_parent_folder(tmp_path, capsys):
+    code = cli_main(["export", "--format", "onnx", "--output", str(tmp_path / "missing" / "export")])
+    assert code == 2
+    assert f"output folder does not exist: {tmp_path / 'missing'}" in capsys.readouterr().err
+    assert list(tmp_path.iterdir()) == []
