@@ -166,7 +166,8 @@ def _token_vectors(g: _GraphBuilder, config, state, sentences: _Sentences) -> st
     prefix = "char_encoder."
     embedding = _weight(state, prefix + "char_embedding.weight", (config.char_vocab_size, config.char_embedding_dim))
     flat_ids = g.op("Reshape", sentences.char_ids, g.constant([-1, width], dtype=int64))  # (N, K)
-    characters = g.op("Gather", g.constant(embedding, "char_embedding"), flat_ids)  # (N, K, D)
+    flat_ids = _without_constant_tail(g, flat_ids, width, max(w for w, _ in config.char_cnn_filters))
+    characters = g.op("Gather", g.constant(embedding, "char_embedding"), flat_ids)  # (N, K', D)
     channels_first = g.op("Transpose", characters, perm=[0, 2, 1])  # (N, D, K)
     pooled = []
     for index, (filter_width, count) in enumerate(config.char_cnn_filters):
@@ -202,6 +203,24 @@ def _token_vectors(g: _GraphBuilder, config, state, sentences: _Sentences) -> st
     token_shape = g.op("Concat", sentences.batch, sentences.steps, g.constant([config.projection_dim], dtype=int64),
                        axis=0)
     return g.op("Reshape", projected, token_shape)
+
+
+def _without_constant_tail(g: _GraphBuilder, char_ids: str, width: int, widest_filter: int) -> str:
+    """(N, K) -> (N, K'): the columns after which every row only repeats its own last id, as the model cuts them.
+
+    Past the last column L in which some row differs from its own last id, every convolution window of a row has
+    the same content; keeping L + the widest filter's width columns keeps every distinct window and one of the
+    constant ones wherever the full width had one, so the max over positions is unchanged. Words are short: this
+    typically halves the convolution work."""
+    int64 = np.int64
+    last = g.op("Slice", char_ids, g.constant([width - 1], dtype=int64), g.constant([width], dtype=int64),
+                g.constant([1], dtype=int64))  # (N, 1)
+    varies = g.op("Cast", g.op("Not", g.op("Equal", char_ids, last)), to=TensorProto.INT64)  # (N, K)
+    column_numbers = g.constant(np.arange(1, width + 1)[None, :], dtype=int64)  # 1-based: 0 means no column varies
+    last_varying = g.op("ReduceMax", g.op("Mul", varies, column_numbers), keepdims=1)  # (1, 1)
+    keep = g.op("Min", g.op("Add", g.op("Reshape", last_varying, g.constant([1], dtype=int64)),
+                            g.constant([widest_filter], dtype=int64)), g.constant([width], dtype=int64))
+    return g.op("Slice", char_ids, g.constant([0], dtype=int64), keep, g.constant([1], dtype=int64))
 
 
 def _word_vectors(g: _GraphBuilder, config, state, sentences: _Sentences) -> str:

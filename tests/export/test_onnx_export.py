@@ -74,7 +74,11 @@ def random_batch(rng, config, batch: int, words: int, long_row: int | None = Non
     ids = np.zeros((batch, words, config.max_characters_per_token), dtype=np.int64)
     mask = (np.arange(words)[None, :] < lengths[:, None]).astype(np.int64)
     real = mask.astype(bool)
-    ids[real] = rng.integers(1, config.char_vocab_size, size=(int(real.sum()), config.max_characters_per_token))
+    words_ids = rng.integers(1, config.char_vocab_size, size=(int(real.sum()), config.max_characters_per_token))
+    # Like a tokenizer's rows: each word's ids end in a run of one padding id (some fill the whole width).
+    word_ends = rng.integers(1, config.max_characters_per_token + 1, size=(len(words_ids), 1))
+    padding_id = rng.integers(1, config.char_vocab_size)
+    ids[real] = np.where(np.arange(config.max_characters_per_token) < word_ends, words_ids, padding_id)
     feeds = {"input_ids": ids, "attention_mask": mask}
     if config.word_vocab_size:
         feeds["word_ids"] = np.where(mask.astype(bool), rng.integers(0, config.word_vocab_size, size=mask.shape), 0)
