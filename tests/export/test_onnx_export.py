@@ -324,3 +324,11 @@ def test_command_refuses_a_missing_parent_folder(tmp_path, capsys):
     assert code == 2
     assert f"output folder does not exist: {tmp_path / 'missing'}" in capsys.readouterr().err
     assert list(tmp_path.iterdir()) == []
+
+
+def test_a_character_id_outside_the_vocabulary_is_an_error():
+    model = random_model()
+    feeds = random_batch(np.random.default_rng(0), model.config, 2, 3, long_row=0)
+    feeds["input_ids"][0, 0, 0] = model.config.char_vocab_size
+    with pytest.raises(Exception, match="out of data bounds"):
+        session(elmo_onnx_model(model.config, model.state_dict())).run(["layers"], feeds)
