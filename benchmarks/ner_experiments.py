@@ -117,8 +117,6 @@ def options_for(args, **overrides) -> FinetuneOptions:
         task_token_features=args.token_features,
         label_characters=args.label_characters,
         task_character_features=args.character_features,
-        task_bigram_features=args.bigram_features,
-        task_lexicon_features=args.lexicon_features,
     )
     values.update(overrides)
     return FinetuneOptions(**values)
@@ -340,15 +338,6 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--character-features", action="store_true",
         help="msra, with --token-features: each character also gets x_k of the character alone",
-    )
-    parser.add_argument(
-        "--bigram-features", action="store_true",
-        help="msra, with --character-features: and x_k of the character and the next one read as one word",
-    )
-    parser.add_argument(
-        "--lexicon-features", action="store_true",
-        help="msra, with --token-features: each character also gets the jieba-dictionary words it begins, is inside "
-        "of and ends (SoftLexicon)",
     )
     parser.add_argument(
         "--random-bilm", action="store_true",

@@ -81,11 +81,6 @@ from .tagging import character_batch, character_example, tagged_mask
 
 logger = logging.getLogger("hf_elmo.finetune")
 
-# The options that give each character of a character-labelled sentence more of the head's own vectors x_k.
-CHARACTER_FEATURE_OPTIONS = {"--character-features": "task_character_features",
-                             "--bigram-features": "task_bigram_features", "--lexicon-features": "task_lexicon_features"}
-
-
 class ListDataset(torch.utils.data.Dataset):
     def __init__(self, items: Sequence[dict]):
         self.items = list(items)
@@ -202,10 +197,6 @@ class FinetuneOptions:
     # With label_characters and task_token_features: x_k of each character alone too (config.task_character_features);
     # None: on whenever both are.
     task_character_features: bool | None = None
-    # With the character features: x_k of each character and the next one too (config.task_bigram_features).
-    task_bigram_features: bool = False
-    # With label_characters and task_token_features: each character's dictionary words (config.task_lexicon_features).
-    task_lexicon_features: bool = False
     dropout: float | None = None
     classifier_hidden_size: int | None = None
     epochs: float | None = None  # None: the task's default (TASK_DEFAULTS)
@@ -263,17 +254,9 @@ class FinetuneOptions:
             refuse("task_encoder", "'linear' or 'bilstm'")
         if self.unseen_label not in ("error", "O"):
             refuse("unseen_label", "'error' or 'O'")
-        for flag in ("--character-features", "--lexicon-features"):
-            if getattr(self, CHARACTER_FEATURE_OPTIONS[flag]) is True and (
-                not self.task_token_features or self.label_characters is False
-            ):
-                raise OptionError(f"{flag} gives each character the head's own vector x_k of its words: it needs "
-                                  "--token-features and character-labelled data (not --no-label-characters)")
-        if self.task_bigram_features and (self.task_character_features is False or not self.task_token_features
-                                          or self.label_characters is False):
-            raise OptionError("--bigram-features adds the head's own vector of each character and the next one to "
-                              "the character features: it needs --token-features, --character-features (the default "
-                              "with --token-features) and character-labelled data (not --no-label-characters)")
+        if self.task_character_features is True and (not self.task_token_features or self.label_characters is False):
+            raise OptionError("--character-features gives each character the head's own vector x_k of its words: it "
+                              "needs --token-features and character-labelled data (not --no-label-characters)")
         if self.output_dir:  # the folder is built beside its final place, so its parent must take new files
             if os.path.exists(self.output_dir) and not os.path.isdir(self.output_dir):
                 raise OptionError(f"--output-dir {self.output_dir} is a file, not a folder")
@@ -623,10 +606,9 @@ def _trained(options: FinetuneOptions, data: tuple, labels: list[str], model, tr
 
 
 def _refuse_character_features(options: FinetuneOptions, reason: str) -> None:
-    """Refuse the options that need characters read as jieba words, when they will not be."""
-    for flag, name in CHARACTER_FEATURE_OPTIONS.items():
-        if getattr(options, name):
-            raise OptionError(f"{flag} is for character-labelled data read as jieba words, but {reason}")
+    """Refuse --character-features, which needs characters read as jieba words, when they will not be."""
+    if options.task_character_features:
+        raise OptionError(f"--character-features is for character-labelled data read as jieba words, but {reason}")
 
 
 def _new_tagger(options: FinetuneOptions, label2id: dict[str, int], train: Sequence[TaggedSentence]):
@@ -641,11 +623,7 @@ def _new_tagger(options: FinetuneOptions, label2id: dict[str, int], train: Seque
         return build_model(ElmoForTokenClassification, options, num_labels=len(label2id),
                            id2label={i: label for label, i in label2id.items()}, label2id=label2id,
                            **_head_config(options, {**head, "label_characters": label_characters,
-                                                    "task_character_features": character_features,
-                                                    "task_bigram_features": character_features
-                                                    and options.task_bigram_features,
-                                                    "task_lexicon_features": bool(label_characters and
-                                                                                  options.task_lexicon_features)}))
+                                                    "task_character_features": character_features}))
 
     label_characters = options.label_characters
     if label_characters is None:

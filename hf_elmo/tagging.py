@@ -92,12 +92,10 @@ def is_cjk_word(word: str) -> bool:
 
 def character_example(example: dict, config) -> dict:
     """A character-labelled example as a tagger with `config.label_characters` reads it: the words the characters
-    form, each character's place in them, and the characters (bigrams, dictionary words) its config asks for."""
+    form, each character's place in them, and the characters alone when its config asks for them."""
     from .char_words import characters_as_words
 
-    return characters_as_words(example, keep_characters=config.task_character_features,
-                               keep_bigrams=config.task_bigram_features,
-                               keep_lexicon=config.task_lexicon_features)
+    return characters_as_words(example, keep_characters=config.task_character_features)
 
 
 def character_batch(collator, sentences: Sequence[Sequence[str]], config) -> dict:

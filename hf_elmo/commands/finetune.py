@@ -89,18 +89,6 @@ def _add_tagger_arguments(train) -> None:
         "whenever both are",
     )
     train.add_argument(
-        "--bigram-features", dest="task_bigram_features", action="store_true",
-        help="with the character features: each character also gets the head's own vector x_k of itself and the "
-        "next character read as one word (a bigram feature from the pretrained character CNN)",
-    )
-    train.add_argument(
-        "--lexicon-features", dest="task_lexicon_features", action="store_true",
-        help="with --label-characters and --token-features: each character also gets the words of jieba's dictionary "
-        "that it begins, is inside of and ends, read by the head's x_k, weighted by their dictionary counts and "
-        "normalised over all the character's words (SoftLexicon): every word a segmenter could cut, not only "
-        "jieba's choice",
-    )
-    train.add_argument(
         "--unseen-label", choices=("error", "O"), default="error", help="dev/test labels unseen in training"
     )
     _add_training_options(train)
@@ -210,9 +198,7 @@ def _train(args) -> None:
 
     options = _options(args, task_encoder=args.task_encoder, task_encoder_hidden_size=args.hidden_size,
                        use_crf=args.use_crf, unseen_label=args.unseen_label, label_characters=args.label_characters,
-                       task_character_features=args.task_character_features,
-                       task_bigram_features=args.task_bigram_features,
-                       task_lexicon_features=args.task_lexicon_features)
+                       task_character_features=args.task_character_features)
     if args.dataset:
         splits = load_hub_dataset(args.dataset, args.dataset_config, args.words_column, args.tags_column)
     else:

@@ -338,13 +338,12 @@ def test_character_labelled_files_are_read_as_words_and_tagged_per_character(tmp
 def test_per_character_features_on_data_read_as_words_say_why_and_how_to_ask_for_characters(tmp_path, capsys):
     base = save_tiny_base(tmp_path / "base")
     words = write_conll(tmp_path / "words.txt", toy_sentences(8, 1))  # English words: no token is a CJK character
-    for flag in ("--character-features", "--bigram-features", "--lexicon-features"):
-        argv = ["train", "--model", base, "--train", words, "--output-dir", str(tmp_path / "out"), "--token-features",
-                flag, "--max-steps", "1"]
-        assert main(argv) == 2
-        error = capsys.readouterr().err
-        assert f"{flag} is for character-labelled data read as jieba words, but the training data was read as " \
-               "words: 0% of its tokens are single Chinese characters (90% are needed); pass --label-characters" in error
+    argv = ["train", "--model", base, "--train", words, "--output-dir", str(tmp_path / "out"), "--token-features",
+            "--character-features", "--max-steps", "1"]
+    assert main(argv) == 2
+    error = capsys.readouterr().err
+    assert "--character-features is for character-labelled data read as jieba words, but the training data was read " \
+           "as words: 0% of its tokens are single Chinese characters (90% are needed); pass --label-characters" in error
     assert not (tmp_path / "out").exists()
 
 
@@ -369,21 +368,3 @@ def test_character_features_train_save_and_tag(tmp_path, capsys):
     assert len(predict_tags(model, tokenizer, [list("我们在北京")])[0]) == 5
     assert main(argv + ["--no-character-features", "--max-steps", "1", "--overwrite"]) == 0
     assert not ElmoForTokenClassification.from_pretrained(tmp_path / "out").config.task_character_features
-    assert main(argv + ["--no-character-features", "--bigram-features"]) == 2
-    assert "--bigram-features adds the head's own vector" in capsys.readouterr().err
-    assert main(argv + ["--bigram-features", "--max-steps", "1", "--overwrite"]) == 0  # precomputed, bigrams kept
-    model = ElmoForTokenClassification.from_pretrained(tmp_path / "out")
-    assert model.config.task_bigram_features and model.config.task_character_features
-    assert tag(model, ElmoTokenizer.from_pretrained(tmp_path / "out"), "今天李四在上海。")[0]["words"] == list("今天李四在上海。")
-    for wrong in (argv[:-1] + ["--lexicon-features"], argv + ["--lexicon-features", "--no-label-characters"]):
-        assert main(wrong) == 2
-        assert "--lexicon-features gives each character the head's own vector x_k" in capsys.readouterr().err
-    assert main(argv + ["--lexicon-features", "--max-steps", "1", "--overwrite"]) == 0  # precomputed, words kept
-    model = ElmoForTokenClassification.from_pretrained(tmp_path / "out")
-    tokenizer = ElmoTokenizer.from_pretrained(tmp_path / "out")
-    assert model.config.task_lexicon_features and not model.config.task_bigram_features
-    tagged = tag(model, tokenizer, "今天李四在上海。")[0]
-    assert tagged["words"] == list("今天李四在上海。")
-    assert pipeline("elmo-token-classification", model=model, tokenizer=tokenizer)("今天李四在上海。") == tagged["entities"]
-    results = json.loads((tmp_path / "out" / "results.json").read_text())
-    assert evaluate_tagger(model, tokenizer, read_conll(train))["f1"] == results["dev"]["f1"]
