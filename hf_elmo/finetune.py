@@ -40,7 +40,6 @@ import contextlib
 import hashlib
 import json
 import logging
-import math
 import os
 import re
 import shutil
@@ -48,7 +47,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import asdict, replace
 from pathlib import Path
 
 import torch
@@ -72,8 +71,14 @@ from .conll import (  # noqa: F401  (re-exported: the data half of the fine-tuni
 from .configuration_elmo import ElmoConfig
 from .char_words import CHARACTER_LABELLED_SHARE, single_character_share
 from .data_collator import ElmoDataCollator
+from .finetune_options import (  # noqa: F401  (re-exported: the options are part of the fine-tuning API)
+    FinetuneOptions,
+    OptionError,
+    check_batch_size,
+    run_identity_names,
+    training_argument_names,
+)
 from .loading import ModelNotFoundError, check_model_location, load_tokenizer, resolve_model_name
-from .file_io import check_output_folder
 from .modeling_elmo import ElmoForSequenceClassification, ElmoForTokenClassification, ElmoWeightShapeError
 from .precomputed_layers import precompute_elmo_layers  # noqa: F401  (re-exported)
 from .tag_metrics import seqeval_scores, tag_metrics_function  # noqa: F401  (re-exported)
@@ -141,129 +146,15 @@ def evaluate_tagger(
 # Training ------------------------------------------------------------------------------------
 
 
-class OptionError(ValueError):
-    """An option out of its range, or a `--model` of the wrong kind; the message names the command-line flag."""
-
-
-# The command-line flag of each option, for error messages.
-_FLAGS = {
-    "task_encoder_hidden_size": "--hidden-size",
-    "learning_rate": "--lr",
-    "gradient_accumulation_steps": "--grad-accum",
-    "logging_steps": "logging_steps",
-}
-
-
-def _flag(name: str) -> str:
-    return _FLAGS.get(name, "--" + name.replace("_", "-"))
-
-
-def _is_int(value) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool)
-
-
-def check_batch_size(value, flag: str = "--batch-size") -> None:
-    """`OptionError` unless `value` is a positive integer."""
-    if not _is_int(value) or value < 1:
-        raise OptionError(f"{flag} must be a positive integer, got {value}")
-
-
-# What `epochs`, `learning_rate` and `dropout` left as None mean, per task; the rate by whether the biLM is frozen.
+# What `num_train_epochs`, `learning_rate` and `dropout` left as None mean, per task; the rate by whether the biLM is frozen.
 # A frozen biLM leaves a small head to train, which wants a larger step and, on a small training set, more passes
 # than 3; taggers also did better on dev with less dropout (benchmarks/NER_EXPERIMENTS.md, "The tagger's defaults
 # on small training sets"). The classifier keeps the values its measurements were made with (dropout None: the
 # model config's classifier_dropout, 0.5 unless the base model says otherwise).
 TASK_DEFAULTS = {
-    "token-classification": {"epochs": 10.0, "learning_rate": {True: 5e-3, False: 1e-3}, "dropout": 0.3},
-    "sequence-classification": {"epochs": 3.0, "learning_rate": {True: 1e-3, False: 1e-3}, "dropout": None},
+    "token-classification": {"num_train_epochs": 10.0, "learning_rate": {True: 5e-3, False: 1e-3}, "dropout": 0.3},
+    "sequence-classification": {"num_train_epochs": 3.0, "learning_rate": {True: 1e-3, False: 1e-3}, "dropout": None},
 }
-
-
-@dataclass
-class FinetuneOptions:
-    """Options of `train_tagger` / `train_classifier` (the command line mirrors them)."""
-
-    model: str = ""
-    output_dir: str | None = None
-    task_encoder: str = "bilstm"
-    task_encoder_hidden_size: int | None = None
-    use_crf: bool = False
-    freeze: bool = True
-    random_init: bool = False
-    # The head's own trainable word vectors x_k beside the ELMo mix (the paper's [x_k; ELMo_k]).
-    task_token_features: bool = False
-    # Character-labelled data read as words by the biLM (config.label_characters); None: decided from the data.
-    label_characters: bool | None = None
-    # With label_characters and task_token_features: x_k of each character alone too (config.task_character_features);
-    # None: on whenever both are.
-    task_character_features: bool | None = None
-    dropout: float | None = None
-    classifier_hidden_size: int | None = None
-    epochs: float | None = None  # None: the task's default (TASK_DEFAULTS)
-    max_steps: int = -1
-    learning_rate: float | None = None  # None: the task's default (TASK_DEFAULTS)
-    weight_decay: float = 0.0
-    batch_size: int = 32
-    eval_batch_size: int = 64
-    gradient_accumulation_steps: int = 1
-    max_words: int | None = None
-    seed: int = 42
-    unseen_label: str = "error"
-    select_best: bool = True
-    # With a frozen biLM its layers are computed once for the training and dev data, so each epoch
-    # trains only the head (the paper's setting; same numbers as running the biLM every step).
-    precompute_elmo: bool = True
-    logging_steps: int = 50
-    overwrite: bool = False
-    threads: int | None = None
-    head_config: dict = field(default_factory=dict)
-
-    def check(self) -> None:
-        """Raise `OptionError` (naming the command-line flag) for a value out of range; run before any work."""
-
-        def refuse(name: str, rule: str):
-            raise OptionError(f"{_flag(name)} must be {rule}, got {getattr(self, name)}")
-
-        for name in ("batch_size", "eval_batch_size", "gradient_accumulation_steps", "logging_steps"):
-            if not _is_int(getattr(self, name)) or getattr(self, name) < 1:
-                refuse(name, "a positive integer")
-        for name in ("max_words", "task_encoder_hidden_size", "threads"):
-            value = getattr(self, name)
-            if value is not None and (not _is_int(value) or value < 1):
-                refuse(name, "a positive integer")
-        value = self.classifier_hidden_size
-        if value is not None and (not _is_int(value) or value < 0):
-            refuse("classifier_hidden_size", "0 (a linear classifier) or a positive integer")
-        if not _is_int(self.max_steps) or (self.max_steps < 1 and self.max_steps != -1):
-            refuse("max_steps", "a positive integer (or -1: train for --epochs)")
-        for name in ("epochs", "learning_rate"):
-            value = getattr(self, name)
-            if value is not None and (not isinstance(value, (int, float)) or not math.isfinite(value) or value <= 0):
-                refuse(name, "a positive number")
-        value = self.weight_decay
-        if not isinstance(value, (int, float)) or not math.isfinite(value) or value < 0:
-            refuse("weight_decay", "a number >= 0")
-        value = self.dropout
-        if value is not None and (not isinstance(value, (int, float)) or not 0 <= value < 1):
-            refuse("dropout", "a probability in [0, 1)")
-        if not _is_int(self.seed) or not 0 <= self.seed < 2**32:
-            refuse("seed", "an integer in [0, 2**32)")
-        if not isinstance(self.freeze, bool):
-            refuse("freeze", "True or False")
-        if self.task_encoder not in ("linear", "bilstm"):
-            refuse("task_encoder", "'linear' or 'bilstm'")
-        if self.unseen_label not in ("error", "O"):
-            refuse("unseen_label", "'error' or 'O'")
-        if self.task_character_features is True and (not self.task_token_features or self.label_characters is False):
-            raise OptionError("--character-features gives each character the head's own vector x_k of its words: it "
-                              "needs --token-features and character-labelled data (not --no-label-characters)")
-        if self.output_dir:  # the folder is built beside its final place, so its parent must take new files
-            if os.path.exists(self.output_dir) and not os.path.isdir(self.output_dir):
-                raise OptionError(f"--output-dir {self.output_dir} is a file, not a folder")
-            try:
-                check_output_folder(Path(self.output_dir).resolve().parent, "--output-dir's parent")
-            except ValueError as error:
-                raise OptionError(f"--output-dir {self.output_dir}: {error}") from None
 
 
 def _head_config(options: FinetuneOptions, extra: dict) -> dict:
@@ -425,7 +316,7 @@ def _maybe_precompute(model, collator, options: FinetuneOptions, *example_lists)
     started = time.time()
     computed = tuple(
         precompute_elmo_layers(
-            model.elmo, collator, examples, options.eval_batch_size, keep_input_ids=model.config.task_token_features
+            model.elmo, collator, examples, options.per_device_eval_batch_size, keep_input_ids=model.config.task_token_features
         )
         if examples
         else examples
@@ -437,37 +328,30 @@ def _maybe_precompute(model, collator, options: FinetuneOptions, *example_lists)
 
 
 def _training_arguments(options: FinetuneOptions, checkpoint_dir: str, has_dev: bool, metric: str):
+    """The run's `TrainingArguments`: its knobs as given (same names), the rest fixed by how hf-elmo fine-tunes."""
     from transformers import TrainingArguments
 
-    select_best = options.select_best and has_dev
-    return TrainingArguments(
-        output_dir=checkpoint_dir,
-        num_train_epochs=options.epochs,
-        max_steps=options.max_steps,
-        learning_rate=options.learning_rate,
-        weight_decay=options.weight_decay,
-        per_device_train_batch_size=options.batch_size,
-        per_device_eval_batch_size=options.eval_batch_size,
-        gradient_accumulation_steps=options.gradient_accumulation_steps,
-        seed=options.seed,
-        data_seed=options.seed,
-        eval_strategy="epoch" if has_dev else "no",
-        save_strategy="epoch",  # with the optimizer and RNG states: a killed run resumes from its last epoch
-        save_total_limit=1,  # with load_best_model_at_end, Trainer also keeps the best
-        load_best_model_at_end=select_best,
-        metric_for_best_model=metric if select_best else None,
-        greater_is_better=True,
-        logging_steps=options.logging_steps,
-        report_to="none",
-        remove_unused_columns=False,
-        dataloader_num_workers=0,
-        dataloader_pin_memory=torch.cuda.is_available(),  # pinning is for copies to a GPU
-        disable_tqdm=True,
-    )
+    knobs = {name: getattr(options, name) for name in training_argument_names()}
+    select_best = options.load_best_model_at_end and has_dev
+    return TrainingArguments(**{
+        **knobs,
+        "output_dir": checkpoint_dir,
+        "load_best_model_at_end": select_best,
+        "metric_for_best_model": metric if select_best else None,
+        "greater_is_better": True,
+        "data_seed": options.seed,
+        "eval_strategy": "epoch" if has_dev else "no",
+        "save_strategy": "epoch",  # with the optimizer and RNG states: a killed run resumes from its last epoch
+        "save_total_limit": 1,  # with load_best_model_at_end, Trainer also keeps the best
+        "report_to": "none",
+        "remove_unused_columns": False,
+        "dataloader_num_workers": 0,
+        "dataloader_pin_memory": torch.cuda.is_available(),  # pinning is for copies to a GPU
+        "disable_tqdm": True,
+    })
 
 
 RUN_IDENTITY_FILE = "run_options.json"
-_NOT_RUN_IDENTITY = ("output_dir", "overwrite", "threads", "logging_steps")
 
 
 def run_identity(options: FinetuneOptions, *datasets) -> dict:
@@ -479,7 +363,7 @@ def run_identity(options: FinetuneOptions, *datasets) -> dict:
         for data in datasets
     ]
     digest = hashlib.sha256(json.dumps(rows, ensure_ascii=False).encode("utf-8")).hexdigest()
-    options_kept = {k: v for k, v in asdict(options).items() if k not in _NOT_RUN_IDENTITY}
+    options_kept = {name: getattr(options, name) for name in run_identity_names()}
     return json.loads(json.dumps({"options": options_kept, "data_sha256": digest}))  # tuples -> lists, as read back
 
 
@@ -562,7 +446,7 @@ def _start_training(options: FinetuneOptions | None, task: str) -> FinetuneOptio
     options = replace(
         options,
         model=resolve_model_name(options.model),
-        epochs=defaults["epochs"] if options.epochs is None else options.epochs,
+        num_train_epochs=defaults["num_train_epochs"] if options.num_train_epochs is None else options.num_train_epochs,
         learning_rate=learning_rate,
         dropout=defaults["dropout"] if options.dropout is None else options.dropout,
     )
@@ -688,7 +572,7 @@ def train_tagger(
                    "precompute_seconds": precompute_seconds, **results}
         for split, sentences in (("dev", dev), ("test", test)):
             if sentences:
-                results[split] = evaluate_tagger(model, tokenizer, sentences, options.eval_batch_size, options.unseen_label)
+                results[split] = evaluate_tagger(model, tokenizer, sentences, options.per_device_eval_batch_size, options.unseen_label)
         if options.output_dir:
             save_folder(model, tokenizer, options.output_dir, results, options.overwrite)
     return {"model": model, "tokenizer": tokenizer, "results": results}

@@ -32,9 +32,9 @@ def trained(tmp_path_factory):
         task_encoder_hidden_size=16,
         use_crf=True,
         dropout=0.0,
-        epochs=6,
+        num_train_epochs=6,
         learning_rate=5e-2,
-        batch_size=16,
+        per_device_train_batch_size=16,
         seed=0,
         logging_steps=1000,
     )
@@ -46,14 +46,15 @@ def trained(tmp_path_factory):
 def test_epochs_and_learning_rate_default_per_task_and_freezing(trained, tmp_path, freeze, epochs, learning_rate):
     from hf_elmo.finetune import train_classifier
 
-    options = FinetuneOptions(model=trained["base"], freeze=freeze, epochs=epochs, learning_rate=learning_rate,
-                              max_steps=1, logging_steps=1000, select_best=False)
+    options = FinetuneOptions(model=trained["base"], freeze=freeze, num_train_epochs=epochs,
+                              learning_rate=learning_rate, max_steps=1, logging_steps=1000,
+                              load_best_model_at_end=False)
     sentences = read_conll(write_conll(tmp_path / "train.txt", toy_sentences(4, 1)))
     tagger = train_tagger(sentences, options=options)["results"]["options"]
     classifier = train_classifier([("good film", "pos"), ("bad film", "neg")], options=options)["results"]["options"]
     given = epochs is not None
-    assert (tagger["epochs"], tagger["learning_rate"]) == ((2.0, 1e-2) if given else (10.0, 5e-3 if freeze else 1e-3))
-    assert (classifier["epochs"], classifier["learning_rate"]) == ((2.0, 1e-2) if given else (3.0, 1e-3))
+    assert (tagger["num_train_epochs"], tagger["learning_rate"]) == ((2.0, 1e-2) if given else (10.0, 5e-3 if freeze else 1e-3))
+    assert (classifier["num_train_epochs"], classifier["learning_rate"]) == ((2.0, 1e-2) if given else (3.0, 1e-3))
     assert (tagger["dropout"], classifier["dropout"]) == (0.3, None)  # None: the config's 0.5
 
 
@@ -247,7 +248,7 @@ def test_a_base_folder_missing_biLM_weights_is_pointed_out(tmp_path, caplog):
     save_file({name: value for name, value in weights.items() if name != dropped}, f"{base}/model.safetensors",
               metadata={"format": "pt"})
     (tmp_path / "base" / "weights_checksums.json").unlink()  # rewritten by another tool, which keeps no checksum
-    options = FinetuneOptions(model=base, max_steps=1, batch_size=4, logging_steps=1000, task_encoder="linear")
+    options = FinetuneOptions(model=base, max_steps=1, per_device_train_batch_size=4, logging_steps=1000, task_encoder="linear")
     with caplog.at_level(logging.INFO, logger="hf_elmo"):
         train_tagger(read_conll(write_conll(tmp_path / "train.txt", toy_sentences(8, 1))), options=options)
     assert f"lacks biLM weights, which start random: elmo.{dropped}" in caplog.text

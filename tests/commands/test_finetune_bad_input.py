@@ -23,7 +23,7 @@ def folders(tmp_path_factory):
     ElmoForPreTraining(tiny_config(lm_vocab=["<S>", "</S>", "<UNK>", "a", "b"])).save_pretrained(root / "pretrained")
     ElmoTokenizer().save_pretrained(root / "pretrained")
     conll = write_conll(root / "train.txt", toy_sentences(12, 1))
-    quick = dict(model=base, max_steps=1, batch_size=8, logging_steps=1000, task_encoder="linear")
+    quick = dict(model=base, max_steps=1, per_device_train_batch_size=8, logging_steps=1000, task_encoder="linear")
     train_tagger(read_conll(conll), options=FinetuneOptions(output_dir=str(root / "tagger"), **quick))
     pairs = [("good film", "pos"), ("bad film", "neg"), ("very good", "pos"), ("so bad", "neg")]
     train_classifier(pairs, options=FinetuneOptions(output_dir=str(root / "classifier"), **quick))
@@ -187,7 +187,7 @@ def test_library_training_checks_options_too(folders):
 
     sentences = read_conll(folders["conll"])
     with pytest.raises(OptionError, match="--epochs"):
-        train_tagger(sentences, options=FinetuneOptions(model=folders["base"], epochs=0))
+        train_tagger(sentences, options=FinetuneOptions(model=folders["base"], num_train_epochs=0))
     with pytest.raises(OptionError, match="--grad-accum"):
         train_classifier([("a", "x"), ("b", "y")], options=FinetuneOptions(model=folders["base"],
                                                                         gradient_accumulation_steps=0))
