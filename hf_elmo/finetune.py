@@ -52,7 +52,7 @@ from pathlib import Path
 
 import torch
 
-from .file_io import AtomicDirectory, DiskFullError, atomic_write_text
+from .file_io import AtomicDirectory, DiskFullError
 from .conll import (  # noqa: F401  (re-exported: the data half of the fine-tuning API)
     DataError,
     TaggedSentence,
@@ -75,8 +75,21 @@ from .finetune_options import (  # noqa: F401  (re-exported: the options are par
     FinetuneOptions,
     OptionError,
     check_batch_size,
+    flag,
     run_identity_names,
     training_argument_names,
+)
+from .checkpoints import (  # noqa: F401  (checkpoint_folder_for: re-exported)
+    RUN_IDENTITY_FILE,
+    RunFolderError,
+    check_checkpoint_readable,
+    check_same_run,
+    checkpoint_folder_for,
+    cleanup_after_full_disk,
+    create_run_folder,
+    last_complete_checkpoint,
+    read_run_identity,
+    run_folder_held,
 )
 from .loading import ModelNotFoundError, check_model_location, load_tokenizer, resolve_model_name
 from .modeling_elmo import ElmoForSequenceClassification, ElmoForTokenClassification, ElmoWeightShapeError
@@ -351,9 +364,6 @@ def _training_arguments(options: FinetuneOptions, checkpoint_dir: str, has_dev: 
     })
 
 
-RUN_IDENTITY_FILE = "run_options.json"
-
-
 def run_identity(options: FinetuneOptions, *datasets) -> dict:
     """What defines a fine-tuning run: its options (not where it writes or how often it logs) and a digest of
     its data. A checkpoint folder is resumed only by a run with the same identity."""
@@ -363,66 +373,52 @@ def run_identity(options: FinetuneOptions, *datasets) -> dict:
         for data in datasets
     ]
     digest = hashlib.sha256(json.dumps(rows, ensure_ascii=False).encode("utf-8")).hexdigest()
-    options_kept = {name: getattr(options, name) for name in run_identity_names()}
-    return json.loads(json.dumps({"options": options_kept, "data_sha256": digest}))  # tuples -> lists, as read back
+    return {**{name: getattr(options, name) for name in run_identity_names()}, DATA_DIGEST: digest}
 
 
-def checkpoint_folder_for(output_dir: str | os.PathLike) -> Path:
-    """Where `train_tagger` / `train_classifier` keep the checkpoints of a run writing `output_dir`."""
-    output = Path(output_dir).resolve()
-    return output.parent / f".{output.name}.checkpoints"
+# The run identity's digest of the training and dev data, beside the options.
+DATA_DIGEST = "data_sha256"
+
+
+def _spelled(name: str) -> str:
+    return "the training or dev data" if name == DATA_DIGEST else flag(name)
 
 
 @contextlib.contextmanager
 def _checkpoints(options: FinetuneOptions, identity: dict):
     """Yields (folder for Trainer's checkpoints, checkpoint to resume from or None). With an output folder the
-    checkpoints live beside it under a fixed name, so the same command run again after a kill resumes; they
-    are removed once the output is written. Without one, a temporary folder."""
-    from .checkpoints import cleanup_after_full_disk, last_complete_checkpoint
-
+    checkpoints live beside it under a fixed name, so the same command run again after a kill resumes; the folder
+    is created with the run's identity in it, held by this run alone, and removed once the output is written.
+    Without an output folder, a temporary folder."""
     if not options.output_dir:
         with tempfile.TemporaryDirectory(prefix="hf-elmo-finetune-") as folder:
             yield folder, None
         return
     folder = checkpoint_folder_for(options.output_dir)
-    record = folder / RUN_IDENTITY_FILE
-    resume = None
-    if folder.is_dir():
-        try:
-            kept = json.loads(record.read_text(encoding="utf-8"))
-        except (OSError, UnicodeDecodeError, json.JSONDecodeError):
-            kept = None
-        if kept != identity:
-            kept = kept if isinstance(kept, dict) else {}
-            kept_options = kept.get("options", {})
-            # Each option with the value the interrupted run was given: the defaults may since have changed.
-            differing = sorted(f"{key} {kept_options[key]!r} there, {value!r} now" if key in kept_options else key
-                               for key, value in identity["options"].items() if kept_options.get(key) != value)
-            if kept.get("data_sha256") != identity["data_sha256"]:
-                differing.append("the training or dev data")
-            raise OptionError(
-                f"{folder} holds the checkpoints of an interrupted run with other settings ({', '.join(differing) or 'unreadable record'}); "
-                "run that command again to resume it, or delete the folder to start over"
-            )
+    with run_folder_held(folder, create=lambda: create_run_folder(folder, identity)):
+        recorded = read_run_identity(folder)
+        if recorded is None:
+            raise RunFolderError(f"{folder} holds checkpoints without the record of their run ({RUN_IDENTITY_FILE}): "
+                                 "delete that folder to start over")
+        check_same_run(folder, recorded, identity, _spelled)
         resume = last_complete_checkpoint(folder)
         if resume:
+            check_checkpoint_readable(resume, f"delete {resume} to resume from an earlier epoch, or {folder} to "
+                                      "start over")
             logger.info("resuming from %s", resume)
-    else:
-        folder.parent.mkdir(parents=True, exist_ok=True)
-        folder.mkdir()
-        atomic_write_text(record, json.dumps(identity, indent=1, ensure_ascii=False) + "\n")
-    try:
-        yield str(folder), resume
-    except Exception as error:
-        cleaned = cleanup_after_full_disk(error, folder)
-        if cleaned is None:
-            raise
-        resume = cleaned[1]
-        raise DiskFullError(
-            f"the disk holding {options.output_dir} is full; nothing was written to it. Free some space and run the "
-            f"same command again: it resumes from {Path(resume).name + ' in ' + str(folder) if resume else 'the beginning'}"
-        ) from None
-    shutil.rmtree(folder, ignore_errors=True)
+        try:
+            yield str(folder), resume
+        except Exception as error:
+            cleaned = cleanup_after_full_disk(error, folder)
+            if cleaned is None:
+                raise
+            resume = cleaned[1]
+            raise DiskFullError(
+                f"the disk holding {options.output_dir} is full; nothing was written to it. Free some space and run "
+                f"the same command again: it resumes from "
+                f"{Path(resume).name + ' in ' + str(folder) if resume else 'the beginning'}"
+            ) from None
+        shutil.rmtree(folder, ignore_errors=True)
 
 
 def save_folder(model, tokenizer, output_dir: str, results: dict, overwrite: bool = False) -> Path:

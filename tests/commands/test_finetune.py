@@ -291,7 +291,7 @@ def test_killed_training_resumes_and_ends_bit_identical_to_an_uninterrupted_run(
     assert not killed.exists() and checkpoints.is_dir()
 
     other = subprocess.run(command(killed, "--lr", "0.01"), cwd=REPO_ROOT, capture_output=True, text=True)
-    assert other.returncode == 2 and "other settings (learning_rate 0.005 there, 0.01 now)" in other.stderr, other.stderr[-2000:]
+    assert other.returncode == 2 and "other options (--lr 0.005 there, 0.01 now)" in other.stderr, other.stderr[-2000:]
     assert checkpoints.is_dir() and not killed.exists()
 
     subprocess.run(command(killed), cwd=REPO_ROOT, check=True, capture_output=True, timeout=600)
