@@ -49,8 +49,9 @@ def add_arguments(parser) -> None:
 
 
 def after_interruption(args) -> str:
+    # Ctrl-C may come while torch is half imported: nothing here may import it.
     if args.finetune_command in ("train", "train-classifier"):
-        from ..finetune import checkpoint_folder_for
+        from ..checkpoints import checkpoint_folder_for
 
         return (
             f"nothing was written to {args.output_dir}; the same command resumes from the last finished epoch "
