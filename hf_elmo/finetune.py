@@ -95,7 +95,7 @@ from .loading import ModelNotFoundError, check_model_location, load_tokenizer, r
 from .modeling_elmo import ElmoForSequenceClassification, ElmoForTokenClassification, ElmoWeightShapeError
 from .precomputed_layers import precompute_elmo_layers  # noqa: F401  (re-exported)
 from .tag_metrics import seqeval_scores, tag_metrics_function  # noqa: F401  (re-exported)
-from .tagging import character_batch, character_example, tagged_mask
+from .tagging import character_example, tag
 
 logger = logging.getLogger("hf_elmo.finetune")
 
@@ -110,38 +110,14 @@ class ListDataset(torch.utils.data.Dataset):
         return self.items[index]
 
 
-@torch.no_grad()
 def predict_tags(
     model, tokenizer, sentences: Sequence[Sequence[str]], batch_size: int = 64, max_words: int | None = None
 ) -> list[list[str]]:
-    """Tags for pre-split sentences (batched by length for speed; output in input order)."""
+    """Tags for pre-split sentences, in input order (`hf_elmo.tagging.tag` without scores or entities)."""
     check_batch_size(batch_size, "batch_size")
-    collator = ElmoDataCollator(tokenizer, max_words=max_words)
-    id2label = model.config.id2label
-    device = next(model.parameters()).device
-    was_training = model.training
-    model.eval()
-    order = sorted(range(len(sentences)), key=lambda i: len(sentences[i]))
-    results: list[list[str] | None] = [None] * len(sentences)
-    try:
-        for begin in range(0, len(order), batch_size):
-            chunk = order[begin : begin + batch_size]
-            if model.config.label_characters:
-                batch = character_batch(collator, [sentences[i] for i in chunk], model.config)
-            else:
-                batch = collator([{"words": list(sentences[i])} for i in chunk])
-            batch = {key: value.to(device) for key, value in batch.items()}
-            logits = model(**batch).logits
-            mask = tagged_mask(model, batch)
-            best = model.decode(logits, mask).cpu()
-            for row, index in enumerate(chunk):
-                count = int(mask[row].sum())
-                tags = [id2label[int(i)] for i in best[row, :count]]
-                # Words cut by max_words get "O" so that the output lines up with the input.
-                results[index] = tags + ["O"] * (len(sentences[index]) - count)
-    finally:
-        model.train(was_training)
-    return results
+    results = tag(model, tokenizer, [list(sentence) for sentence in sentences], is_split_into_words=True,
+                  batch_size=batch_size, with_scores=False, max_words=max_words)
+    return [result["tags"] for result in results]
 
 
 def evaluate_tagger(

@@ -140,6 +140,17 @@ def test_pipeline_batches_give_the_unbatched_results(trained):
             assert [e["score"] for e in got["entities"]] == pytest.approx([e["score"] for e in want["entities"]], rel=1e-5)
 
 
+def test_predict_tags_is_tag_without_scores(trained):
+    model, tokenizer = trained["model"], trained["tokenizer"]
+    sentences = [words for words, _ in toy_sentences(12, 5)]
+    tagged = tag(model, tokenizer, sentences, is_split_into_words=True, batch_size=5)
+    assert predict_tags(model, tokenizer, sentences, batch_size=5) == [result["tags"] for result in tagged]
+    # Words past max_words are tagged O, so the tags still line up with the words.
+    cut = predict_tags(model, tokenizer, sentences, max_words=2)
+    assert [tags[:2] for tags in cut] == predict_tags(model, tokenizer, [words[:2] for words in sentences])
+    assert all(set(tags[2:]) <= {"O"} and len(tags) == len(words) for tags, words in zip(cut, sentences))
+
+
 def test_chinese_text_is_segmented_for_prediction(trained):
     tokenizer = ElmoTokenizer(segmenter="jieba")
     text = "我们在北京工作。"
