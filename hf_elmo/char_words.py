@@ -16,7 +16,6 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from .elmo_word_characters import WORD_POSITIONS
-from .tagging import is_cjk_word
 
 
 def group_tokens(tokens: Sequence[str], segment=None) -> list[tuple[int, int]]:
@@ -79,16 +78,38 @@ def characters_as_words(example: dict, segment=None, keep_characters: bool = Fal
     return result
 
 
-# From this share of single Chinese characters among its tokens on, a tagging file is read as character-labelled.
+# From this share of one-character tokens on, a tagging file is read as character-labelled. The shape decides, not
+# the script: social-media NER sets labelled one character a line hold letters, digits, punctuation and emoji
+# beside Chinese characters, while a file of words has most of its tokens longer than one character.
 CHARACTER_LABELLED_SHARE = 0.9
 
 
+def is_one_character(token: str) -> bool:
+    """Whether `token` is one character as a reader sees it (a grapheme cluster), in any script: a letter with its
+    accents, a digit, a punctuation mark, an emoji with its skin tone or joined parts."""
+    import regex
+
+    return regex.fullmatch(r"\X", token) is not None
+
+
 def single_character_share(sentences: Sequence) -> float:
-    """The share of the tokens of `sentences` (each with `.words`, as `conll.TaggedSentence`) that are one Chinese
-    character each: 1.0 for MSRA and most Chinese NER sets, 0.0 without tokens."""
+    """The share of the tokens of `sentences` (each with `.words`, as `conll.TaggedSentence`) that are one character
+    each (`is_one_character`): 1.0 for MSRA and most Chinese NER sets, 0.0 without tokens."""
     tokens = [token for sentence in sentences for token in sentence.words]
-    return sum(len(token) == 1 and is_cjk_word(token) for token in tokens) / len(tokens) if tokens else 0.0
+    return sum(map(is_one_character, tokens)) / len(tokens) if tokens else 0.0
 
 
-__all__ = ["CHARACTER_LABELLED_SHARE", "WORD_POSITIONS", "characters_as_words", "group_tokens", "single_character_share",
+def character_labelled_decision(sentences: Sequence) -> tuple[bool, str]:
+    """Whether tagging data labels one character a line, and the sentence that says so with the figure behind it."""
+    share = single_character_share(sentences)
+    if share >= CHARACTER_LABELLED_SHARE:
+        return True, (f"the training data is read as character-labelled: {share:.1%} of its tokens are one character "
+                      f"each (from {CHARACTER_LABELLED_SHARE:.0%} on); --no-label-characters reads each token as a word")
+    return False, (f"the training data is read as words: {share:.1%} of its tokens are one character each "
+                   f"(character-labelled from {CHARACTER_LABELLED_SHARE:.0%} on); pass --label-characters if it labels "
+                   "one character a line")
+
+
+__all__ = ["CHARACTER_LABELLED_SHARE", "WORD_POSITIONS", "character_labelled_decision", "characters_as_words",
+           "group_tokens", "is_one_character", "single_character_share",
            "words_and_positions"]

@@ -69,7 +69,7 @@ from .conll import (  # noqa: F401  (re-exported: the data half of the fine-tuni
     sentences_from_pairs,
 )
 from .configuration_elmo import ElmoConfig
-from .char_words import CHARACTER_LABELLED_SHARE, single_character_share
+from .char_words import character_labelled_decision
 from .data_collator import ElmoDataCollator
 from .finetune_options import (  # noqa: F401  (re-exported: the options are part of the fine-tuning API)
     FinetuneOptions,
@@ -483,12 +483,10 @@ def _new_tagger(options: FinetuneOptions, label2id: dict[str, int], train: Seque
 
     label_characters = options.label_characters
     if label_characters is None:
-        share = single_character_share(train)
-        label_characters = share >= CHARACTER_LABELLED_SHARE
+        label_characters, why = character_labelled_decision(train)
+        logger.info(why)
         if not label_characters:
-            _refuse_character_features(options, f"the training data was read as words: {share:.0%} of its tokens "
-                                       f"are single Chinese characters ({CHARACTER_LABELLED_SHARE:.0%} are needed); "
-                                       "pass --label-characters if it labels one character a line")
+            _refuse_character_features(options, why)
     model = tagger(label_characters)
     tokenizer = load_tokenizer(options.model, model.config)
     if model.config.label_characters and tokenizer.segmenter != "jieba":
@@ -499,6 +497,8 @@ def _new_tagger(options: FinetuneOptions, label2id: dict[str, int], train: Seque
             )
         _refuse_character_features(options, f"{options.model} reads {tokenizer.segmenter!r} tokens, not jieba words")
         model = tagger(False)  # a biLM of characters reads character-labelled data as it is
+        logger.info("%s reads %r tokens, not jieba words: it reads each character as it is", options.model,
+                    tokenizer.segmenter)
     if model.config.label_characters:
         logger.info("characters labelled: the biLM reads the jieba words they form (--no-label-characters: "
                     "one character a word)")

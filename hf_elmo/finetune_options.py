@@ -58,7 +58,8 @@ class ModelArguments:
     label_characters: bool | None = _option(
         None, "the file labels single characters (MSRA, most Chinese NER sets): the biLM reads the jieba words they "
         "form and each character gets its word's vectors plus its place in the word (S/B/M/E); tags stay per "
-        "character. Default: on when nearly every training token is one character and the model reads jieba words",
+        "character. Default: on when 90%% of the training tokens are one character each (of any script: letters, digits, "
+        "punctuation and emoji count) and the model reads jieba words",
         **TAGGER)
     # With label_characters and task_token_features: x_k of each character alone too; None: on whenever both are.
     task_character_features: bool | None = _option(

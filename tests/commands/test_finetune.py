@@ -2,6 +2,7 @@
 
 import json
 import logging
+import re
 
 import pytest
 import torch
@@ -327,6 +328,7 @@ def test_character_labelled_files_are_read_as_words_and_tagged_per_character(tmp
     with caplog.at_level(logging.INFO, logger="hf_elmo.finetune"):
         assert main(argv) == 0  # detected: every token is one Chinese character
     assert "characters labelled" in caplog.text
+    assert "read as character-labelled: 100.0% of its tokens are one character each (from 90% on)" in caplog.text
     model = ElmoForTokenClassification.from_pretrained(tmp_path / "chars")
     tokenizer = ElmoTokenizer.from_pretrained(tmp_path / "chars")
     assert model.config.label_characters
@@ -354,8 +356,9 @@ def test_per_character_features_on_data_read_as_words_say_why_and_how_to_ask_for
             "--character-features", "--max-steps", "1"]
     assert main(argv) == 2
     error = capsys.readouterr().err
-    assert "--character-features is for character-labelled data read as jieba words, but the training data was read " \
-           "as words: 0% of its tokens are single Chinese characters (90% are needed); pass --label-characters" in error
+    assert re.search(r"--character-features is for character-labelled data read as jieba words, but the training "
+                     r"data is read as words: \d+\.\d% of its tokens are one character each \(character-labelled "
+                     r"from 90% on\); pass --label-characters", error), error
     assert not (tmp_path / "out").exists()
 
 

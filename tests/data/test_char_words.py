@@ -1,5 +1,8 @@
 from hf_elmo.char_words import (
     WORD_POSITIONS,
+    character_labelled_decision,
+    is_one_character,
+    single_character_share,
     characters_as_words,
     group_tokens,
     words_and_positions,
@@ -65,3 +68,30 @@ def test_the_characters_are_kept_when_asked_for():
     assert "characters" not in characters_as_words(example, fixed_segmenter(["张三", "在", "北京"]))
     kept = characters_as_words(example, fixed_segmenter(["张三", "在", "北京"]), keep_characters=True)
     assert kept["characters"] == list("张三在北京") and kept["words"] == ["张三", "在", "北京"]
+
+
+class Sentence:
+    def __init__(self, words):
+        self.words = words
+
+
+# A social-media sentence labelled one character a line: Chinese, Latin letters, digits, punctuation and emoji.
+WEIBO_STYLE = [Sentence(list("今天和Amy在1号线见面") + ["！", "👍🏻", "❤️", "👨‍👩‍👧", "é"]),
+               Sentence(list("转发@小米：OK") + ["🙂"])]
+
+
+def test_character_labelled_files_are_recognised_by_their_shape_not_their_script():
+    assert all(is_one_character(token) for sentence in WEIBO_STYLE for token in sentence.words)
+    assert single_character_share(WEIBO_STYLE) == 1.0
+    read_as_characters, why = character_labelled_decision(WEIBO_STYLE)
+    assert read_as_characters and why.startswith("the training data is read as character-labelled: 100.0% of its "
+                                                 "tokens are one character each (from 90% on)")
+
+
+def test_files_of_words_are_read_as_words_whatever_their_script_and_the_figure_is_given():
+    words = [Sentence(["张三", "在", "北京", "工作", "。"]), Sentence(["Alice", "met", "Bob", "in", "Rome", "."])]  # 3 of 11
+    assert not is_one_character("北京") and not is_one_character("ab") and not is_one_character("")
+    read_as_characters, why = character_labelled_decision(words)
+    assert not read_as_characters
+    assert why.startswith("the training data is read as words: 27.3% of its tokens are one character each")
+    assert character_labelled_decision([]) == (False, why.replace("27.3%", "0.0%"))
