@@ -243,7 +243,7 @@ def finetuned_accuracy(model: str, train: list, test: list, epochs: float) -> di
     mean over words, linear layer) for `epochs`, scored on the test part."""
     from hf_elmo.finetune import FinetuneOptions, train_classifier
 
-    options = FinetuneOptions(model=model, epochs=epochs, seed=SEED, logging_steps=10**6)
+    options = FinetuneOptions(model=model, num_train_epochs=epochs, seed=SEED, logging_steps=10**6)
     started = time.perf_counter()
     run = train_classifier([(text, str(label)) for text, label in train], None,
                            [(text, str(label)) for text, label in test], options)

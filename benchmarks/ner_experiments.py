@@ -105,11 +105,11 @@ def options_for(args, **overrides) -> FinetuneOptions:
         task_encoder_hidden_size=args.hidden_size,
         use_crf=not args.no_crf,
         dropout=args.dropout,
-        epochs=args.epochs,
+        num_train_epochs=args.epochs,
         max_steps=args.max_steps,
         learning_rate=args.lr,
-        batch_size=args.batch_size,
-        eval_batch_size=args.eval_batch_size,
+        per_device_train_batch_size=args.batch_size,
+        per_device_eval_batch_size=args.eval_batch_size,
         max_words=args.max_words,
         seed=args.seed,
         threads=args.threads,
@@ -117,8 +117,6 @@ def options_for(args, **overrides) -> FinetuneOptions:
         task_token_features=args.token_features,
         label_characters=args.label_characters,
         task_character_features=args.character_features,
-        task_bigram_features=args.bigram_features,
-        task_lexicon_features=args.lexicon_features,
     )
     values.update(overrides)
     return FinetuneOptions(**values)
@@ -250,7 +248,8 @@ def write_ner_card_results(results_dir: Path, card_results: Path = CARD_RESULTS)
            "layer 0; the paper's [x_k; ELMo_k])" if options.get("task_token_features") else "")
         + f", BiLSTM({options['task_encoder_hidden_size']}) + CRF, dropout {options['dropout']}; "
         f"{results['trainable_parameters']:,} trainable parameters",
-        "Training": f"{options['epochs']:g} epochs, AdamW lr {options['learning_rate']:g}, batch {options['batch_size']}, "
+        "Training": f"{options['num_train_epochs']:g} epochs, AdamW lr {options['learning_rate']:g}, "
+                    f"batch {options['per_device_train_batch_size']}, "
         f"best epoch on dev F1; {results['train_seconds']:,.0f} s on {run['torch_threads']} CPU thread(s) "
         f"(+ {results.get('precompute_seconds', 0):,.0f} s computing the frozen biLM's layers once)",
         "Per type (test F1)": ", ".join(
@@ -340,15 +339,6 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--character-features", action="store_true",
         help="msra, with --token-features: each character also gets x_k of the character alone",
-    )
-    parser.add_argument(
-        "--bigram-features", action="store_true",
-        help="msra, with --character-features: and x_k of the character and the next one read as one word",
-    )
-    parser.add_argument(
-        "--lexicon-features", action="store_true",
-        help="msra, with --token-features: each character also gets the jieba-dictionary words it begins, is inside "
-        "of and ends (SoftLexicon)",
     )
     parser.add_argument(
         "--random-bilm", action="store_true",

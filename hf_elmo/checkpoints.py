@@ -1,11 +1,16 @@
-"""Trainer checkpoints as pretraining and fine-tuning resume them: which one is complete, its step, the loss
-sum kept in it."""
+"""Runs as pretraining and fine-tuning record, hold and resume them: the identity a run folder records (its options,
+refused if a resume differs), the hold one run has on its folder, which checkpoint is complete, whether its files
+can be read, its step and the loss sum kept in it."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import os
+import shutil
+import tempfile
+import zipfile
 from pathlib import Path
 
 
@@ -51,5 +56,187 @@ def cleanup_after_full_disk(error: BaseException, folder: str | os.PathLike) -> 
     return remove_incomplete_checkpoints(folder), last_complete_checkpoint(Path(folder))
 
 
-__all__ = ["TRAIN_LOSS_FILE", "checkpoint_loss_sum", "checkpoint_step", "cleanup_after_full_disk",
-           "last_complete_checkpoint"]
+# Damaged checkpoints -----------------------------------------------------------------------------------------
+
+
+def weight_names(path: Path) -> list[str]:
+    """The tensor names of a readable, complete safetensors file (reads only its index); ValueError naming `path`
+    otherwise."""
+    from safetensors import safe_open
+
+    try:
+        with safe_open(str(path), framework="pt") as handle:
+            keys = list(handle.keys())
+            for key in keys:  # the index must point inside the file: a truncated file fails here
+                handle.get_slice(key).get_shape()
+    except Exception as error:  # SafetensorError, OSError, ...: whatever it is, the file cannot be used
+        raise ValueError(f"{path} cannot be read ({type(error).__name__}: {error}); the file is damaged or truncated") from None
+    if not keys:
+        raise ValueError(f"{path} holds no weights")
+    return keys
+
+
+def _check_torch_file(path: Path) -> None:
+    """ValueError naming `path` unless it is a complete torch file that the Trainer loads as it does (tensors,
+    containers and the numpy RNG state it allows): a cut file has no zip index, and anything else would need
+    unpickling arbitrary objects."""
+    import pickle
+
+    import torch
+    from transformers.trainer_pt_utils import safe_globals
+
+    if not zipfile.is_zipfile(path):
+        raise ValueError(f"{path} is not a complete torch file")
+    try:
+        with safe_globals():
+            torch.load(path, map_location="cpu", weights_only=True, mmap=True)
+    except (pickle.UnpicklingError, RuntimeError, OSError, EOFError, ValueError) as error:
+        reason = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
+        raise ValueError(f"{path} cannot be loaded as plain tensors, so it is refused ({reason})") from None
+
+
+def check_checkpoint_readable(checkpoint: str | os.PathLike, advice: str | None = None) -> None:
+    """Refuse, before training starts, a checkpoint to resume from whose files are damaged (truncated by a full disk,
+    a copy cut short) or hold more than tensors: otherwise the Trainer fails halfway with a raw library error.
+    The one-line ValueError names the file, then `advice` (default: what to delete)."""
+    from .weight_checksums import verify_weight_checksums
+
+    folder = Path(checkpoint)
+    advice = advice or (f"delete {folder} to resume from an earlier checkpoint, or start over in another "
+                        "--output-dir (--no-resume refuses a folder that holds a run)")
+    try:
+        weight_names(folder / "model.safetensors")
+        try:
+            verify_weight_checksums(folder)
+        except OSError as error:
+            raise ValueError(str(error)) from None
+        try:
+            state = json.loads((folder / "trainer_state.json").read_text(encoding="utf-8"))
+        except (OSError, UnicodeDecodeError, json.JSONDecodeError) as error:
+            raise ValueError(f"{folder / 'trainer_state.json'} cannot be read ({error})") from None
+        if not isinstance(state, dict):
+            raise ValueError(f"{folder / 'trainer_state.json'} is not a JSON object")
+        for path in sorted([folder / "optimizer.pt", folder / "scheduler.pt", *folder.glob("rng_state*.pth")]):
+            if path.exists():
+                _check_torch_file(path)
+    except ValueError as error:
+        raise ValueError(f"the checkpoint {folder} is damaged: {error}; {advice}") from None
+
+
+# The run a folder holds ---------------------------------------------------------------------------------------
+
+RUN_IDENTITY_FILE = "run_options.json"
+
+
+class RunFolderError(ValueError):
+    """A run folder that holds another run, is in use by a running one, or whose record cannot be read."""
+
+
+def read_run_identity(folder: str | os.PathLike) -> dict | None:
+    """The identity recorded in `folder`, None when there is none; RunFolderError naming the file if unreadable."""
+    path = Path(folder) / RUN_IDENTITY_FILE
+    if not path.is_file():
+        return None
+    try:
+        recorded = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as error:
+        raise RunFolderError(f"{path} cannot be read ({error}); delete {folder} to start over") from None
+    if not isinstance(recorded, dict):
+        raise RunFolderError(f"{path} is not a JSON object; delete {folder} to start over")
+    return recorded
+
+
+def write_run_identity(folder: str | os.PathLike, identity: dict) -> None:
+    from .file_io import atomic_write_text
+
+    atomic_write_text(Path(folder) / RUN_IDENTITY_FILE, json.dumps(identity, indent=1, ensure_ascii=False) + "\n")
+
+
+def check_same_run(folder: str | os.PathLike, recorded: dict, identity: dict, spell=lambda name: name,
+                   recorded_defaults: dict | None = None) -> None:
+    """RunFolderError listing each option with the value the run in `folder` was started with and the value now,
+    unless the two identities agree (`recorded_defaults`: options newer than some records, with the value those
+    runs had; `spell`: an option's name as the user wrote it)."""
+    current = json.loads(json.dumps(identity))  # tuples -> lists, as read back
+    recorded = {**(recorded_defaults or {}), **recorded}
+    differing = [name for name in current if recorded.get(name) != current[name]]
+    differing += [name for name in recorded if name not in current]
+    if differing:
+        changes = "; ".join(f"{spell(name)} {recorded.get(name)!r} there, {current.get(name)!r} now"
+                            for name in differing[:4])
+        raise RunFolderError(f"{folder} holds a run started with other options ({changes}): run it again with its "
+                             "own options to resume it, or give another --output-dir (or delete that folder)")
+
+
+@contextlib.contextmanager
+def run_folder_held(folder: str | os.PathLike, create=None):
+    """Hold `folder` for this run: RunFolderError if another run holds it. The hold is an exclusive lock on the
+    folder itself, released when this process ends however it ends. `create()`, if given, makes the folder when it
+    is missing; if it was removed or replaced while this run got to it, this holds what is there now. Where the
+    system has no such locks, nothing is held."""
+    folder = Path(folder)
+    try:
+        import fcntl
+    except ImportError:  # Windows
+        if create is not None:
+            create()
+        yield
+        return
+    for _ in range(5):
+        if create is not None:
+            create()
+        try:
+            descriptor = os.open(folder, os.O_RDONLY)
+        except FileNotFoundError:
+            continue  # removed by the run that held it
+        try:
+            fcntl.flock(descriptor, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.close(descriptor)
+            raise RunFolderError(f"another run is writing {folder} right now: wait for it to end, or give another "
+                                 "--output-dir") from None
+        try:
+            same = os.stat(folder).st_ino == os.fstat(descriptor).st_ino
+        except FileNotFoundError:
+            same = False
+        if same:
+            break
+        os.close(descriptor)
+    else:
+        raise RunFolderError(f"{folder} keeps being removed or replaced by another run: give another --output-dir")
+    try:
+        yield
+    finally:
+        os.close(descriptor)
+
+
+def checkpoint_folder_for(output_dir: str | os.PathLike) -> Path:
+    """Where fine-tuning keeps the checkpoints of a run writing `output_dir`: beside it, under a name fixed by it, so
+    the same command run again after a kill finds them."""
+    output = Path(output_dir).resolve()
+    return output.parent / f".{output.name}.checkpoints"
+
+
+def create_run_folder(folder: str | os.PathLike, identity: dict) -> bool:
+    """Create `folder` with its run identity in one step (built beside it, then renamed into place), so that no
+    other run ever sees it without its record. False if it exists already."""
+    folder = Path(folder)
+    if folder.exists():
+        return False
+    folder.parent.mkdir(parents=True, exist_ok=True)
+    building = Path(tempfile.mkdtemp(prefix=f".{folder.name}.new-", dir=folder.parent))
+    try:
+        write_run_identity(building, identity)
+        os.rename(building, folder)
+    except OSError:
+        shutil.rmtree(building, ignore_errors=True)
+        if folder.is_dir():
+            return False  # another run created it first
+        raise
+    return True
+
+
+__all__ = ["RUN_IDENTITY_FILE", "TRAIN_LOSS_FILE", "RunFolderError", "check_checkpoint_readable", "check_same_run",
+           "checkpoint_folder_for",
+           "checkpoint_loss_sum", "checkpoint_step", "cleanup_after_full_disk", "create_run_folder",
+           "last_complete_checkpoint", "read_run_identity", "run_folder_held", "weight_names", "write_run_identity"]

@@ -14,7 +14,6 @@ from typing import Any
 
 import torch
 
-from .elmo_word_characters import LEXICON_ROLES
 from .tokenization_elmo import ElmoTokenizer
 
 
@@ -161,19 +160,15 @@ class ElmoDataCollator:
 
     def _with_labels(self, batch: dict, examples, full_lengths: list[int], num_words: int) -> dict[str, torch.Tensor]:
         with_characters = ["token_word_index" in example for example in examples]
-        per_character = sorted({key for example in examples for key in PER_CHARACTER_INPUTS if key in example})
-        if per_character and not any(with_characters):
-            raise ValueError(f"{', '.join(per_character)} belong to characters placed in their words: the examples "
-                             "need token_word_index and token_positions too (char_words.characters_as_words)")
+        if any(CHARACTERS in example for example in examples) and not any(with_characters):
+            raise ValueError(f"examples with '{CHARACTERS}' need token_word_index and token_positions too: the "
+                             "characters' places in their words (char_words.characters_as_words)")
         if any(with_characters):
             if not all(with_characters):
                 raise ValueError("some examples have token_word_index (characters of words) and some do not")
             batch.update(self._character_positions(examples, full_lengths, num_words))
-            for key, name in CHARACTER_FEATURE_INPUTS.items():
-                if any(key in example for example in examples):
-                    batch[name] = self._character_ids(examples, batch["token_word_index"].shape[1], key)
-            if any(key in example for example in examples for key in LEXICON_INPUTS):
-                batch.update(self._lexicon(examples, batch["token_word_index"].shape[1]))
+            if any(CHARACTERS in example for example in examples):
+                batch["character_input_ids"] = self._character_ids(examples, batch["token_word_index"].shape[1])
             # Labels are then one per character.
             full_lengths = [len(example["token_word_index"]) for example in examples]
             num_words = batch["token_word_index"].shape[1]
@@ -203,65 +198,21 @@ class ElmoDataCollator:
         num_characters = max(len(index) for index in rows)
         return {"token_word_index": _padded(rows, num_characters, -1), "token_positions": _padded(positions, num_characters, 0)}
 
-    def _character_ids(self, examples, num_characters: int, key: str) -> torch.Tensor:
-        """(batch, characters, width): the character ids of each entry of the examples' `key` ("characters": each
-        character alone, "bigrams": each character with the next one), read as a word."""
+    def _character_ids(self, examples, num_characters: int) -> torch.Tensor:
+        """(batch, characters, width): the character ids of each of the examples' `"characters"`, read as a word."""
         if self.tokenizer is None:
-            raise ValueError(f"examples with '{key}' need ElmoDataCollator(tokenizer=...)")
+            raise ValueError("examples with 'characters' need ElmoDataCollator(tokenizer=...)")
         width = self.tokenizer.max_characters_per_token
         rows = []
         for row, example in enumerate(examples):
-            characters = example.get(key)
+            characters = example.get(CHARACTERS)
             if characters is None or isinstance(characters, str) or len(characters) != len(example["token_word_index"]):
-                raise ValueError(f"example {row}: '{key}' must be a list of one entry for each of the "
+                raise ValueError(f"example {row}: 'characters' must be a list of one entry for each of the "
                                  f"{len(example['token_word_index'])} characters that token_word_index places "
                                  "(every example, or none)")
             ids = [self._char_ids(character) for character in characters]
             rows.append(torch.tensor(ids, dtype=torch.long) if ids else torch.zeros(0, width, dtype=torch.long))
         return _padded(rows, num_characters, 0, width)
-
-    def _lexicon(self, examples, num_characters: int) -> dict[str, torch.Tensor]:
-        """The dictionary words of each example (`char_words.lexicon_matches`): `lexicon_input_ids` (batch, words,
-        width), `lexicon_weights` (batch, words), 0 at padding, and `lexicon_match_index` (batch, characters,
-        roles, matches), -1 for none."""
-        if self.tokenizer is None:
-            raise ValueError("examples with 'lexicon_words' need ElmoDataCollator(tokenizer=...)")
-        width = self.tokenizer.max_characters_per_token
-        words, weights, matches = [], [], []
-        for row, example in enumerate(examples):
-            missing = [key for key in LEXICON_INPUTS if example.get(key) is None]
-            if missing:
-                raise ValueError(f"example {row} lacks {', '.join(missing)}: each example needs all of "
-                                 f"{', '.join(LEXICON_INPUTS)} (char_words.lexicon_matches), or none does")
-            row_words, row_weights, row_matches = (example[key] for key in LEXICON_INPUTS)
-            if isinstance(row_words, str) or len(row_weights) != len(row_words):
-                raise ValueError(f"example {row}: lexicon_words and lexicon_weights must be lists of the same length")
-            if len(row_matches) != len(example["token_word_index"]):
-                raise ValueError(f"example {row}: lexicon_matches must hold one entry for each of the "
-                                 f"{len(example['token_word_index'])} characters")
-            if any(len(roles) != len(LEXICON_ROLES) for roles in row_matches):
-                raise ValueError(f"example {row}: each character's lexicon_matches must be {len(LEXICON_ROLES)} "
-                                 f"lists of word indices ({'/'.join(LEXICON_ROLES)})")
-            if any(not 0 <= number < len(row_words) for roles in row_matches for role in roles for number in role):
-                raise ValueError(f"example {row}: lexicon_matches must point at its {len(row_words)} lexicon words")
-            if any(not weight > 0 for weight in row_weights):
-                raise ValueError(f"example {row}: lexicon_weights must be positive")
-            words.append(torch.tensor([self._char_ids(word) for word in row_words], dtype=torch.long).view(-1, width))
-            weights.append(torch.tensor(row_weights, dtype=torch.float32))
-            matches.append(row_matches)
-        num_words = max(1, max(len(row) for row in words))
-        num_matches = max([1] + [len(role) for row in matches for roles in row for role in roles])
-        no_character = [[-1] * num_matches] * len(LEXICON_ROLES)
-        match_index = torch.tensor([
-            [[list(numbers) + [-1] * (num_matches - len(numbers)) for numbers in roles] for roles in row_matches]
-            [:num_characters] + [no_character] * (num_characters - len(row_matches))
-            for row_matches in matches
-        ], dtype=torch.long).view(len(examples), num_characters, len(LEXICON_ROLES), num_matches)
-        padded_weights = torch.zeros(len(examples), num_words)
-        for row, values in enumerate(weights):
-            padded_weights[row, : len(values)] = values
-        return {"lexicon_input_ids": _padded(words, num_words, 0, width), "lexicon_weights": padded_weights,
-                "lexicon_match_index": match_index}
 
     def _labels(self, raw: list, full_lengths: list[int], num_words: int, unit: str = "word") -> torch.Tensor:
         # One label per example: a Python or numpy number (datasets yields numpy scalars) or a 0-d tensor; an
@@ -290,15 +241,12 @@ def _padded(rows: list[torch.Tensor], num_words: int, fill: int, *trailing: int)
     return padded
 
 
+# The per-character strings a character example may carry beside its places in its words
+# (`char_words.characters_as_words`): each character alone, read as a word.
+CHARACTERS = "characters"
 # Where an example keeps its label(s): `labels`, or `label` / `label_ids` (the usual column names of `datasets`),
 # as transformers' collators read them.
 LABEL_KEYS = ("labels", "label", "label_ids")
-# Per-character strings an example may carry (`char_words.characters_as_words`) -> the batch's character ids of them.
-CHARACTER_FEATURE_INPUTS = {"characters": "character_input_ids", "bigrams": "bigram_input_ids"}
-# The dictionary words of a sentence and each character's place in them (`char_words.lexicon_matches`).
-LEXICON_INPUTS = ("lexicon_words", "lexicon_weights", "lexicon_matches")
-# Everything a character example may carry beside its positions in its words.
-PER_CHARACTER_INPUTS = (*CHARACTER_FEATURE_INPUTS, *LEXICON_INPUTS)
 
 
 def example_label(example: Mapping[str, Any]):

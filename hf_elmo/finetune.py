@@ -40,7 +40,6 @@ import contextlib
 import hashlib
 import json
 import logging
-import math
 import os
 import re
 import shutil
@@ -48,12 +47,12 @@ import sys
 import tempfile
 import time
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import asdict, replace
 from pathlib import Path
 
 import torch
 
-from .file_io import AtomicDirectory, DiskFullError, atomic_write_text
+from .file_io import AtomicDirectory, DiskFullError
 from .conll import (  # noqa: F401  (re-exported: the data half of the fine-tuning API)
     DataError,
     TaggedSentence,
@@ -70,21 +69,35 @@ from .conll import (  # noqa: F401  (re-exported: the data half of the fine-tuni
     sentences_from_pairs,
 )
 from .configuration_elmo import ElmoConfig
-from .char_words import CHARACTER_LABELLED_SHARE, single_character_share
+from .char_words import character_labelled_decision
 from .data_collator import ElmoDataCollator
+from .finetune_options import (  # noqa: F401  (re-exported: the options are part of the fine-tuning API)
+    FinetuneOptions,
+    OptionError,
+    check_batch_size,
+    flag,
+    run_identity_names,
+    training_argument_names,
+)
+from .checkpoints import (  # noqa: F401  (checkpoint_folder_for: re-exported)
+    RUN_IDENTITY_FILE,
+    RunFolderError,
+    check_checkpoint_readable,
+    check_same_run,
+    checkpoint_folder_for,
+    cleanup_after_full_disk,
+    create_run_folder,
+    last_complete_checkpoint,
+    read_run_identity,
+    run_folder_held,
+)
 from .loading import ModelNotFoundError, check_model_location, load_tokenizer, resolve_model_name
-from .file_io import check_output_folder
 from .modeling_elmo import ElmoForSequenceClassification, ElmoForTokenClassification, ElmoWeightShapeError
 from .precomputed_layers import precompute_elmo_layers  # noqa: F401  (re-exported)
 from .tag_metrics import seqeval_scores, tag_metrics_function  # noqa: F401  (re-exported)
-from .tagging import character_batch, character_example, tagged_mask
+from .tagging import character_example, tag
 
 logger = logging.getLogger("hf_elmo.finetune")
-
-# The options that give each character of a character-labelled sentence more of the head's own vectors x_k.
-CHARACTER_FEATURE_OPTIONS = {"--character-features": "task_character_features",
-                             "--bigram-features": "task_bigram_features", "--lexicon-features": "task_lexicon_features"}
-
 
 class ListDataset(torch.utils.data.Dataset):
     def __init__(self, items: Sequence[dict]):
@@ -97,38 +110,14 @@ class ListDataset(torch.utils.data.Dataset):
         return self.items[index]
 
 
-@torch.no_grad()
 def predict_tags(
     model, tokenizer, sentences: Sequence[Sequence[str]], batch_size: int = 64, max_words: int | None = None
 ) -> list[list[str]]:
-    """Tags for pre-split sentences (batched by length for speed; output in input order)."""
+    """Tags for pre-split sentences, in input order (`hf_elmo.tagging.tag` without scores or entities)."""
     check_batch_size(batch_size, "batch_size")
-    collator = ElmoDataCollator(tokenizer, max_words=max_words)
-    id2label = model.config.id2label
-    device = next(model.parameters()).device
-    was_training = model.training
-    model.eval()
-    order = sorted(range(len(sentences)), key=lambda i: len(sentences[i]))
-    results: list[list[str] | None] = [None] * len(sentences)
-    try:
-        for begin in range(0, len(order), batch_size):
-            chunk = order[begin : begin + batch_size]
-            if model.config.label_characters:
-                batch = character_batch(collator, [sentences[i] for i in chunk], model.config)
-            else:
-                batch = collator([{"words": list(sentences[i])} for i in chunk])
-            batch = {key: value.to(device) for key, value in batch.items()}
-            logits = model(**batch).logits
-            mask = tagged_mask(model, batch)
-            best = model.decode(logits, mask).cpu()
-            for row, index in enumerate(chunk):
-                count = int(mask[row].sum())
-                tags = [id2label[int(i)] for i in best[row, :count]]
-                # Words cut by max_words get "O" so that the output lines up with the input.
-                results[index] = tags + ["O"] * (len(sentences[index]) - count)
-    finally:
-        model.train(was_training)
-    return results
+    results = tag(model, tokenizer, [list(sentence) for sentence in sentences], is_split_into_words=True,
+                  batch_size=batch_size, with_scores=False, max_words=max_words)
+    return [result["tags"] for result in results]
 
 
 def evaluate_tagger(
@@ -146,141 +135,15 @@ def evaluate_tagger(
 # Training ------------------------------------------------------------------------------------
 
 
-class OptionError(ValueError):
-    """An option out of its range, or a `--model` of the wrong kind; the message names the command-line flag."""
-
-
-# The command-line flag of each option, for error messages.
-_FLAGS = {
-    "task_encoder_hidden_size": "--hidden-size",
-    "learning_rate": "--lr",
-    "gradient_accumulation_steps": "--grad-accum",
-    "logging_steps": "logging_steps",
-}
-
-
-def _flag(name: str) -> str:
-    return _FLAGS.get(name, "--" + name.replace("_", "-"))
-
-
-def _is_int(value) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool)
-
-
-def check_batch_size(value, flag: str = "--batch-size") -> None:
-    """`OptionError` unless `value` is a positive integer."""
-    if not _is_int(value) or value < 1:
-        raise OptionError(f"{flag} must be a positive integer, got {value}")
-
-
-# What `epochs`, `learning_rate` and `dropout` left as None mean, per task; the rate by whether the biLM is frozen.
+# What `num_train_epochs`, `learning_rate` and `dropout` left as None mean, per task; the rate by whether the biLM is frozen.
 # A frozen biLM leaves a small head to train, which wants a larger step and, on a small training set, more passes
 # than 3; taggers also did better on dev with less dropout (benchmarks/NER_EXPERIMENTS.md, "The tagger's defaults
 # on small training sets"). The classifier keeps the values its measurements were made with (dropout None: the
 # model config's classifier_dropout, 0.5 unless the base model says otherwise).
 TASK_DEFAULTS = {
-    "token-classification": {"epochs": 10.0, "learning_rate": {True: 5e-3, False: 1e-3}, "dropout": 0.3},
-    "sequence-classification": {"epochs": 3.0, "learning_rate": {True: 1e-3, False: 1e-3}, "dropout": None},
+    "token-classification": {"num_train_epochs": 10.0, "learning_rate": {True: 5e-3, False: 1e-3}, "dropout": 0.3},
+    "sequence-classification": {"num_train_epochs": 3.0, "learning_rate": {True: 1e-3, False: 1e-3}, "dropout": None},
 }
-
-
-@dataclass
-class FinetuneOptions:
-    """Options of `train_tagger` / `train_classifier` (the command line mirrors them)."""
-
-    model: str = ""
-    output_dir: str | None = None
-    task_encoder: str = "bilstm"
-    task_encoder_hidden_size: int | None = None
-    use_crf: bool = False
-    freeze: bool = True
-    random_init: bool = False
-    # The head's own trainable word vectors x_k beside the ELMo mix (the paper's [x_k; ELMo_k]).
-    task_token_features: bool = False
-    # Character-labelled data read as words by the biLM (config.label_characters); None: decided from the data.
-    label_characters: bool | None = None
-    # With label_characters and task_token_features: x_k of each character alone too (config.task_character_features);
-    # None: on whenever both are.
-    task_character_features: bool | None = None
-    # With the character features: x_k of each character and the next one too (config.task_bigram_features).
-    task_bigram_features: bool = False
-    # With label_characters and task_token_features: each character's dictionary words (config.task_lexicon_features).
-    task_lexicon_features: bool = False
-    dropout: float | None = None
-    classifier_hidden_size: int | None = None
-    epochs: float | None = None  # None: the task's default (TASK_DEFAULTS)
-    max_steps: int = -1
-    learning_rate: float | None = None  # None: the task's default (TASK_DEFAULTS)
-    weight_decay: float = 0.0
-    batch_size: int = 32
-    eval_batch_size: int = 64
-    gradient_accumulation_steps: int = 1
-    max_words: int | None = None
-    seed: int = 42
-    unseen_label: str = "error"
-    select_best: bool = True
-    # With a frozen biLM its layers are computed once for the training and dev data, so each epoch
-    # trains only the head (the paper's setting; same numbers as running the biLM every step).
-    precompute_elmo: bool = True
-    logging_steps: int = 50
-    overwrite: bool = False
-    threads: int | None = None
-    head_config: dict = field(default_factory=dict)
-
-    def check(self) -> None:
-        """Raise `OptionError` (naming the command-line flag) for a value out of range; run before any work."""
-
-        def refuse(name: str, rule: str):
-            raise OptionError(f"{_flag(name)} must be {rule}, got {getattr(self, name)}")
-
-        for name in ("batch_size", "eval_batch_size", "gradient_accumulation_steps", "logging_steps"):
-            if not _is_int(getattr(self, name)) or getattr(self, name) < 1:
-                refuse(name, "a positive integer")
-        for name in ("max_words", "task_encoder_hidden_size", "threads"):
-            value = getattr(self, name)
-            if value is not None and (not _is_int(value) or value < 1):
-                refuse(name, "a positive integer")
-        value = self.classifier_hidden_size
-        if value is not None and (not _is_int(value) or value < 0):
-            refuse("classifier_hidden_size", "0 (a linear classifier) or a positive integer")
-        if not _is_int(self.max_steps) or (self.max_steps < 1 and self.max_steps != -1):
-            refuse("max_steps", "a positive integer (or -1: train for --epochs)")
-        for name in ("epochs", "learning_rate"):
-            value = getattr(self, name)
-            if value is not None and (not isinstance(value, (int, float)) or not math.isfinite(value) or value <= 0):
-                refuse(name, "a positive number")
-        value = self.weight_decay
-        if not isinstance(value, (int, float)) or not math.isfinite(value) or value < 0:
-            refuse("weight_decay", "a number >= 0")
-        value = self.dropout
-        if value is not None and (not isinstance(value, (int, float)) or not 0 <= value < 1):
-            refuse("dropout", "a probability in [0, 1)")
-        if not _is_int(self.seed) or not 0 <= self.seed < 2**32:
-            refuse("seed", "an integer in [0, 2**32)")
-        if not isinstance(self.freeze, bool):
-            refuse("freeze", "True or False")
-        if self.task_encoder not in ("linear", "bilstm"):
-            refuse("task_encoder", "'linear' or 'bilstm'")
-        if self.unseen_label not in ("error", "O"):
-            refuse("unseen_label", "'error' or 'O'")
-        for flag in ("--character-features", "--lexicon-features"):
-            if getattr(self, CHARACTER_FEATURE_OPTIONS[flag]) is True and (
-                not self.task_token_features or self.label_characters is False
-            ):
-                raise OptionError(f"{flag} gives each character the head's own vector x_k of its words: it needs "
-                                  "--token-features and character-labelled data (not --no-label-characters)")
-        if self.task_bigram_features and (self.task_character_features is False or not self.task_token_features
-                                          or self.label_characters is False):
-            raise OptionError("--bigram-features adds the head's own vector of each character and the next one to "
-                              "the character features: it needs --token-features, --character-features (the default "
-                              "with --token-features) and character-labelled data (not --no-label-characters)")
-        if self.output_dir:  # the folder is built beside its final place, so its parent must take new files
-            if os.path.exists(self.output_dir) and not os.path.isdir(self.output_dir):
-                raise OptionError(f"--output-dir {self.output_dir} is a file, not a folder")
-            try:
-                check_output_folder(Path(self.output_dir).resolve().parent, "--output-dir's parent")
-            except ValueError as error:
-                raise OptionError(f"--output-dir {self.output_dir}: {error}") from None
 
 
 def _head_config(options: FinetuneOptions, extra: dict) -> dict:
@@ -442,7 +305,7 @@ def _maybe_precompute(model, collator, options: FinetuneOptions, *example_lists)
     started = time.time()
     computed = tuple(
         precompute_elmo_layers(
-            model.elmo, collator, examples, options.eval_batch_size, keep_input_ids=model.config.task_token_features
+            model.elmo, collator, examples, options.per_device_eval_batch_size, keep_input_ids=model.config.task_token_features
         )
         if examples
         else examples
@@ -454,37 +317,27 @@ def _maybe_precompute(model, collator, options: FinetuneOptions, *example_lists)
 
 
 def _training_arguments(options: FinetuneOptions, checkpoint_dir: str, has_dev: bool, metric: str):
+    """The run's `TrainingArguments`: its knobs as given (same names), the rest fixed by how hf-elmo fine-tunes."""
     from transformers import TrainingArguments
 
-    select_best = options.select_best and has_dev
-    return TrainingArguments(
-        output_dir=checkpoint_dir,
-        num_train_epochs=options.epochs,
-        max_steps=options.max_steps,
-        learning_rate=options.learning_rate,
-        weight_decay=options.weight_decay,
-        per_device_train_batch_size=options.batch_size,
-        per_device_eval_batch_size=options.eval_batch_size,
-        gradient_accumulation_steps=options.gradient_accumulation_steps,
-        seed=options.seed,
-        data_seed=options.seed,
-        eval_strategy="epoch" if has_dev else "no",
-        save_strategy="epoch",  # with the optimizer and RNG states: a killed run resumes from its last epoch
-        save_total_limit=1,  # with load_best_model_at_end, Trainer also keeps the best
-        load_best_model_at_end=select_best,
-        metric_for_best_model=metric if select_best else None,
-        greater_is_better=True,
-        logging_steps=options.logging_steps,
-        report_to="none",
-        remove_unused_columns=False,
-        dataloader_num_workers=0,
-        dataloader_pin_memory=torch.cuda.is_available(),  # pinning is for copies to a GPU
-        disable_tqdm=True,
-    )
-
-
-RUN_IDENTITY_FILE = "run_options.json"
-_NOT_RUN_IDENTITY = ("output_dir", "overwrite", "threads", "logging_steps")
+    knobs = {name: getattr(options, name) for name in training_argument_names()}
+    select_best = options.load_best_model_at_end and has_dev
+    return TrainingArguments(**{
+        **knobs,
+        "output_dir": checkpoint_dir,
+        "load_best_model_at_end": select_best,
+        "metric_for_best_model": metric if select_best else None,
+        "greater_is_better": True,
+        "data_seed": options.seed,
+        "eval_strategy": "epoch" if has_dev else "no",
+        "save_strategy": "epoch",  # with the optimizer and RNG states: a killed run resumes from its last epoch
+        "save_total_limit": 1,  # with load_best_model_at_end, Trainer also keeps the best
+        "report_to": "none",
+        "remove_unused_columns": False,
+        "dataloader_num_workers": 0,
+        "dataloader_pin_memory": torch.cuda.is_available(),  # pinning is for copies to a GPU
+        "disable_tqdm": True,
+    })
 
 
 def run_identity(options: FinetuneOptions, *datasets) -> dict:
@@ -496,66 +349,52 @@ def run_identity(options: FinetuneOptions, *datasets) -> dict:
         for data in datasets
     ]
     digest = hashlib.sha256(json.dumps(rows, ensure_ascii=False).encode("utf-8")).hexdigest()
-    options_kept = {k: v for k, v in asdict(options).items() if k not in _NOT_RUN_IDENTITY}
-    return json.loads(json.dumps({"options": options_kept, "data_sha256": digest}))  # tuples -> lists, as read back
+    return {**{name: getattr(options, name) for name in run_identity_names()}, DATA_DIGEST: digest}
 
 
-def checkpoint_folder_for(output_dir: str | os.PathLike) -> Path:
-    """Where `train_tagger` / `train_classifier` keep the checkpoints of a run writing `output_dir`."""
-    output = Path(output_dir).resolve()
-    return output.parent / f".{output.name}.checkpoints"
+# The run identity's digest of the training and dev data, beside the options.
+DATA_DIGEST = "data_sha256"
+
+
+def _spelled(name: str) -> str:
+    return "the training or dev data" if name == DATA_DIGEST else flag(name)
 
 
 @contextlib.contextmanager
 def _checkpoints(options: FinetuneOptions, identity: dict):
     """Yields (folder for Trainer's checkpoints, checkpoint to resume from or None). With an output folder the
-    checkpoints live beside it under a fixed name, so the same command run again after a kill resumes; they
-    are removed once the output is written. Without one, a temporary folder."""
-    from .checkpoints import cleanup_after_full_disk, last_complete_checkpoint
-
+    checkpoints live beside it under a fixed name, so the same command run again after a kill resumes; the folder
+    is created with the run's identity in it, held by this run alone, and removed once the output is written.
+    Without an output folder, a temporary folder."""
     if not options.output_dir:
         with tempfile.TemporaryDirectory(prefix="hf-elmo-finetune-") as folder:
             yield folder, None
         return
     folder = checkpoint_folder_for(options.output_dir)
-    record = folder / RUN_IDENTITY_FILE
-    resume = None
-    if folder.is_dir():
-        try:
-            kept = json.loads(record.read_text(encoding="utf-8"))
-        except (OSError, UnicodeDecodeError, json.JSONDecodeError):
-            kept = None
-        if kept != identity:
-            kept = kept if isinstance(kept, dict) else {}
-            kept_options = kept.get("options", {})
-            # Each option with the value the interrupted run was given: the defaults may since have changed.
-            differing = sorted(f"{key} {kept_options[key]!r} there, {value!r} now" if key in kept_options else key
-                               for key, value in identity["options"].items() if kept_options.get(key) != value)
-            if kept.get("data_sha256") != identity["data_sha256"]:
-                differing.append("the training or dev data")
-            raise OptionError(
-                f"{folder} holds the checkpoints of an interrupted run with other settings ({', '.join(differing) or 'unreadable record'}); "
-                "run that command again to resume it, or delete the folder to start over"
-            )
+    with run_folder_held(folder, create=lambda: create_run_folder(folder, identity)):
+        recorded = read_run_identity(folder)
+        if recorded is None:
+            raise RunFolderError(f"{folder} holds checkpoints without the record of their run ({RUN_IDENTITY_FILE}): "
+                                 "delete that folder to start over")
+        check_same_run(folder, recorded, identity, _spelled)
         resume = last_complete_checkpoint(folder)
         if resume:
+            check_checkpoint_readable(resume, f"delete {resume} to resume from an earlier epoch, or {folder} to "
+                                      "start over")
             logger.info("resuming from %s", resume)
-    else:
-        folder.parent.mkdir(parents=True, exist_ok=True)
-        folder.mkdir()
-        atomic_write_text(record, json.dumps(identity, indent=1, ensure_ascii=False) + "\n")
-    try:
-        yield str(folder), resume
-    except Exception as error:
-        cleaned = cleanup_after_full_disk(error, folder)
-        if cleaned is None:
-            raise
-        resume = cleaned[1]
-        raise DiskFullError(
-            f"the disk holding {options.output_dir} is full; nothing was written to it. Free some space and run the "
-            f"same command again: it resumes from {Path(resume).name + ' in ' + str(folder) if resume else 'the beginning'}"
-        ) from None
-    shutil.rmtree(folder, ignore_errors=True)
+        try:
+            yield str(folder), resume
+        except Exception as error:
+            cleaned = cleanup_after_full_disk(error, folder)
+            if cleaned is None:
+                raise
+            resume = cleaned[1]
+            raise DiskFullError(
+                f"the disk holding {options.output_dir} is full; nothing was written to it. Free some space and run "
+                f"the same command again: it resumes from "
+                f"{Path(resume).name + ' in ' + str(folder) if resume else 'the beginning'}"
+            ) from None
+        shutil.rmtree(folder, ignore_errors=True)
 
 
 def save_folder(model, tokenizer, output_dir: str, results: dict, overwrite: bool = False) -> Path:
@@ -579,7 +418,7 @@ def _start_training(options: FinetuneOptions | None, task: str) -> FinetuneOptio
     options = replace(
         options,
         model=resolve_model_name(options.model),
-        epochs=defaults["epochs"] if options.epochs is None else options.epochs,
+        num_train_epochs=defaults["num_train_epochs"] if options.num_train_epochs is None else options.num_train_epochs,
         learning_rate=learning_rate,
         dropout=defaults["dropout"] if options.dropout is None else options.dropout,
     )
@@ -623,10 +462,9 @@ def _trained(options: FinetuneOptions, data: tuple, labels: list[str], model, tr
 
 
 def _refuse_character_features(options: FinetuneOptions, reason: str) -> None:
-    """Refuse the options that need characters read as jieba words, when they will not be."""
-    for flag, name in CHARACTER_FEATURE_OPTIONS.items():
-        if getattr(options, name):
-            raise OptionError(f"{flag} is for character-labelled data read as jieba words, but {reason}")
+    """Refuse --character-features, which needs characters read as jieba words, when they will not be."""
+    if options.task_character_features:
+        raise OptionError(f"--character-features is for character-labelled data read as jieba words, but {reason}")
 
 
 def _new_tagger(options: FinetuneOptions, label2id: dict[str, int], train: Sequence[TaggedSentence]):
@@ -641,20 +479,14 @@ def _new_tagger(options: FinetuneOptions, label2id: dict[str, int], train: Seque
         return build_model(ElmoForTokenClassification, options, num_labels=len(label2id),
                            id2label={i: label for label, i in label2id.items()}, label2id=label2id,
                            **_head_config(options, {**head, "label_characters": label_characters,
-                                                    "task_character_features": character_features,
-                                                    "task_bigram_features": character_features
-                                                    and options.task_bigram_features,
-                                                    "task_lexicon_features": bool(label_characters and
-                                                                                  options.task_lexicon_features)}))
+                                                    "task_character_features": character_features}))
 
     label_characters = options.label_characters
     if label_characters is None:
-        share = single_character_share(train)
-        label_characters = share >= CHARACTER_LABELLED_SHARE
+        label_characters, why = character_labelled_decision(train)
+        logger.info(why)
         if not label_characters:
-            _refuse_character_features(options, f"the training data was read as words: {share:.0%} of its tokens "
-                                       f"are single Chinese characters ({CHARACTER_LABELLED_SHARE:.0%} are needed); "
-                                       "pass --label-characters if it labels one character a line")
+            _refuse_character_features(options, why)
     model = tagger(label_characters)
     tokenizer = load_tokenizer(options.model, model.config)
     if model.config.label_characters and tokenizer.segmenter != "jieba":
@@ -665,6 +497,8 @@ def _new_tagger(options: FinetuneOptions, label2id: dict[str, int], train: Seque
             )
         _refuse_character_features(options, f"{options.model} reads {tokenizer.segmenter!r} tokens, not jieba words")
         model = tagger(False)  # a biLM of characters reads character-labelled data as it is
+        logger.info("%s reads %r tokens, not jieba words: it reads each character as it is", options.model,
+                    tokenizer.segmenter)
     if model.config.label_characters:
         logger.info("characters labelled: the biLM reads the jieba words they form (--no-label-characters: "
                     "one character a word)")
@@ -710,7 +544,7 @@ def train_tagger(
                    "precompute_seconds": precompute_seconds, **results}
         for split, sentences in (("dev", dev), ("test", test)):
             if sentences:
-                results[split] = evaluate_tagger(model, tokenizer, sentences, options.eval_batch_size, options.unseen_label)
+                results[split] = evaluate_tagger(model, tokenizer, sentences, options.per_device_eval_batch_size, options.unseen_label)
         if options.output_dir:
             save_folder(model, tokenizer, options.output_dir, results, options.overwrite)
     return {"model": model, "tokenizer": tokenizer, "results": results}

@@ -10,7 +10,7 @@ from transformers import AutoModelForTokenClassification, Pipeline
 from transformers.pipelines import PIPELINE_REGISTRY
 
 from .data_collator import ElmoDataCollator
-from .tagging import character_batch, characters_of_text, entities_from_tags, tagged_mask
+from .tagging import best_tags, tagged_result, tagger_inputs, words_to_tag
 
 TASK = "elmo-token-classification"
 
@@ -33,37 +33,22 @@ class ElmoTokenClassificationPipeline(Pipeline):
     def preprocess(self, text: str):
         if not isinstance(text, str):
             raise TypeError(f"{TASK} takes strings, got {type(text).__name__}")
-        if self.model.config.label_characters:
-            words = characters_of_text(self.tokenizer, text)
-            encoding = character_batch(ElmoDataCollator(self.tokenizer), [words], self.model.config)
-        else:
-            encoding = self.tokenizer(text, return_tensors="pt", return_words=True)
-            words = encoding.pop("words")
-        return {**encoding, "words": words, "text": text}  # `word_ids` too, for models with a word embedding
+        if "_collator" not in self.__dict__:  # one for every input: it remembers each word's character ids
+            self._collator = ElmoDataCollator(self.tokenizer)
+        words = words_to_tag(self.model, self.tokenizer, text)
+        return {**tagger_inputs(self.model, self._collator, [words]), "words": words, "text": text}
 
     def _forward(self, model_inputs):
         words, text = model_inputs.pop("words"), model_inputs.pop("text")
-        logits = self.model(**model_inputs).logits
-        mask = tagged_mask(self.model, model_inputs)
-        best = self.model.decode(logits, mask)
-        probabilities = self.model.tag_probabilities(logits, mask)
-        chosen = probabilities.gather(-1, best.clamp(min=0).unsqueeze(-1)).squeeze(-1)
-        return {"best": best, "scores": chosen, "words": words, "text": text}  # (batch, words) tensors, lists
+        best, scores = best_tags(self.model, model_inputs)
+        return {"best": best, "scores": scores, "words": words, "text": text}  # (batch, words) tensors, lists
 
     def postprocess(self, model_outputs, return_tags: bool = False):
-        words = model_outputs["words"]
-        id2label = self.model.config.id2label
-        tags = [id2label[int(i)] for i in model_outputs["best"][0, : len(words)]]
-        entities = entities_from_tags(
-            words,
-            tags,
-            text=model_outputs["text"],
-            scores=model_outputs["scores"][0, : len(words)].tolist(),
-            lowercase=getattr(self.tokenizer, "do_lower_case", False),
-        )
+        result = tagged_result(self.model, self.tokenizer, model_outputs["words"], model_outputs["best"][0],
+                               model_outputs["scores"][0], model_outputs["text"])
         if return_tags:
-            return {"words": list(words), "tags": tags, "entities": entities}
-        return entities
+            return {key: result[key] for key in ("words", "tags", "entities")}
+        return result["entities"]
 
 
 def register_pipeline() -> None:

@@ -6,7 +6,7 @@ from collections.abc import Sequence
 
 import torch
 
-from .data_collator import LABEL_KEYS, PER_CHARACTER_INPUTS, ElmoDataCollator, example_label, is_sentence_label
+from .data_collator import LABEL_KEYS, CHARACTERS, ElmoDataCollator, example_label, is_sentence_label
 
 
 @torch.no_grad()
@@ -29,7 +29,7 @@ def precompute_elmo_layers(
     order = sorted(range(len(examples)), key=lambda i: lengths[i])  # fewer padded positions per batch
     results: list[dict | None] = [None] * len(examples)
     # The biLM reads the words only: labels and what each character carries are copied over below, not collated.
-    not_for_the_bilm = {*LABEL_KEYS, "token_word_index", "token_positions", *PER_CHARACTER_INPUTS}
+    not_for_the_bilm = {*LABEL_KEYS, "token_word_index", "token_positions", CHARACTERS}
     try:
         for begin in range(0, len(order), batch_size):
             chunk = order[begin : begin + batch_size]
@@ -53,9 +53,8 @@ def precompute_elmo_layers(
                 if "token_word_index" in examples[index]:  # characters of words: labels stay one per character
                     item["token_word_index"] = [i if i < count else -1 for i in examples[index]["token_word_index"]]
                     item["token_positions"] = list(examples[index]["token_positions"])
-                    for key in PER_CHARACTER_INPUTS:
-                        if key in examples[index]:
-                            item[key] = list(examples[index][key])
+                    if CHARACTERS in examples[index]:
+                        item[CHARACTERS] = list(examples[index][CHARACTERS])
                     item["labels"] = None if labels is None else list(labels)
                 elif labels is not None:
                     item["labels"] = labels if is_sentence_label(labels) else list(labels)[:count]

@@ -11,7 +11,6 @@ import os
 import re
 import sys
 import time
-import zipfile
 from pathlib import Path
 
 import torch
@@ -31,9 +30,20 @@ from .lm_data import (
     load_vocabulary,
     save_vocabulary,
 )
-from .modeling_elmo import ElmoForPreTraining, verify_weight_checksums
+from .modeling_elmo import ElmoForPreTraining
 from .tokenization_elmo import ElmoTokenizer
-from .checkpoints import TRAIN_LOSS_FILE, checkpoint_loss_sum, checkpoint_step, last_complete_checkpoint  # noqa: F401
+from .checkpoints import (  # noqa: F401  (TRAIN_LOSS_FILE, check_checkpoint_readable, weight_names: public here too)
+    RUN_IDENTITY_FILE,
+    TRAIN_LOSS_FILE,
+    check_checkpoint_readable,
+    check_same_run,
+    checkpoint_loss_sum,
+    checkpoint_step,
+    last_complete_checkpoint,
+    read_run_identity,
+    weight_names,
+    write_run_identity,
+)
 from .lm_trainer import LanguageModelTrainer, TimeBudget, exact_perplexity  # noqa: F401 (exact_perplexity: public)
 
 # Fields that define the architecture: a checkpoint must agree on all of them to be resumed.
@@ -93,23 +103,6 @@ def check_arguments(args) -> None:
 def check_output_dir(output_dir: Path) -> None:
     """Refuse, before anything is written, an --output-dir that is a file, lies below one, or cannot be written."""
     check_output_folder(output_dir, "--output-dir")
-
-
-def weight_names(path: Path) -> list[str]:
-    """The tensor names of a readable, complete safetensors file (reads only its index); ValueError naming `path`
-    otherwise."""
-    from safetensors import safe_open
-
-    try:
-        with safe_open(str(path), framework="pt") as handle:
-            keys = list(handle.keys())
-            for key in keys:  # the index must point inside the file: a truncated file fails here
-                handle.get_slice(key).get_shape()
-    except Exception as error:  # SafetensorError, OSError, ...: whatever it is, the file cannot be used
-        raise ValueError(f"{path} cannot be read ({type(error).__name__}: {error}); the file is damaged or truncated") from None
-    if not keys:
-        raise ValueError(f"{path} holds no weights")
-    return keys
 
 
 # ElmoConfig fields taken as they are from `hf-elmo pretrain` options (field: option).
@@ -202,34 +195,6 @@ def check_checkpoint_compatible(
     return saved
 
 
-def check_checkpoint_readable(checkpoint: str) -> None:
-    """Refuse, before training starts, a checkpoint to resume from whose files are damaged (e.g. truncated by a
-    full disk or a copy cut short): otherwise the Trainer fails with a raw library error halfway through."""
-    advice = (
-        f"delete {checkpoint} to resume from an earlier checkpoint, or start over in another --output-dir "
-        "(--no-resume refuses a folder that holds a run)"
-    )
-    folder = Path(checkpoint)
-    try:
-        weight_names(folder / "model.safetensors")
-        try:
-            verify_weight_checksums(folder)
-        except OSError as error:
-            raise ValueError(str(error)) from None
-        try:
-            state = json.loads((folder / "trainer_state.json").read_text(encoding="utf-8"))
-        except (OSError, UnicodeDecodeError, json.JSONDecodeError) as error:
-            raise ValueError(f"{folder / 'trainer_state.json'} cannot be read ({error})") from None
-        if not isinstance(state, dict):
-            raise ValueError(f"{folder / 'trainer_state.json'} is not a JSON object")
-        for name in ("optimizer.pt", "scheduler.pt"):  # torch.save writes zip archives; a cut one has no index
-            path = folder / name
-            if path.exists() and not zipfile.is_zipfile(path):
-                raise ValueError(f"{path} is not a complete torch file")
-    except ValueError as error:
-        raise ValueError(f"the checkpoint {checkpoint} is damaged: {error}; {advice}") from None
-
-
 def initialize_from(model: ElmoForPreTraining, folder: str) -> str:
     """Load the weights of `folder` into `model` for continued pretraining; returns what was loaded.
 
@@ -310,7 +275,6 @@ RUN_IDENTITY_OPTIONS = (
     "num_sampled", "dropout", "segmenter", "batch_size", "gradient_accumulation_steps", "lr", "warmup_ratio",
     "weight_decay", "max_grad_norm", "seed", "init_from", "group_by_length",
 )
-RUN_IDENTITY_FILE = "run_options.json"
 # Options newer than some recorded runs, with the value those runs had.
 OPTIONS_ADDED_LATER = {"char_scheme": "bytes", "char_min_count": 2}
 
@@ -338,23 +302,10 @@ def check_run_identity(output_dir: Path, args) -> None:
             f"--no-resume: {output_dir} holds a run ({shown}); a later run of the same command would resume that "
             "run's checkpoints instead of this one's: give another --output-dir, or delete that folder first"
         )
-    recorded_path = output_dir / RUN_IDENTITY_FILE
-    if not recorded_path.is_file():
-        return  # a run from before identities were recorded
-    try:
-        recorded = json.loads(recorded_path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as error:
-        raise ValueError(f"{recorded_path} cannot be read ({error}); delete the run folder to start over") from None
-    current = json.loads(json.dumps(run_identity(args)))
-    recorded = {**OPTIONS_ADDED_LATER, **recorded}
-    differing = [name for name in RUN_IDENTITY_OPTIONS if recorded.get(name) != current.get(name)]
-    if differing:
-        changes = "; ".join(f"--{name.replace('_', '-')} {recorded.get(name)!r} there, {current.get(name)!r} now"
-                            for name in differing[:4])
-        raise ValueError(
-            f"{output_dir} holds a run started with other options ({changes}): continue it with its own options, "
-            "or give another --output-dir"
-        )
+    recorded = read_run_identity(output_dir)
+    if recorded is not None:  # else a run from before identities were recorded
+        check_same_run(output_dir, recorded, run_identity(args), lambda name: "--" + name.replace("_", "-"),
+                       OPTIONS_ADDED_LATER)
 
 
 def _run(args) -> int:
@@ -404,7 +355,7 @@ def _run(args) -> int:
         if tokenizer.char_vocab is not None:
             atomic_write_text(output_dir / "char_vocab.json", json.dumps(tokenizer.char_vocab, ensure_ascii=False) + "\n")
         if resume is None:  # the options this run starts with; a resume is checked against them
-            atomic_write_text(output_dir / RUN_IDENTITY_FILE, json.dumps(run_identity(args), indent=1) + "\n")
+            write_run_identity(output_dir, run_identity(args))
     summary = _train(trainer, model, output_dir, resume, args)
     summary.update({
         "initialized_from": args.init_from,

@@ -92,12 +92,10 @@ def is_cjk_word(word: str) -> bool:
 
 def character_example(example: dict, config) -> dict:
     """A character-labelled example as a tagger with `config.label_characters` reads it: the words the characters
-    form, each character's place in them, and the characters (bigrams, dictionary words) its config asks for."""
+    form, each character's place in them, and the characters alone when its config asks for them."""
     from .char_words import characters_as_words
 
-    return characters_as_words(example, keep_characters=config.task_character_features,
-                               keep_bigrams=config.task_bigram_features,
-                               keep_lexicon=config.task_lexicon_features)
+    return characters_as_words(example, keep_characters=config.task_character_features)
 
 
 def character_batch(collator, sentences: Sequence[Sequence[str]], config) -> dict:
@@ -118,20 +116,82 @@ def tagged_mask(model, batch) -> torch.Tensor:
     return batch["attention_mask"].bool()
 
 
+# The one tagging predictor: `tag`, `hf_elmo.finetune.predict_tags` and the elmo-token-classification pipeline are
+# these steps: the words of each input, the model's inputs for them, the best tags, the result of one input.
+
+
+def words_to_tag(model, tokenizer, item: str | Sequence[str], is_split_into_words: bool = False) -> list[str]:
+    """What a tagger labels in one input: the words of a text (its characters, for a character tagger), or the
+    given tokens of a pre-split sentence."""
+    if is_split_into_words:
+        return list(item)
+    if not isinstance(item, str):
+        raise TypeError(f"texts to tag must be strings, got {type(item).__name__} (pre-split words: "
+                        "is_split_into_words=True)")
+    return characters_of_text(tokenizer, item) if model.config.label_characters else tokenizer.tokenize(item)
+
+
+def tagger_inputs(model, collator, sentences: Sequence[Sequence[str]]) -> dict[str, torch.Tensor]:
+    """The model inputs for sentences of what it labels (`words_to_tag`), made by `collator` (an `ElmoDataCollator`;
+    one for many batches remembers each word's character ids)."""
+    if model.config.label_characters:
+        return character_batch(collator, sentences, model.config)
+    return collator([{"words": list(sentence)} for sentence in sentences])
+
+
 @torch.no_grad()
+def best_tags(model, batch: dict, with_scores: bool = True) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """(batch, positions) ids of the best tags (Viterbi with a CRF) and, `with_scores`, each chosen tag's probability
+    (CRF marginals or softmax); positions past each row's end hold padding. The model runs in eval mode."""
+    was_training = model.training
+    model.eval()
+    try:
+        device = next(model.parameters()).device
+        batch = {key: value.to(device) for key, value in batch.items()}
+        logits = model(**batch).logits
+        mask = tagged_mask(model, batch)
+        best = model.decode(logits, mask)
+        if not with_scores:
+            return best.cpu(), None
+        probabilities = model.tag_probabilities(logits, mask)
+        chosen = probabilities.gather(-1, best.clamp(min=0).unsqueeze(-1)).squeeze(-1)
+        return best.cpu(), chosen.cpu()
+    finally:
+        model.train(was_training)
+
+
+def tagged_result(model, tokenizer, words: Sequence[str], best: torch.Tensor, scores: torch.Tensor | None,
+                  text: str | None = None) -> dict:
+    """`{"text", "words", "tags", "entities"}` of one input from its row of `best_tags`; words cut from the model's
+    inputs (`max_words`) are tagged "O", so that the tags line up with the words."""
+    count = min(len(words), best.shape[0])
+    id2label = model.config.id2label
+    tags = [id2label[int(i)] for i in best[:count]] + ["O"] * (len(words) - count)
+    row_scores = None if scores is None else scores[:count].tolist() + [0.0] * (len(words) - count)
+    entities = entities_from_tags(words, tags, text=text, scores=row_scores,
+                                  lowercase=getattr(tokenizer, "do_lower_case", False))
+    return {"text": text, "words": list(words), "tags": tags, "entities": entities}
+
+
 def tag(
     model,
     tokenizer,
     inputs: str | Sequence[str] | Sequence[Sequence[str]],
     is_split_into_words: bool = False,
     batch_size: int = 32,
+    with_scores: bool = True,
+    max_words: int | None = None,
 ) -> list[dict]:
     """Tag raw text (split into words by the tokenizer, Chinese included) or pre-split sentences.
 
     Returns one dict per sentence: `{"text", "words", "tags", "entities"}` (see [`entities_from_tags`];
-    `score` is the mean probability of the chosen tags: CRF marginals or softmax). An input without words
-    (an empty or blank string, an empty word list) gets a result with empty lists, so results line up with inputs.
+    `score` is the mean probability of the chosen tags: CRF marginals or softmax; without `with_scores`, none).
+    An input without words (an empty or blank string, an empty word list) gets a result with empty lists, so results
+    line up with inputs. Sentences are batched by length (fewer padded positions); `max_words` cuts what the model
+    reads, and the words past it are tagged "O".
     """
+    from .data_collator import ElmoDataCollator
+
     if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
         raise ValueError(f"batch_size must be a positive integer, got {batch_size!r}")
     if isinstance(inputs, str):
@@ -139,45 +199,19 @@ def tag(
     elif is_split_into_words and inputs and all(isinstance(word, str) for word in inputs):
         inputs = [list(inputs)]
     inputs = list(inputs)
-    id2label = model.config.id2label
-    was_training = model.training
-    model.eval()
-    device = next(model.parameters()).device
-    results = []
-    if model.config.label_characters:
-        from .data_collator import ElmoDataCollator
-
-        collator = ElmoDataCollator(tokenizer)  # one for all batches: it remembers each word's character ids
-    try:
-        for begin in range(0, len(inputs), batch_size):
-            chunk = inputs[begin : begin + batch_size]
-            if model.config.label_characters:
-                words_batch = [list(s) if is_split_into_words else characters_of_text(tokenizer, s) for s in chunk]
-                encoding = character_batch(collator, words_batch, model.config)
-            else:
-                encoding = tokenizer(
-                    chunk, is_split_into_words=is_split_into_words, padding=True, return_tensors="pt", return_words=True
-                )
-                words_batch = encoding.pop("words")
-            encoding = {key: value.to(device) for key, value in encoding.items()}
-            logits = model(**encoding).logits
-            mask = tagged_mask(model, encoding)
-            best = model.decode(logits, mask)
-            probabilities = model.tag_probabilities(logits, mask)
-            chosen = probabilities.gather(-1, best.clamp(min=0).unsqueeze(-1)).squeeze(-1)
-            for row, words in enumerate(words_batch):
-                count = len(words)
-                tags = [id2label[int(i)] for i in best[row, :count]]
-                scores = chosen[row, :count].tolist()
-                text = None if is_split_into_words else chunk[row]
-                entities = entities_from_tags(
-                    words, tags, text=text, scores=scores, lowercase=getattr(tokenizer, "do_lower_case", False)
-                )
-                results.append({"text": text, "words": list(words), "tags": tags, "entities": entities})
-    finally:
-        model.train(was_training)
+    sentences = [words_to_tag(model, tokenizer, item, is_split_into_words) for item in inputs]
+    collator = ElmoDataCollator(tokenizer, max_words=max_words)  # one for all batches: it remembers character ids
+    order = sorted(range(len(sentences)), key=lambda i: len(sentences[i]))
+    results: list[dict | None] = [None] * len(sentences)
+    for begin in range(0, len(order), batch_size):
+        chunk = order[begin : begin + batch_size]
+        best, scores = best_tags(model, tagger_inputs(model, collator, [sentences[i] for i in chunk]), with_scores)
+        for row, index in enumerate(chunk):
+            text = None if is_split_into_words else inputs[index]
+            results[index] = tagged_result(model, tokenizer, sentences[index], best[row],
+                                           None if scores is None else scores[row], text)
     return results
 
 
-__all__ = ["split_tag", "tag_spans", "word_offsets", "entities_from_tags", "tag", "character_batch", "character_example",
-           "tagged_mask"]
+__all__ = ["split_tag", "tag_spans", "word_offsets", "entities_from_tags", "tag", "best_tags", "character_batch",
+           "character_example", "tagged_mask", "tagged_result", "tagger_inputs", "words_to_tag"]

@@ -4,112 +4,16 @@ from __future__ import annotations
 
 import argparse
 
+from ..finetune_options import add_finetune_arguments, options_from_arguments
+
 HELP = "fine-tune ELMo with a task head"
 DESCRIPTION = "Fine-tune ELMo on word-level tagging (NER, POS, ...) or sentence classification with the `Trainer`."
-
-
-def _add_training_options(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument(
-        "--model", default="default",
-        help="pretrained ELMo folder or Hub name; 'default' (the default) is the Chinese model shipped with hf-elmo",
-    )
-    parser.add_argument("--output-dir", required=True, help="folder to write the fine-tuned model into")
-    parser.add_argument("--overwrite", action="store_true", help="replace an existing output folder")
-    freezing = parser.add_mutually_exclusive_group()
-    freezing.add_argument(
-        "--freeze", dest="freeze", action="store_true", default=True, help="keep the biLM fixed (default)"
-    )
-    freezing.add_argument("--no-freeze", dest="freeze", action="store_false", help="fine-tune the biLM too")
-    parser.add_argument(
-        "--random-init", action="store_true", help="same architecture, biLM randomly initialised (a baseline)"
-    )
-    parser.add_argument(
-        "--token-features",
-        dest="task_token_features",
-        action="store_true",
-        help="give the head its own trainable word vectors x_k (a character CNN started from the biLM's layer 0) "
-        "and feed it [x_k; ELMo_k], as the paper adds ELMo to a task model",
-    )
-    parser.add_argument(
-        "--dropout", type=float, default=None,
-        help="dropout on the ELMo mix and in the head (default: 0.3 for train, 0.5 for train-classifier)",
-    )
-    parser.add_argument(
-        "--epochs", type=float, default=None,
-        help="passes over the training data (> 0; default: 10 for train, 3 for train-classifier)",
-    )
-    parser.add_argument(
-        "--max-steps", type=int, default=-1,
-        help="stop after this many optimiser steps (overrides --epochs; -1, the default, = use --epochs)",
-    )
-    parser.add_argument(
-        "--lr", type=float, default=None,
-        help="learning rate (AdamW, linear decay; default: 5e-3 for train with the biLM frozen, otherwise 1e-3)",
-    )
-    parser.add_argument("--weight-decay", type=float, default=0.0)
-    parser.add_argument("--batch-size", type=int, default=32, help="sentences per training step")
-    parser.add_argument("--eval-batch-size", type=int, default=64, help="sentences per evaluation batch")
-    parser.add_argument("--grad-accum", type=int, default=1, help="gradient accumulation steps")
-    parser.add_argument("--max-words", type=int, default=None, help="cut training sentences to this many words")
-    parser.add_argument("--seed", type=int, default=42)
-    parser.add_argument("--threads", type=int, default=None, help="torch CPU threads")
-    parser.add_argument(
-        "--no-select-best", dest="select_best", action="store_false", help="keep the last epoch, not the best on dev"
-    )
-    parser.add_argument(
-        "--no-precompute-elmo", dest="precompute_elmo", action="store_false",
-        help="run the frozen biLM at every step instead of computing its layers once (less memory)",
-    )
-
-
-
-def _add_tagger_arguments(train) -> None:
-    data = train.add_mutually_exclusive_group(required=True)
-    data.add_argument("--train", help="training file: CoNLL-style (word<TAB>tag) or .jsonl")
-    data.add_argument("--dataset", help="a `datasets` dataset (local path or cached name) with train/validation/test")
-    train.add_argument("--dev", help="development file (model selection by dev F1)")
-    train.add_argument("--test", help="test file (scored once at the end)")
-    train.add_argument("--dataset-config", default=None)
-    train.add_argument("--words-column", default="tokens")
-    train.add_argument("--tags-column", default="ner_tags")
-    train.add_argument("--task-encoder", choices=("linear", "bilstm"), default="bilstm")
-    train.add_argument("--hidden-size", type=int, default=None, help="task BiLSTM size per direction (default 200)")
-    train.add_argument("--use-crf", action="store_true", help="CRF layer with Viterbi decoding")
-    train.add_argument(
-        "--label-characters", action=argparse.BooleanOptionalAction, default=None,
-        help="the file labels single characters (MSRA, most Chinese NER sets): the biLM reads the jieba words they "
-        "form and each character gets its word's vectors plus its place in the word (S/B/M/E); tags stay per "
-        "character. Default: on when 90%% of the training tokens are single Chinese characters and the model "
-        "reads jieba words",
-    )
-    train.add_argument(
-        "--character-features", dest="task_character_features", action=argparse.BooleanOptionalAction, default=None,
-        help="with --label-characters and --token-features: each character also gets the head's own vector x_k of "
-        "the character alone (the characters of one jieba word otherwise share the word's vectors). Default: on "
-        "whenever both are",
-    )
-    train.add_argument(
-        "--bigram-features", dest="task_bigram_features", action="store_true",
-        help="with the character features: each character also gets the head's own vector x_k of itself and the "
-        "next character read as one word (a bigram feature from the pretrained character CNN)",
-    )
-    train.add_argument(
-        "--lexicon-features", dest="task_lexicon_features", action="store_true",
-        help="with --label-characters and --token-features: each character also gets the words of jieba's dictionary "
-        "that it begins, is inside of and ends, read by the head's x_k, weighted by their dictionary counts and "
-        "normalised over all the character's words (SoftLexicon): every word a segmenter could cut, not only "
-        "jieba's choice",
-    )
-    train.add_argument(
-        "--unseen-label", choices=("error", "O"), default="error", help="dev/test labels unseen in training"
-    )
-    _add_training_options(train)
 
 
 def add_arguments(parser) -> None:
     commands = parser.add_subparsers(dest="finetune_command", required=True)
 
-    _add_tagger_arguments(commands.add_parser("train", help="fine-tune a tagger (NER, POS, ...)"))
+    add_finetune_arguments(commands.add_parser("train", help="fine-tune a tagger (NER, POS, ...)"), "train")
 
     classify = commands.add_parser(
         "train-classifier",
@@ -118,11 +22,7 @@ def add_arguments(parser) -> None:
         "(from 20 examples on) with more distinct labels than half the examples or than distinct texts, is "
         "refused: that is what a word<TAB>tag (CoNLL) file looks like, and those are for `train`.",
     )
-    classify.add_argument("--train", required=True)
-    classify.add_argument("--dev")
-    classify.add_argument("--test")
-    classify.add_argument("--classifier-hidden-size", type=int, default=None, help="MLP hidden size (0 = linear)")
-    _add_training_options(classify)
+    add_finetune_arguments(classify, "train-classifier")
 
     predict = commands.add_parser(
         "predict",
@@ -149,8 +49,9 @@ def add_arguments(parser) -> None:
 
 
 def after_interruption(args) -> str:
+    # Ctrl-C may come while torch is half imported: nothing here may import it.
     if args.finetune_command in ("train", "train-classifier"):
-        from ..finetune import checkpoint_folder_for
+        from ..checkpoints import checkpoint_folder_for
 
         return (
             f"nothing was written to {args.output_dir}; the same command resumes from the last finished epoch "
@@ -175,31 +76,8 @@ def format_scores(title: str, scores: dict[str, float]) -> str:
     return "\n".join(rows)
 
 
-def _options(args: argparse.Namespace, **extra):
-    from ..finetune import FinetuneOptions
-
-    options = FinetuneOptions(
-        model=args.model,
-        output_dir=args.output_dir,
-        overwrite=args.overwrite,
-        freeze=args.freeze,
-        random_init=args.random_init,
-        task_token_features=args.task_token_features,
-        dropout=args.dropout,
-        epochs=args.epochs,
-        max_steps=args.max_steps,
-        learning_rate=args.lr,
-        weight_decay=args.weight_decay,
-        batch_size=args.batch_size,
-        eval_batch_size=args.eval_batch_size,
-        gradient_accumulation_steps=args.grad_accum,
-        max_words=args.max_words,
-        seed=args.seed,
-        threads=args.threads,
-        select_best=args.select_best,
-        precompute_elmo=args.precompute_elmo,
-        **extra,
-    )
+def _options(args: argparse.Namespace):
+    options = options_from_arguments(args)
     options.check()  # before any file is read or model loaded
     return options
 
@@ -208,11 +86,7 @@ def _train(args) -> None:
     from ..conll import check_tagging_labels, load_hub_dataset, read_conll
     from ..finetune import train_tagger
 
-    options = _options(args, task_encoder=args.task_encoder, task_encoder_hidden_size=args.hidden_size,
-                       use_crf=args.use_crf, unseen_label=args.unseen_label, label_characters=args.label_characters,
-                       task_character_features=args.task_character_features,
-                       task_bigram_features=args.task_bigram_features,
-                       task_lexicon_features=args.task_lexicon_features)
+    options = _options(args)
     if args.dataset:
         splits = load_hub_dataset(args.dataset, args.dataset_config, args.words_column, args.tags_column)
     else:
@@ -229,7 +103,7 @@ def _train_classifier(args) -> None:
     from ..conll import check_classification_labels, read_classification_file
     from ..finetune import train_classifier
 
-    options = _options(args, classifier_hidden_size=args.classifier_hidden_size)
+    options = _options(args)
     splits = {name: read_classification_file(getattr(args, name)) for name in ("train", "dev", "test") if getattr(args, name)}
     check_classification_labels(splits["train"], args.train)
     results = train_classifier(splits["train"], splits.get("dev"), splits.get("test"), options)["results"]

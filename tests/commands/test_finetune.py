@@ -2,6 +2,7 @@
 
 import json
 import logging
+import re
 
 import pytest
 import torch
@@ -32,9 +33,9 @@ def trained(tmp_path_factory):
         task_encoder_hidden_size=16,
         use_crf=True,
         dropout=0.0,
-        epochs=6,
+        num_train_epochs=6,
         learning_rate=5e-2,
-        batch_size=16,
+        per_device_train_batch_size=16,
         seed=0,
         logging_steps=1000,
     )
@@ -46,14 +47,15 @@ def trained(tmp_path_factory):
 def test_epochs_and_learning_rate_default_per_task_and_freezing(trained, tmp_path, freeze, epochs, learning_rate):
     from hf_elmo.finetune import train_classifier
 
-    options = FinetuneOptions(model=trained["base"], freeze=freeze, epochs=epochs, learning_rate=learning_rate,
-                              max_steps=1, logging_steps=1000, select_best=False)
+    options = FinetuneOptions(model=trained["base"], freeze=freeze, num_train_epochs=epochs,
+                              learning_rate=learning_rate, max_steps=1, logging_steps=1000,
+                              load_best_model_at_end=False)
     sentences = read_conll(write_conll(tmp_path / "train.txt", toy_sentences(4, 1)))
     tagger = train_tagger(sentences, options=options)["results"]["options"]
     classifier = train_classifier([("good film", "pos"), ("bad film", "neg")], options=options)["results"]["options"]
     given = epochs is not None
-    assert (tagger["epochs"], tagger["learning_rate"]) == ((2.0, 1e-2) if given else (10.0, 5e-3 if freeze else 1e-3))
-    assert (classifier["epochs"], classifier["learning_rate"]) == ((2.0, 1e-2) if given else (3.0, 1e-3))
+    assert (tagger["num_train_epochs"], tagger["learning_rate"]) == ((2.0, 1e-2) if given else (10.0, 5e-3 if freeze else 1e-3))
+    assert (classifier["num_train_epochs"], classifier["learning_rate"]) == ((2.0, 1e-2) if given else (3.0, 1e-3))
     assert (tagger["dropout"], classifier["dropout"]) == (0.3, None)  # None: the config's 0.5
 
 
@@ -137,6 +139,17 @@ def test_pipeline_batches_give_the_unbatched_results(trained):
         for got, want in zip(batched, one_by_one):
             assert got["words"] == want["words"] and got["tags"] == want["tags"]
             assert [e["score"] for e in got["entities"]] == pytest.approx([e["score"] for e in want["entities"]], rel=1e-5)
+
+
+def test_predict_tags_is_tag_without_scores(trained):
+    model, tokenizer = trained["model"], trained["tokenizer"]
+    sentences = [words for words, _ in toy_sentences(12, 5)]
+    tagged = tag(model, tokenizer, sentences, is_split_into_words=True, batch_size=5)
+    assert predict_tags(model, tokenizer, sentences, batch_size=5) == [result["tags"] for result in tagged]
+    # Words past max_words are tagged O, so the tags still line up with the words.
+    cut = predict_tags(model, tokenizer, sentences, max_words=2)
+    assert [tags[:2] for tags in cut] == predict_tags(model, tokenizer, [words[:2] for words in sentences])
+    assert all(set(tags[2:]) <= {"O"} and len(tags) == len(words) for tags, words in zip(cut, sentences))
 
 
 def test_chinese_text_is_segmented_for_prediction(trained):
@@ -247,7 +260,7 @@ def test_a_base_folder_missing_biLM_weights_is_pointed_out(tmp_path, caplog):
     save_file({name: value for name, value in weights.items() if name != dropped}, f"{base}/model.safetensors",
               metadata={"format": "pt"})
     (tmp_path / "base" / "weights_checksums.json").unlink()  # rewritten by another tool, which keeps no checksum
-    options = FinetuneOptions(model=base, max_steps=1, batch_size=4, logging_steps=1000, task_encoder="linear")
+    options = FinetuneOptions(model=base, max_steps=1, per_device_train_batch_size=4, logging_steps=1000, task_encoder="linear")
     with caplog.at_level(logging.INFO, logger="hf_elmo"):
         train_tagger(read_conll(write_conll(tmp_path / "train.txt", toy_sentences(8, 1))), options=options)
     assert f"lacks biLM weights, which start random: elmo.{dropped}" in caplog.text
@@ -290,7 +303,7 @@ def test_killed_training_resumes_and_ends_bit_identical_to_an_uninterrupted_run(
     assert not killed.exists() and checkpoints.is_dir()
 
     other = subprocess.run(command(killed, "--lr", "0.01"), cwd=REPO_ROOT, capture_output=True, text=True)
-    assert other.returncode == 2 and "other settings (learning_rate 0.005 there, 0.01 now)" in other.stderr, other.stderr[-2000:]
+    assert other.returncode == 2 and "other options (--lr 0.005 there, 0.01 now)" in other.stderr, other.stderr[-2000:]
     assert checkpoints.is_dir() and not killed.exists()
 
     subprocess.run(command(killed), cwd=REPO_ROOT, check=True, capture_output=True, timeout=600)
@@ -315,6 +328,7 @@ def test_character_labelled_files_are_read_as_words_and_tagged_per_character(tmp
     with caplog.at_level(logging.INFO, logger="hf_elmo.finetune"):
         assert main(argv) == 0  # detected: every token is one Chinese character
     assert "characters labelled" in caplog.text
+    assert "read as character-labelled: 100.0% of its tokens are one character each (from 90% on)" in caplog.text
     model = ElmoForTokenClassification.from_pretrained(tmp_path / "chars")
     tokenizer = ElmoTokenizer.from_pretrained(tmp_path / "chars")
     assert model.config.label_characters
@@ -338,13 +352,13 @@ def test_character_labelled_files_are_read_as_words_and_tagged_per_character(tmp
 def test_per_character_features_on_data_read_as_words_say_why_and_how_to_ask_for_characters(tmp_path, capsys):
     base = save_tiny_base(tmp_path / "base")
     words = write_conll(tmp_path / "words.txt", toy_sentences(8, 1))  # English words: no token is a CJK character
-    for flag in ("--character-features", "--bigram-features", "--lexicon-features"):
-        argv = ["train", "--model", base, "--train", words, "--output-dir", str(tmp_path / "out"), "--token-features",
-                flag, "--max-steps", "1"]
-        assert main(argv) == 2
-        error = capsys.readouterr().err
-        assert f"{flag} is for character-labelled data read as jieba words, but the training data was read as " \
-               "words: 0% of its tokens are single Chinese characters (90% are needed); pass --label-characters" in error
+    argv = ["train", "--model", base, "--train", words, "--output-dir", str(tmp_path / "out"), "--token-features",
+            "--character-features", "--max-steps", "1"]
+    assert main(argv) == 2
+    error = capsys.readouterr().err
+    assert re.search(r"--character-features is for character-labelled data read as jieba words, but the training "
+                     r"data is read as words: \d+\.\d% of its tokens are one character each \(character-labelled "
+                     r"from 90% on\); pass --label-characters", error), error
     assert not (tmp_path / "out").exists()
 
 
@@ -369,21 +383,3 @@ def test_character_features_train_save_and_tag(tmp_path, capsys):
     assert len(predict_tags(model, tokenizer, [list("我们在北京")])[0]) == 5
     assert main(argv + ["--no-character-features", "--max-steps", "1", "--overwrite"]) == 0
     assert not ElmoForTokenClassification.from_pretrained(tmp_path / "out").config.task_character_features
-    assert main(argv + ["--no-character-features", "--bigram-features"]) == 2
-    assert "--bigram-features adds the head's own vector" in capsys.readouterr().err
-    assert main(argv + ["--bigram-features", "--max-steps", "1", "--overwrite"]) == 0  # precomputed, bigrams kept
-    model = ElmoForTokenClassification.from_pretrained(tmp_path / "out")
-    assert model.config.task_bigram_features and model.config.task_character_features
-    assert tag(model, ElmoTokenizer.from_pretrained(tmp_path / "out"), "今天李四在上海。")[0]["words"] == list("今天李四在上海。")
-    for wrong in (argv[:-1] + ["--lexicon-features"], argv + ["--lexicon-features", "--no-label-characters"]):
-        assert main(wrong) == 2
-        assert "--lexicon-features gives each character the head's own vector x_k" in capsys.readouterr().err
-    assert main(argv + ["--lexicon-features", "--max-steps", "1", "--overwrite"]) == 0  # precomputed, words kept
-    model = ElmoForTokenClassification.from_pretrained(tmp_path / "out")
-    tokenizer = ElmoTokenizer.from_pretrained(tmp_path / "out")
-    assert model.config.task_lexicon_features and not model.config.task_bigram_features
-    tagged = tag(model, tokenizer, "今天李四在上海。")[0]
-    assert tagged["words"] == list("今天李四在上海。")
-    assert pipeline("elmo-token-classification", model=model, tokenizer=tokenizer)("今天李四在上海。") == tagged["entities"]
-    results = json.loads((tmp_path / "out" / "results.json").read_text())
-    assert evaluate_tagger(model, tokenizer, read_conll(train))["f1"] == results["dev"]["f1"]

@@ -23,7 +23,7 @@ def folders(tmp_path_factory):
     ElmoForPreTraining(tiny_config(lm_vocab=["<S>", "</S>", "<UNK>", "a", "b"])).save_pretrained(root / "pretrained")
     ElmoTokenizer().save_pretrained(root / "pretrained")
     conll = write_conll(root / "train.txt", toy_sentences(12, 1))
-    quick = dict(model=base, max_steps=1, batch_size=8, logging_steps=1000, task_encoder="linear")
+    quick = dict(model=base, max_steps=1, per_device_train_batch_size=8, logging_steps=1000, task_encoder="linear")
     train_tagger(read_conll(conll), options=FinetuneOptions(output_dir=str(root / "tagger"), **quick))
     pairs = [("good film", "pos"), ("bad film", "neg"), ("very good", "pos"), ("so bad", "neg")]
     train_classifier(pairs, options=FinetuneOptions(output_dir=str(root / "classifier"), **quick))
@@ -187,7 +187,7 @@ def test_library_training_checks_options_too(folders):
 
     sentences = read_conll(folders["conll"])
     with pytest.raises(OptionError, match="--epochs"):
-        train_tagger(sentences, options=FinetuneOptions(model=folders["base"], epochs=0))
+        train_tagger(sentences, options=FinetuneOptions(model=folders["base"], num_train_epochs=0))
     with pytest.raises(OptionError, match="--grad-accum"):
         train_classifier([("a", "x"), ("b", "y")], options=FinetuneOptions(model=folders["base"],
                                                                         gradient_accumulation_steps=0))
@@ -299,3 +299,105 @@ def test_train_classifier_refuses_a_single_label(folders, tmp_path, capsys):
     line = fails(["train-classifier", "--model", folders["base"], "--train", str(one), "--output-dir",
                   str(tmp_path / "out")], capsys)
     assert "only one label" in line
+
+
+# Interrupted and concurrent runs, damaged checkpoints -------------------------------------------------------
+
+# Ctrl-C while torch is half imported (the first seconds of a run): stands in for the signal at that moment.
+INTERRUPTED_WHILE_TORCH_IMPORTS = """
+import sys
+
+class Interrupt:
+    def find_spec(self, name, path=None, target=None):
+        if name == "torch.nn":
+            raise KeyboardInterrupt
+        return None
+
+sys.meta_path.insert(0, Interrupt())
+sys.argv = ["/somewhere/bin/hf-elmo", *sys.argv[1:]]  # as the console script runs
+from hf_elmo.cli import main
+sys.exit(main())
+"""
+
+
+@pytest.mark.parametrize("command", ["train", "train-classifier"])
+def test_ctrl_c_while_torch_imports_is_one_line_and_status_130(folders, tmp_path, command):
+    import subprocess
+    import sys
+
+    from paths import REPO_ROOT
+
+    data = folders["conll"] if command == "train" else folders["tsv"]
+    result = subprocess.run(
+        [sys.executable, "-c", INTERRUPTED_WHILE_TORCH_IMPORTS, "finetune", command, "--model", folders["base"],
+         "--train", data, "--output-dir", str(tmp_path / "out")],
+        capture_output=True, text=True, cwd=REPO_ROOT, timeout=300,
+    )
+    lines = result.stderr.strip().splitlines()
+    assert result.returncode == 130 and len(lines) == 1, result.stderr[-3000:]
+    assert lines[0].startswith("hf-elmo: interrupted; nothing was written to") and not (tmp_path / "out").exists()
+
+
+def _interrupted_classifier_run(folders, tmp_path, monkeypatch):
+    """A train-classifier run stopped after its training, before its output: (its command line, its checkpoints)."""
+    import hf_elmo.finetune as finetune
+
+    argv = ["train-classifier", "--model", folders["base"], "--train", folders["tsv"], "--output-dir",
+            str(tmp_path / "out"), "--epochs", "2", "--batch-size", "2", "--threads", "1"]
+
+    def interrupted(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    with monkeypatch.context() as patch:
+        patch.setattr(finetune, "save_folder", interrupted)
+        assert main(argv) == 130
+    checkpoints = finetune.checkpoint_folder_for(tmp_path / "out")
+    assert (checkpoints / "run_options.json").is_file() and list(checkpoints.glob("checkpoint-*/rng_state.pth"))
+    return argv, checkpoints
+
+
+def test_a_damaged_or_code_running_checkpoint_file_is_refused_naming_it(folders, tmp_path, monkeypatch, capsys):
+    argv, checkpoints = _interrupted_classifier_run(folders, tmp_path, monkeypatch)
+    capsys.readouterr()
+    (rng_state,) = checkpoints.glob("checkpoint-*/rng_state.pth")
+    original = rng_state.read_bytes()
+    rng_state.write_bytes(original[: len(original) // 2])
+    error = fails(argv, capsys)
+    assert f"is damaged: {rng_state} is not a complete torch file" in error
+
+    class RunsCode:
+        def __reduce__(self):
+            return (open, (str(tmp_path / "ran"), "w"))
+
+    torch.save({"python": RunsCode()}, rng_state)
+    error = fails(argv, capsys)
+    assert f"{rng_state} cannot be loaded as plain tensors, so it is refused" in error
+    assert not (tmp_path / "ran").exists() and not (tmp_path / "out").exists()
+    rng_state.write_bytes(original)
+    assert main(argv) == 0  # the intact checkpoint resumes
+    assert json.loads((tmp_path / "out" / "results.json").read_text())["resumed_from"].startswith("checkpoint-")
+    assert not checkpoints.exists()
+
+
+def test_a_second_run_into_the_same_output_is_refused_while_the_first_runs(folders, tmp_path, capsys):
+    from hf_elmo.checkpoints import checkpoint_folder_for, create_run_folder, run_folder_held
+
+    argv = ["train-classifier", "--model", folders["base"], "--train", folders["tsv"], "--output-dir",
+            str(tmp_path / "out"), "--max-steps", "1", "--threads", "1"]
+    checkpoints = checkpoint_folder_for(tmp_path / "out")
+    with run_folder_held(checkpoints, create=lambda: create_run_folder(checkpoints, {"the": "first run"})):
+        error = fails(argv, capsys)
+        assert f"another run is writing {checkpoints} right now" in error
+    assert json.loads((checkpoints / "run_options.json").read_text()) == {"the": "first run"}  # untouched
+
+
+def test_checkpoints_without_the_record_of_their_run_are_named_not_listed_option_by_option(folders, tmp_path, capsys):
+    from hf_elmo.checkpoints import checkpoint_folder_for
+
+    checkpoints = checkpoint_folder_for(tmp_path / "out")
+    (checkpoints / "checkpoint-2").mkdir(parents=True)
+    argv = ["train-classifier", "--model", folders["base"], "--train", folders["tsv"], "--output-dir",
+            str(tmp_path / "out"), "--max-steps", "1", "--threads", "1"]
+    error = fails(argv, capsys)
+    assert f"{checkpoints} holds checkpoints without the record of their run (run_options.json)" in error
+    assert "--lr" not in error

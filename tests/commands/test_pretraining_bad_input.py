@@ -196,7 +196,8 @@ def _truncate(path: Path, size: int) -> None:
         handle.truncate(size)
 
 
-@pytest.mark.parametrize("damaged", ["model.safetensors", "optimizer.pt", "trainer_state.json"])
+@pytest.mark.parametrize("damaged", ["model.safetensors", "optimizer.pt", "trainer_state.json", "rng_state.pth",
+                                     "scheduler.pt"])
 def test_resuming_from_a_damaged_checkpoint_is_refused_naming_it(tmp_path, capsys, finished_run, damaged):
     run = tmp_path / "run"
     shutil.copytree(finished_run, run)
@@ -209,6 +210,31 @@ def test_resuming_from_a_damaged_checkpoint_is_refused_naming_it(tmp_path, capsy
     assert f"the checkpoint {run / 'checkpoint-2'} is damaged" in err and damaged in err
     assert "another --output-dir" in err and f"delete {run / 'checkpoint-2'}" in err
     assert not (run / "checkpoint-4").exists()
+
+
+def test_a_checkpoint_file_that_would_run_code_when_loaded_is_refused_in_one_line(tmp_path, capsys, finished_run):
+    import torch
+
+    run = tmp_path / "run"
+    shutil.copytree(finished_run, run)
+    torch.save({"python_rng_state": RunsCode(tmp_path / "ran")}, run / "checkpoint-2" / "rng_state.pth")
+    argv = ["--train-file", DATA, "--vocab", str(TRAIN / "vocab.txt"), "--output-dir", str(run), "--max-steps", "4",
+            "--save-steps", "2", "--batch-size", "2", *TINY_ARGS]
+    assert pretrain_main(argv) == 2
+    err = one_error_line(capsys)
+    assert f"{run / 'checkpoint-2' / 'rng_state.pth'} cannot be loaded as plain tensors, so it is refused" in err
+    assert not (tmp_path / "ran").exists() and not (run / "checkpoint-4").exists()
+
+
+class RunsCode:
+    """Pickled, it calls a function when loaded (creates the file `path`): what a checkpoint from someone else could
+    hold."""
+
+    def __init__(self, path: Path):
+        self.path = str(path)
+
+    def __reduce__(self):
+        return (open, (self.path, "w"))
 
 
 @pytest.mark.parametrize(

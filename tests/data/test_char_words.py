@@ -1,12 +1,10 @@
-import pytest
-
 from hf_elmo.char_words import (
     WORD_POSITIONS,
-    character_bigrams,
+    character_labelled_decision,
+    is_one_character,
+    single_character_share,
     characters_as_words,
     group_tokens,
-    lexicon_from_counts,
-    lexicon_matches,
     words_and_positions,
 )
 from hf_elmo.tagging import tag_spans
@@ -72,61 +70,28 @@ def test_the_characters_are_kept_when_asked_for():
     assert kept["characters"] == list("张三在北京") and kept["words"] == ["张三", "在", "北京"]
 
 
-def test_each_character_is_paired_with_the_next_when_bigrams_are_asked_for():
-    example = {"words": list("张三在北京")}
-    assert "bigrams" not in characters_as_words(example, fixed_segmenter(["张三", "在", "北京"]))
-    kept = characters_as_words(example, fixed_segmenter(["张三", "在", "北京"]), keep_bigrams=True)
-    assert kept["bigrams"] == ["张三", "三在", "在北", "北京", "京"]  # the last character has none after it
-    assert character_bigrams(["我"]) == ["我"] and character_bigrams([]) == []
-    assert character_bigrams(["1998", "年"]) == ["1998年", "年"]  # tokens of several characters join whole
+class Sentence:
+    def __init__(self, words):
+        self.words = words
 
 
-def test_a_lexicon_from_plain_counts_holds_every_prefix_of_its_words():
-    assert lexicon_from_counts({"北京大学": 5, "北京": 3}) == {"北": 0, "北京": 3, "北京大": 0, "北京大学": 5}
-    # Without the prefixes the search would stop at 北京大 and never reach 北京大学.
-    assert lexicon_matches(list("北京大学"), {"北京大学": 5})["lexicon_words"] == []
-    assert lexicon_matches(list("北京大学"), lexicon_from_counts({"北京大学": 5}))["lexicon_words"] == ["北京大学"]
-    with pytest.raises(ValueError, match="every word needs a count > 0"):
-        lexicon_from_counts({"北京": 0})
+# A social-media sentence labelled one character a line: Chinese, Latin letters, digits, punctuation and emoji.
+WEIBO_STYLE = [Sentence(list("今天和Amy在1号线见面") + ["！", "👍🏻", "❤️", "👨‍👩‍👧", "é"]),
+               Sentence(list("转发@小米：OK") + ["🙂"])]
 
 
-def test_lexicon_matches_find_every_word_each_character_begins_is_inside_of_and_ends():
-    lexicon = lexicon_from_counts({"北京": 30, "北京大学": 2, "大学": 20, "大学生": 5, "学生": 40, "在": 99})
-    found = lexicon_matches(list("在北京大学生"), lexicon)
-    assert found["lexicon_words"] == ["北京", "北京大学", "大学", "大学生", "学生"]
-    assert found["lexicon_weights"] == [30.0, 2.0, 20.0, 5.0, 40.0]
-    assert found["lexicon_matches"] == [
-        [[], [], []],  # 在: a word of one character is not a lexicon word (the character has its own vector)
-        [[0, 1], [], []],  # 北 begins 北京, 北京大学
-        [[], [1], [0]],  # 京 is inside 北京大学, ends 北京
-        [[2, 3], [1], []],  # 大 begins 大学, 大学生 and is inside 北京大学
-        [[4], [3], [1, 2]],  # 学
-        [[], [], [3, 4]],  # 生 ends 大学生, 学生
-    ]
+def test_character_labelled_files_are_recognised_by_their_shape_not_their_script():
+    assert all(is_one_character(token) for sentence in WEIBO_STYLE for token in sentence.words)
+    assert single_character_share(WEIBO_STYLE) == 1.0
+    read_as_characters, why = character_labelled_decision(WEIBO_STYLE)
+    assert read_as_characters and why.startswith("the training data is read as character-labelled: 100.0% of its "
+                                                 "tokens are one character each (from 90% on)")
 
 
-def test_lexicon_matches_join_whole_tokens_and_take_jiebas_dictionary_by_default():
-    lexicon = lexicon_from_counts({"1998年": 7})
-    assert lexicon_matches(["1998", "年", "春"], lexicon)["lexicon_words"] == ["1998年"]
-    assert lexicon_matches(["199", "8年"], lexicon)["lexicon_words"] == ["1998年"]
-    assert lexicon_matches([], lexicon) == {"lexicon_words": [], "lexicon_weights": [], "lexicon_matches": []}
-    found = lexicon_matches(list("我在北京大学读书"))
-    assert {"北京", "北京大学", "大学", "读书"} <= set(found["lexicon_words"])
-    assert all(weight > 0 for weight in found["lexicon_weights"])
-    example = characters_as_words({"words": list("北京大学")}, fixed_segmenter(["北京大学"]), keep_lexicon=True,
-                                  lexicon=lexicon_from_counts({"北京": 3}))
-    assert example["lexicon_words"] == ["北京"] and example["lexicon_matches"][1] == [[], [], [0]]
-
-
-def test_a_word_added_to_jieba_is_a_lexicon_word_too():
-    import jieba
-
-    assert "粥铺小米" not in lexicon_matches(list("这家粥铺小米粥好"))["lexicon_words"]
-    jieba.add_word("粥铺小米", 3)
-    try:
-        found = lexicon_matches(list("这家粥铺小米粥好"))
-        number = found["lexicon_words"].index("粥铺小米")
-        assert found["lexicon_weights"][number] == 3.0 and number in found["lexicon_matches"][2][0]
-    finally:
-        jieba.del_word("粥铺小米")
-    assert "粥铺小米" not in lexicon_matches(list("这家粥铺小米粥好"))["lexicon_words"]
+def test_files_of_words_are_read_as_words_whatever_their_script_and_the_figure_is_given():
+    words = [Sentence(["张三", "在", "北京", "工作", "。"]), Sentence(["Alice", "met", "Bob", "in", "Rome", "."])]  # 3 of 11
+    assert not is_one_character("北京") and not is_one_character("ab") and not is_one_character("")
+    read_as_characters, why = character_labelled_decision(words)
+    assert not read_as_characters
+    assert why.startswith("the training data is read as words: 27.3% of its tokens are one character each")
+    assert character_labelled_decision([]) == (False, why.replace("27.3%", "0.0%"))

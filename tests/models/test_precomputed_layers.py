@@ -48,8 +48,8 @@ def test_training_with_precomputed_layers_ends_where_training_from_words_ends(ba
     runs = {}
     for precompute in (True, False):
         options = FinetuneOptions(
-            model=base, task_encoder="bilstm", task_encoder_hidden_size=8, use_crf=True, dropout=0.3, epochs=2,
-            learning_rate=2e-2, batch_size=8, seed=0, logging_steps=1000, precompute_elmo=precompute,
+            model=base, task_encoder="bilstm", task_encoder_hidden_size=8, use_crf=True, dropout=0.3, num_train_epochs=2,
+            learning_rate=2e-2, per_device_train_batch_size=8, seed=0, logging_steps=1000, precompute_elmo=precompute,
         )
         runs[precompute] = train_tagger(train, dev, None, options)
     cached, direct = (runs[flag]["model"].state_dict() for flag in (True, False))
@@ -66,7 +66,7 @@ def test_classifier_trains_the_same_on_precomputed_layers(base):
     pairs = [(" ".join(words), "loc" if "LOC" in " ".join(tags) else "none") for words, tags in toy_sentences(40, seed=4)]
     finals = {}
     for precompute in (True, False):
-        options = FinetuneOptions(model=base, epochs=1, learning_rate=1e-2, batch_size=8, seed=0, dropout=0.2,
+        options = FinetuneOptions(model=base, num_train_epochs=1, learning_rate=1e-2, per_device_train_batch_size=8, seed=0, dropout=0.2,
                                   classifier_hidden_size=8, logging_steps=1000, precompute_elmo=precompute)
         run = train_classifier(pairs, pairs[:10], pairs[10:20], options)
         finals[precompute] = (run["model"].state_dict(), run["results"]["test"]["accuracy"])
@@ -114,8 +114,8 @@ def test_head_word_vectors_start_as_the_biLM_layer_zero_and_train_while_the_biLM
 
     train = sentences_from_pairs(toy_sentences(32, seed=1), "train")
     options = FinetuneOptions(
-        model=base, task_encoder="bilstm", task_encoder_hidden_size=8, use_crf=True, dropout=0.3, epochs=1,
-        learning_rate=2e-2, batch_size=8, seed=0, logging_steps=1000, task_token_features=True,
+        model=base, task_encoder="bilstm", task_encoder_hidden_size=8, use_crf=True, dropout=0.3, num_train_epochs=1,
+        learning_rate=2e-2, per_device_train_batch_size=8, seed=0, logging_steps=1000, task_token_features=True,
     )
     trained = train_tagger(train, None, None, options)["model"]
     assert trained.config.task_token_features
