@@ -93,6 +93,7 @@ from .checkpoints import (  # noqa: F401  (checkpoint_folder_for: re-exported)
 )
 from .loading import ModelNotFoundError, check_model_location, load_tokenizer, resolve_model_name
 from .modeling_elmo import ElmoForSequenceClassification, ElmoForTokenClassification, ElmoWeightShapeError
+from .modeling_elmo_character_tagging import ElmoForCharacterTagging
 from .precomputed_layers import precompute_elmo_layers  # noqa: F401  (re-exported)
 from .tag_metrics import seqeval_scores, tag_metrics_function  # noqa: F401  (re-exported)
 from .tagging import character_example, tag
@@ -161,8 +162,11 @@ def _head_config(options: FinetuneOptions, extra: dict) -> dict:
 # Models --------------------------------------------------------------------------------------
 
 # What `config.architectures` says a fine-tuned folder holds.
-_HEADS = {"ElmoForTokenClassification": "tagger", "ElmoForSequenceClassification": "sentence classifier"}
-_COMMANDS = {"ElmoForTokenClassification": "train", "ElmoForSequenceClassification": "train-classifier"}
+_HEADS = {"ElmoForTokenClassification": "tagger", "ElmoForCharacterTagging": "tagger",
+          "ElmoForSequenceClassification": "sentence classifier"}
+_COMMANDS = {"ElmoForTokenClassification": "train", "ElmoForCharacterTagging": "train",
+             "ElmoForSequenceClassification": "train-classifier"}
+_TAGGERS = {"ElmoForTokenClassification": ElmoForTokenClassification, "ElmoForCharacterTagging": ElmoForCharacterTagging}
 
 
 def _first_line(error: BaseException) -> str:
@@ -221,7 +225,7 @@ def build_model(model_class, options: FinetuneOptions, **config_values):
         config = ElmoConfig.from_pretrained(options.model, **hub_kwargs)
         for key, value in config_values.items():
             setattr(config, key, value)
-        config._validate()
+        config.check_values()
         return model_class(config)
     # transformers' load report lists the head's weights as MISSING in a warning table; here they are new by
     # design, so that one record is dropped and the lines below say what matters (a filter on the logger that
@@ -269,7 +273,7 @@ def load_tagger(name: str | os.PathLike):
     """
     name = os.fspath(name)
     architectures = _architectures(model_config_dict(name))
-    if architectures and "ElmoForTokenClassification" not in architectures:
+    if architectures and not set(architectures) & set(_TAGGERS):
         kind = next((_HEADS[a] for a in architectures if a in _HEADS), None)
         what = f"a fine-tuned {kind}" if kind else "a pretrained biLM"
         raise OptionError(
@@ -278,7 +282,8 @@ def load_tagger(name: str | os.PathLike):
         )
     hub_kwargs = check_model_location(name)
     try:
-        model, loading_info = ElmoForTokenClassification.from_pretrained(name, output_loading_info=True, **hub_kwargs)
+        tagger_class = next((_TAGGERS[a] for a in architectures if a in _TAGGERS), ElmoForTokenClassification)
+        model, loading_info = tagger_class.from_pretrained(name, output_loading_info=True, **hub_kwargs)
     except (OSError, ValueError) as error:
         raise ModelNotFoundError(f"cannot load a tagger from {name}: {_first_line(error)}") from None
     missing = list(loading_info.get("missing_keys") or [])
@@ -468,7 +473,8 @@ def _refuse_character_features(options: FinetuneOptions, reason: str) -> None:
 
 
 def _new_tagger(options: FinetuneOptions, label2id: dict[str, int], train: Sequence[TaggedSentence]):
-    """The tagger to train and its tokenizer; decides `label_characters` (the option, else the data's look)."""
+    """The tagger to train and its tokenizer: an `ElmoForCharacterTagging` for character-labelled data read as jieba
+    words (the option, else the data's look), else an `ElmoForTokenClassification`."""
     head = {"task_encoder": options.task_encoder, "use_crf": options.use_crf}
     if options.task_encoder_hidden_size is not None:
         head["task_encoder_hidden_size"] = options.task_encoder_hidden_size
@@ -476,10 +482,10 @@ def _new_tagger(options: FinetuneOptions, label2id: dict[str, int], train: Seque
     def tagger(label_characters: bool):
         wanted = options.task_character_features
         character_features = bool(label_characters) and (options.task_token_features if wanted is None else wanted)
-        return build_model(ElmoForTokenClassification, options, num_labels=len(label2id),
+        model_class = ElmoForCharacterTagging if label_characters else ElmoForTokenClassification
+        return build_model(model_class, options, num_labels=len(label2id),
                            id2label={i: label for label, i in label2id.items()}, label2id=label2id,
-                           **_head_config(options, {**head, "label_characters": label_characters,
-                                                    "task_character_features": character_features}))
+                           **_head_config(options, {**head, "task_character_features": character_features}))
 
     label_characters = options.label_characters
     if label_characters is None:
@@ -489,7 +495,7 @@ def _new_tagger(options: FinetuneOptions, label2id: dict[str, int], train: Seque
             _refuse_character_features(options, why)
     model = tagger(label_characters)
     tokenizer = load_tokenizer(options.model, model.config)
-    if model.config.label_characters and tokenizer.segmenter != "jieba":
+    if model.labels_characters and tokenizer.segmenter != "jieba":
         if options.label_characters:
             raise OptionError(
                 f"--label-characters groups the characters into the words the biLM read in pretraining, but "
@@ -499,7 +505,7 @@ def _new_tagger(options: FinetuneOptions, label2id: dict[str, int], train: Seque
         model = tagger(False)  # a biLM of characters reads character-labelled data as it is
         logger.info("%s reads %r tokens, not jieba words: it reads each character as it is", options.model,
                     tokenizer.segmenter)
-    if model.config.label_characters:
+    if model.labels_characters:
         logger.info("characters labelled: the biLM reads the jieba words they form (--no-label-characters: "
                     "one character a word)")
     return model, tokenizer
@@ -527,7 +533,7 @@ def train_tagger(
 
     def examples(sentences, unseen_label: str, split: str) -> list[dict]:
         encoded = encode_tags(sentences, label2id, unseen_label, split)
-        if not model.config.label_characters:
+        if not model.labels_characters:
             return encoded
         return [character_example(example, model.config) for example in encoded]
 

@@ -91,7 +91,7 @@ def is_cjk_word(word: str) -> bool:
 
 
 def character_example(example: dict, config) -> dict:
-    """A character-labelled example as a tagger with `config.label_characters` reads it: the words the characters
+    """A character-labelled example as an `ElmoForCharacterTagging` reads it: the words the characters
     form, each character's place in them, and the characters alone when its config asks for them."""
     from .char_words import characters_as_words
 
@@ -99,19 +99,19 @@ def character_example(example: dict, config) -> dict:
 
 
 def character_batch(collator, sentences: Sequence[Sequence[str]], config) -> dict:
-    """The inputs of a tagger with `config.label_characters` for sentences given as characters, made by `collator`
+    """The inputs of an `ElmoForCharacterTagging` for sentences given as characters, made by `collator`
     (an `ElmoDataCollator`): the biLM reads the words the characters form, the tagger labels the characters."""
     return collator([character_example({"words": list(sentence)}, config) for sentence in sentences])
 
 
 def characters_of_text(tokenizer, text: str) -> list[str]:
-    """The characters a `label_characters` tagger labels in raw text: those of the tokenizer's words."""
+    """The characters a character tagger labels in raw text: those of the tokenizer's words."""
     return [character for word in tokenizer.tokenize(text) for character in word]
 
 
 def tagged_mask(model, batch) -> torch.Tensor:
-    """(batch, positions) bool: the words a tagger labels, or the characters with `config.label_characters`."""
-    if model.config.label_characters:
+    """(batch, positions) bool: the words a tagger labels, or the characters of a character tagger."""
+    if model.labels_characters:
         return batch["token_word_index"] >= 0
     return batch["attention_mask"].bool()
 
@@ -128,13 +128,13 @@ def words_to_tag(model, tokenizer, item: str | Sequence[str], is_split_into_word
     if not isinstance(item, str):
         raise TypeError(f"texts to tag must be strings, got {type(item).__name__} (pre-split words: "
                         "is_split_into_words=True)")
-    return characters_of_text(tokenizer, item) if model.config.label_characters else tokenizer.tokenize(item)
+    return characters_of_text(tokenizer, item) if model.labels_characters else tokenizer.tokenize(item)
 
 
 def tagger_inputs(model, collator, sentences: Sequence[Sequence[str]]) -> dict[str, torch.Tensor]:
     """The model inputs for sentences of what it labels (`words_to_tag`), made by `collator` (an `ElmoDataCollator`;
     one for many batches remembers each word's character ids)."""
-    if model.config.label_characters:
+    if model.labels_characters:
         return character_batch(collator, sentences, model.config)
     return collator([{"words": list(sentence)} for sentence in sentences])
 
