@@ -40,7 +40,7 @@ def import_sentence_transformers():
     return sentence_transformers
 
 
-def save_sentence_transformer(model_path: str | os.PathLike = "default", output_dir: str | os.PathLike = None,
+def save_sentence_transformer(model_path: str | os.PathLike, output_dir: str | os.PathLike,
                               layers: str | int = DEFAULT_LAYERS, pooling: str = DEFAULT_POOLING,
                               overwrite: bool = False) -> Path:
     """Write `output_dir`, a folder that `SentenceTransformer(output_dir, trust_remote_code=True)` loads.
@@ -55,8 +55,6 @@ def save_sentence_transformer(model_path: str | os.PathLike = "default", output_
 
     Returns the folder written.
     """
-    if output_dir is None:
-        raise TypeError("save_sentence_transformer needs output_dir, the folder to write")
     sentence_transformers = import_sentence_transformers()
     from sentence_transformers.sentence_transformer.modules import Pooling
 
