@@ -580,3 +580,25 @@ def test_user_dictionary_mistakes_are_one_line_naming_the_file(tmp_path, user_di
         ElmoTokenizer(segmenter="jieba", user_dict=latin1)
     with pytest.raises(ValueError, match="user_dict must be the path"):
         ElmoTokenizer(segmenter="jieba", user_dict=["张伟"])
+
+
+def test_special_tokens_mask_marks_only_padding():
+    tokenizer = ElmoTokenizer(segmenter="chars")
+    assert tokenizer.is_fast is False
+    encoded = tokenizer(["a b c", "d"], padding=True, return_special_tokens_mask=True, return_tensors="pt")
+    assert encoded["special_tokens_mask"].tolist() == [[0, 0, 0], [0, 1, 1]]
+    unpadded = tokenizer(["a b c", "d"], return_special_tokens_mask=True)
+    assert tokenizer.pad(unpadded)["special_tokens_mask"] == [[0, 0, 0], [0, 1, 1]]
+
+
+def test_the_stock_token_classification_pipeline_is_told_which_pipeline_reads_elmo_rows():
+    from transformers import pipeline
+
+    from hf_elmo.modeling_elmo import ElmoForTokenClassification
+
+    torch.manual_seed(0)
+    tagger = ElmoForTokenClassification(ElmoConfig(**tiny_config_kwargs(), num_labels=3)).eval()
+    stock = pipeline("token-classification", model=tagger, tokenizer=ElmoTokenizer(segmenter="jieba"))
+    with pytest.raises(ValueError, match="use pipeline\\('elmo-token-classification', ...\\)") as error:
+        stock("张伟住在南京。")
+    assert "\n" not in str(error.value)
