@@ -602,3 +602,17 @@ def test_the_stock_token_classification_pipeline_is_told_which_pipeline_reads_el
     with pytest.raises(ValueError, match="use pipeline\\('elmo-token-classification', ...\\)") as error:
         stock("张伟住在南京。")
     assert "\n" not in str(error.value)
+
+
+def test_a_user_dictionary_given_to_from_pretrained_is_used_and_replaces_a_saved_one(tmp_path, user_dict):
+    """How the commands pass --user-dict: to the tokenizer of any model folder."""
+    tokenizer = ElmoTokenizer.from_pretrained(hf_elmo.DEFAULT_MODEL, user_dict=user_dict)
+    assert tokenizer.tokenize("张伟住在南京。")[0] == "张伟"
+    tokenizer.save_pretrained(tmp_path)
+    other = tmp_path / "other.txt"
+    other.write_text("住在南京 5\n", encoding="utf-8")
+    replaced = ElmoTokenizer.from_pretrained(tmp_path, user_dict=other)
+    assert replaced.tokenize("张伟住在南京。")[-2] == "住在南京"
+    replaced.save_pretrained(tmp_path / "replaced")
+    assert (tmp_path / "replaced" / "jieba_user_dict.txt").read_text(encoding="utf-8") == "住在南京 5\n"
+    assert ElmoTokenizer.from_pretrained(tmp_path).tokenize("张伟住在南京。")[0] == "张伟"
