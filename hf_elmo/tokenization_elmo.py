@@ -49,23 +49,29 @@ from .elmo_text import (
     WordVocabulary,
     make_segmenter,
 )
-from .field_types import BOOLEAN, INTEGER, MAPPING, TEXT, one_of, optional, type_problems
 
 VOCAB_FILES_NAMES = {
     "char_vocab_file": CHAR_VOCAB_FILE, "word_vocab_file": WORD_VOCAB_FILE, "user_dict": JIEBA_USER_DICT_FILE
 }
 
-# The type of every option (a loaded tokenizer_config.json is checked against it).
+# The type of every option, as its description and its check (a loaded tokenizer_config.json is checked too).
+_TEXT_OR_NULL = ("a string or null", lambda value: value is None or isinstance(value, str))
+_MAPPING_OR_NULL = ("an object (a mapping) or null", lambda value: value is None or isinstance(value, Mapping))
 _OPTION_TYPES = {
-    "char_vocab_file": optional(TEXT),
-    "word_vocab_file": optional(TEXT),
-    "max_characters_per_token": INTEGER,
-    "segmenter": one_of(*SEGMENTERS),
-    "do_lower_case": BOOLEAN,
-    "char_scheme": one_of(*CHAR_SCHEMES),
-    "char_vocab": optional(MAPPING),
-    "word_vocab": optional(MAPPING),
+    "char_vocab_file": _TEXT_OR_NULL,
+    "word_vocab_file": _TEXT_OR_NULL,
+    "max_characters_per_token": ("an integer", lambda value: _is_id(value)),
+    "segmenter": ("one of " + ", ".join(map(repr, SEGMENTERS)), lambda value: value in SEGMENTERS),
+    "do_lower_case": ("true or false", lambda value: isinstance(value, bool)),
+    "char_scheme": ("one of " + ", ".join(map(repr, CHAR_SCHEMES)), lambda value: value in CHAR_SCHEMES),
+    "char_vocab": _MAPPING_OR_NULL,
+    "word_vocab": _MAPPING_OR_NULL,
 }
+
+
+def _option_problems(options: dict) -> list[str]:
+    return [f"{name} must be {description}, got {options[name]!r}"
+            for name, (description, accepts) in _OPTION_TYPES.items() if not accepts(options[name])]
 
 # The keys this tokenizer writes with one value per word (padded by `pad`), and those never made tensors.
 _PER_WORD_KEYS = ("input_ids", "attention_mask", "word_ids", "special_tokens_mask")
@@ -150,7 +156,7 @@ class ElmoTokenizer(PreTrainedTokenizerBase):
         pad_token: str = PAD_TOKEN,
         **kwargs,
     ):
-        problems = type_problems(locals(), _OPTION_TYPES)
+        problems = _option_problems(locals())
         if problems:  # e.g. "do_lower_case": "false" in a hand-edited tokenizer_config.json
             raise ValueError("Invalid ElmoTokenizer options: " + "; ".join(problems))
         if max_characters_per_token < 3:
