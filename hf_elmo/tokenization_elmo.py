@@ -1,31 +1,18 @@
 """Character tokenizer for ELMo: text -> words -> `(words, max_characters_per_token)` character ids.
 
-The words come from a segmenter and their ids from a character scheme, both in `elmo_text.py`:
-
-* ``char_scheme="bytes"`` (default): the AllenNLP / bilm-tf byte scheme, ``[BOW] + utf8_bytes[:48] + [EOW] +
-  [PAD]...`` with every id shifted by +1 so that 0 marks a padded word position. Needs no vocabulary file.
-* ``char_scheme="dictionary"``: ELMoForManyLangs models, a character vocabulary (``char_vocab.json``). With a word
-  vocabulary (``word_vocab.json``) the tokenizer also returns ``word_ids``, one per word (unknown -> ``<oov>``).
-
-Raw text is split into words as follows:
-
-* whitespace and punctuation separate words (``tokenizers``' BERT pre-tokenizer), so English
-  text splits the usual way;
-* a run of CJK characters is segmented with jieba when it is installed (``segmenter="auto"`` or
-  ``"jieba"``, optionally with a jieba user dictionary, ``user_dict``), otherwise each CJK character becomes
-  its own word (``segmenter="chars"``);
-* ``segmenter="whitespace"`` splits on whitespace only.
+The words come from a segmenter (jieba, optionally with a user dictionary; single characters; whitespace) and
+their ids from a character scheme (AllenNLP / bilm-tf UTF-8 bytes; ELMoForManyLangs' character dictionary, with
+its optional word vocabulary giving ``word_ids``), both in `elmo_text.py`, which describes them.
 
 Every position of an encoding is one word: ``encoding.word_ids(i)`` is ``[0, ..., n_i - 1]`` then ``None`` per
 padded position, a word's "id" is its row of character ids (`convert_tokens_to_ids`), and padding adds all-zero
 rows (`pad`, so transformers' `DataCollatorWithPadding` and `DataCollatorForTokenClassification` work).
 
-Edge cases: an empty string is a sentence of zero words (the model still runs ``<S> </S>``);
-an empty batch is a `ValueError`; a word longer than 48 UTF-8 bytes is cut to its first 48 bytes
-(a multi-byte character may be cut, as in the references); emoji and other 4-byte characters are
-ordinary bytes; in raw text, control characters (C0/C1, e.g. NUL, BEL, DEL) separate words like
-whitespace, while pre-split words keep them as bytes; a surrogate pair written as two code points
-is joined into its character and lone surrogates (not encodable as UTF-8) are dropped.
+Edge cases: an empty string is a sentence of zero words (the model still runs ``<S> </S>``); an empty batch is a
+`ValueError`; a word longer than 48 UTF-8 bytes is cut to its first 48 bytes (a multi-byte character may be cut,
+as in the references); in raw text, control characters (C0/C1, e.g. NUL, BEL, DEL) separate words like
+whitespace, while pre-split words keep them as bytes; a surrogate pair written as two code points is joined into
+its character and lone surrogates (not encodable as UTF-8) are dropped.
 """
 
 from __future__ import annotations
