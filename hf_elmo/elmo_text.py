@@ -23,6 +23,7 @@ import logging
 import os
 import re
 import uuid
+from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping
 from typing import ClassVar
 
@@ -49,8 +50,10 @@ DICTIONARY_CHAR_SPECIALS = ("<bos>", "<eos>", "<oov>", "<pad>", "<bow>", "<eow>"
 DICTIONARY_WORD_SPECIALS = ("<oov>", "<pad>")
 # The word a padded position stands for (the word vocabulary's entry for it too).
 PAD_TOKEN = "<pad>"
-# Entries of a dictionary-scheme row that are not characters of the word.
-_NON_CHARACTERS = {"<bow>", "<eow>", "<pad>", "<bos>", "<eos>"}
+# ELMoForManyLangs' sentence boundaries: as words, they become the `<S>` / `</S>` rows.
+DICTIONARY_SENTENCE_BOUNDARIES = ("<bos>", "<eos>")
+# Entries of a dictionary-scheme row that are not characters of the word (an unknown one reads as U+FFFD).
+_NON_CHARACTERS = set(DICTIONARY_CHAR_SPECIALS) - {"<oov>"}
 
 CHAR_VOCAB_FILE = "char_vocab.json"
 WORD_VOCAB_FILE = "word_vocab.json"
@@ -173,7 +176,7 @@ def _save_vocabulary(vocabulary: dict[str, int], path: str) -> None:
 # Character schemes -------------------------------------------------------------------------------
 
 
-class CharacterScheme:
+class CharacterScheme(ABC):
     """How a word becomes `max_characters_per_token` character ids (0 never: it marks a padded position)."""
 
     name: ClassVar[str]
@@ -182,28 +185,29 @@ class CharacterScheme:
         self.max_characters_per_token = max_characters_per_token
 
     @classmethod
+    @abstractmethod
     def from_options(
         cls, max_characters_per_token: int, vocabulary: Mapping[str, int] | None = None,
         vocabulary_file: str | os.PathLike | None = None,
     ) -> CharacterScheme:
         """The scheme from a tokenizer's options: a character vocabulary, given itself or as a file, or none."""
-        raise NotImplementedError
 
+    @abstractmethod
     def word_ids(self, word: str) -> list[int]:
-        raise NotImplementedError
+        """The `max_characters_per_token` ids of one word."""
 
+    @abstractmethod
     def sentence_boundary_ids(self) -> tuple[list[int], list[int]]:
         """The rows of `<S>` and `</S>`, which the model adds around every sentence."""
-        raise NotImplementedError
 
+    @abstractmethod
     def decode_word(self, ids: list[int]) -> str:
         """The word of a row of ids, as far as the ids tell it."""
-        raise NotImplementedError
 
     @property
+    @abstractmethod
     def vocab_size(self) -> int:
         """Size of the character id space, the padding id 0 included."""
-        raise NotImplementedError
 
     @property
     def vocabulary(self) -> dict[str, int] | None:
@@ -282,7 +286,7 @@ class DictionaryScheme(CharacterScheme):
                    source=f"character vocabulary {os.fspath(vocabulary_file)}")
 
     def word_ids(self, word: str) -> list[int]:
-        if word in ("<bos>", "<eos>"):
+        if word in DICTIONARY_SENTENCE_BOUNDARIES:
             characters = [self._vocabulary[word]]
         else:
             characters = [self._vocabulary.get(c, self._unknown_id) for c in word[: self.max_characters_per_token - 2]]
@@ -291,7 +295,7 @@ class DictionaryScheme(CharacterScheme):
         return ids + [self._pad_id] * (self.max_characters_per_token - len(ids))
 
     def sentence_boundary_ids(self) -> tuple[list[int], list[int]]:
-        return self.word_ids("<bos>"), self.word_ids("<eos>")
+        return tuple(map(self.word_ids, DICTIONARY_SENTENCE_BOUNDARIES))
 
     def decode_word(self, ids: list[int]) -> str:
         characters = [self._characters_by_id.get(i, "\ufffd") for i in ids]
@@ -355,14 +359,15 @@ class WordVocabulary:
 # Word segmenters ---------------------------------------------------------------------------------
 
 
-class WordSegmenter:
+class WordSegmenter(ABC):
     """Raw text -> words. `name` is what a tokenizer saves; `chinese_segmentation` says what Chinese gets."""
 
     name: ClassVar[str]
     chinese_segmentation: ClassVar[str]
 
+    @abstractmethod
     def __call__(self, text: str) -> list[str]:
-        raise NotImplementedError
+        """The words of `text`."""
 
     def save(self, directory: str, filename_prefix: str | None = None) -> tuple[str, ...]:
         """Write what the segmenter needs besides its name (a user dictionary) and return the paths."""

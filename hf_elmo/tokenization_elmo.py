@@ -1,31 +1,18 @@
 """Character tokenizer for ELMo: text -> words -> `(words, max_characters_per_token)` character ids.
 
-The words come from a segmenter and their ids from a character scheme, both in `elmo_text.py`:
-
-* ``char_scheme="bytes"`` (default): the AllenNLP / bilm-tf byte scheme, ``[BOW] + utf8_bytes[:48] + [EOW] +
-  [PAD]...`` with every id shifted by +1 so that 0 marks a padded word position. Needs no vocabulary file.
-* ``char_scheme="dictionary"``: ELMoForManyLangs models, a character vocabulary (``char_vocab.json``). With a word
-  vocabulary (``word_vocab.json``) the tokenizer also returns ``word_ids``, one per word (unknown -> ``<oov>``).
-
-Raw text is split into words as follows:
-
-* whitespace and punctuation separate words (``tokenizers``' BERT pre-tokenizer), so English
-  text splits the usual way;
-* a run of CJK characters is segmented with jieba when it is installed (``segmenter="auto"`` or
-  ``"jieba"``, optionally with a jieba user dictionary, ``user_dict``), otherwise each CJK character becomes
-  its own word (``segmenter="chars"``);
-* ``segmenter="whitespace"`` splits on whitespace only.
+The words come from a segmenter (jieba, optionally with a user dictionary; single characters; whitespace) and
+their ids from a character scheme (AllenNLP / bilm-tf UTF-8 bytes; ELMoForManyLangs' character dictionary, with
+its optional word vocabulary giving ``word_ids``), both in `elmo_text.py`, which describes them.
 
 Every position of an encoding is one word: ``encoding.word_ids(i)`` is ``[0, ..., n_i - 1]`` then ``None`` per
 padded position, a word's "id" is its row of character ids (`convert_tokens_to_ids`), and padding adds all-zero
 rows (`pad`, so transformers' `DataCollatorWithPadding` and `DataCollatorForTokenClassification` work).
 
-Edge cases: an empty string is a sentence of zero words (the model still runs ``<S> </S>``);
-an empty batch is a `ValueError`; a word longer than 48 UTF-8 bytes is cut to its first 48 bytes
-(a multi-byte character may be cut, as in the references); emoji and other 4-byte characters are
-ordinary bytes; in raw text, control characters (C0/C1, e.g. NUL, BEL, DEL) separate words like
-whitespace, while pre-split words keep them as bytes; a surrogate pair written as two code points
-is joined into its character and lone surrogates (not encodable as UTF-8) are dropped.
+Edge cases: an empty string is a sentence of zero words (the model still runs ``<S> </S>``); an empty batch is a
+`ValueError`; a word longer than 48 UTF-8 bytes is cut to its first 48 bytes (a multi-byte character may be cut,
+as in the references); in raw text, control characters (C0/C1, e.g. NUL, BEL, DEL) separate words like
+whitespace, while pre-split words keep them as bytes; a surrogate pair written as two code points is joined into
+its character and lone surrogates (not encodable as UTF-8) are dropped.
 """
 
 from __future__ import annotations
@@ -49,26 +36,32 @@ from .elmo_text import (
     WordVocabulary,
     make_segmenter,
 )
-from .field_types import BOOLEAN, INTEGER, MAPPING, TEXT, one_of, optional, type_problems
 
 VOCAB_FILES_NAMES = {
     "char_vocab_file": CHAR_VOCAB_FILE, "word_vocab_file": WORD_VOCAB_FILE, "user_dict": JIEBA_USER_DICT_FILE
 }
 
-# The type of every option (a loaded tokenizer_config.json is checked against it).
+# The type of every option, as its description and its check (a loaded tokenizer_config.json is checked too).
+_TEXT_OR_NULL = ("a string or null", lambda value: value is None or isinstance(value, str))
+_MAPPING_OR_NULL = ("an object (a mapping) or null", lambda value: value is None or isinstance(value, Mapping))
 _OPTION_TYPES = {
-    "char_vocab_file": optional(TEXT),
-    "word_vocab_file": optional(TEXT),
-    "max_characters_per_token": INTEGER,
-    "segmenter": one_of(*SEGMENTERS),
-    "do_lower_case": BOOLEAN,
-    "char_scheme": one_of(*CHAR_SCHEMES),
-    "char_vocab": optional(MAPPING),
-    "word_vocab": optional(MAPPING),
+    "char_vocab_file": _TEXT_OR_NULL,
+    "word_vocab_file": _TEXT_OR_NULL,
+    "max_characters_per_token": ("an integer", lambda value: _is_id(value)),
+    "segmenter": ("one of " + ", ".join(map(repr, SEGMENTERS)), lambda value: value in SEGMENTERS),
+    "do_lower_case": ("true or false", lambda value: isinstance(value, bool)),
+    "char_scheme": ("one of " + ", ".join(map(repr, CHAR_SCHEMES)), lambda value: value in CHAR_SCHEMES),
+    "char_vocab": _MAPPING_OR_NULL,
+    "word_vocab": _MAPPING_OR_NULL,
 }
 
+
+def _option_problems(options: dict) -> list[str]:
+    return [f"{name} must be {description}, got {options[name]!r}"
+            for name, (description, accepts) in _OPTION_TYPES.items() if not accepts(options[name])]
+
 # The keys this tokenizer writes with one value per word (padded by `pad`), and those never made tensors.
-_PER_WORD_KEYS = ("input_ids", "attention_mask", "word_ids")
+_PER_WORD_KEYS = ("input_ids", "attention_mask", "word_ids", "special_tokens_mask")
 _TEXT_KEYS = ("words",)
 
 _ONE_ROW_PER_WORD = (
@@ -131,6 +124,7 @@ class ElmoTokenizer(PreTrainedTokenizerBase):
     """
 
     vocab_files_names = VOCAB_FILES_NAMES
+    is_fast = False
     model_input_names = ["input_ids", "attention_mask"]
     padding_side = "right"
     truncation_side = "right"
@@ -149,7 +143,7 @@ class ElmoTokenizer(PreTrainedTokenizerBase):
         pad_token: str = PAD_TOKEN,
         **kwargs,
     ):
-        problems = type_problems(locals(), _OPTION_TYPES)
+        problems = _option_problems(locals())
         if problems:  # e.g. "do_lower_case": "false" in a hand-edited tokenizer_config.json
             raise ValueError("Invalid ElmoTokenizer options: " + "; ".join(problems))
         if max_characters_per_token < 3:
@@ -161,9 +155,8 @@ class ElmoTokenizer(PreTrainedTokenizerBase):
             max_characters_per_token, char_vocab, char_vocab_file
         )
         self._words = WordVocabulary.from_options(self._characters, word_vocab, word_vocab_file)
-        # What "auto" chose is what the tokenizer is from now on, and what gets saved: a model is always used with
-        # the segmentation it was trained or fine-tuned with, and a saved "jieba" refuses to load where jieba is
-        # missing.
+        # What "auto" chose is what the tokenizer is and saves: a model is used with the segmentation it was
+        # trained or fine-tuned with, and a saved "jieba" refuses to load where jieba is missing.
         self._segmenter = make_segmenter(segmenter, user_dict)
         self.segmenter = self._segmenter.name
         # Derived from the vocabularies, never taken from a saved config; and how a folder was found is no
@@ -240,6 +233,7 @@ class ElmoTokenizer(PreTrainedTokenizerBase):
         return_attention_mask: bool | None = True,
         return_words: bool = False,
         pad_to_multiple_of: int | None = None,
+        return_special_tokens_mask: bool = False,
         **kwargs,
     ) -> ElmoBatchEncoding:
         """Encode one sentence or a batch.
@@ -251,17 +245,15 @@ class ElmoTokenizer(PreTrainedTokenizerBase):
             truncation: keep at most `max_length` words per sentence.
             return_tensors: `"pt"` (or `"np"`) for arrays of shape (batch, words, max_characters_per_token).
             pad_to_multiple_of: with padding, round the number of words up to a multiple of this.
+            return_special_tokens_mask: also return `special_tokens_mask`, 0 per word (none is added), 1 per
+                padded position.
 
         Returns:
             `ElmoBatchEncoding` with `input_ids` (words x character ids per sentence), `attention_mask`
             (1 per real word), `word_ids` when the tokenizer has a word vocabulary (padded with the `<pad>` word id)
             and, with `return_words=True`, `words` (the words each position holds).
         """
-        unknown = set(kwargs) - {"add_special_tokens", "verbose", "text_target", "return_token_type_ids"}
-        if unknown:
-            raise TypeError(f"ElmoTokenizer got unexpected arguments {sorted(unknown)}")
-        if max_length is not None and (not _is_id(max_length) or max_length < 0):
-            raise ValueError(f"max_length must be a whole number of words >= 0, got {max_length!r}")
+        _check_call_options(kwargs, max_length)
         sentences, batched = _as_word_lists(text, is_split_into_words, self.tokenize)
         if truncation and truncation != "do_not_truncate":
             limit = max_length if max_length is not None else self.model_max_length
@@ -271,6 +263,8 @@ class ElmoTokenizer(PreTrainedTokenizerBase):
             features["attention_mask"] = [[1] * len(words) for words in sentences]
         if self._words is not None:
             features["word_ids"] = [[self.word_to_id(word) for word in words] for words in sentences]
+        if return_special_tokens_mask:
+            features["special_tokens_mask"] = [[0] * len(words) for words in sentences]
         word_counts = [len(words) for words in sentences]
         encoding = self._padded_encoding(
             features, word_counts, batched, padding, max_length, pad_to_multiple_of, return_tensors
@@ -409,6 +403,23 @@ class ElmoTokenizer(PreTrainedTokenizerBase):
 # what __call__ and pad take and give ----------------------------------------------------------------
 
 
+def _check_call_options(kwargs: dict, max_length) -> None:
+    """`__call__`'s options beyond its own arguments: those of transformers' tokenizers that change nothing here
+    are accepted. Character offsets are refused whatever their value: transformers' token-classification
+    pipeline asks for them (False from a slow tokenizer), then reads one id per token, so it is told here
+    which pipeline reads ELMo's rows."""
+    if "return_offsets_mapping" in kwargs:
+        raise ValueError(
+            "ElmoTokenizer keeps no character offsets (return_offsets_mapping) and each word's ids are a row: for "
+            "entity spans use pipeline('elmo-token-classification', ...), not transformers' 'token-classification'"
+        )
+    unknown = set(kwargs) - {"add_special_tokens", "verbose", "text_target", "return_token_type_ids"}
+    if unknown:
+        raise TypeError(f"ElmoTokenizer got unexpected arguments {sorted(unknown)}")
+    if max_length is not None and (not _is_id(max_length) or max_length < 0):
+        raise ValueError(f"max_length must be a whole number of words >= 0, got {max_length!r}")
+
+
 def _as_word_lists(text, is_split_into_words: bool, tokenize) -> tuple[list[list[str]], bool]:
     """The sentences of `__call__`'s input as word lists, and whether it was a batch."""
 
@@ -506,8 +517,10 @@ def _check_padding_side(side: str) -> None:
 
 
 def _pad_per_word_values(features: dict[str, list], target: int, width: int, word_pad_id: int) -> None:
-    """Pad every sentence's per-word values to `target` words: all-zero rows, attention 0, the `<pad>` word."""
-    fill = {"input_ids": [PADDED_POSITION_ID] * width, "attention_mask": 0, "word_ids": word_pad_id}
+    """Pad every sentence's per-word values to `target` words: all-zero rows, attention 0, the `<pad>` word, and
+    in a special-tokens mask 1, as transformers marks padding there."""
+    fill = {"input_ids": [PADDED_POSITION_ID] * width, "attention_mask": 0, "word_ids": word_pad_id,
+            "special_tokens_mask": 1}
     for key in _PER_WORD_KEYS:
         if key in features:
             features[key] = [values + [fill[key]] * (target - len(values)) for values in features[key]]
