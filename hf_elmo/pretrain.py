@@ -28,6 +28,7 @@ from .lm_data import (
     check_corpus_file,
     check_vocabulary_limits,
     load_vocabulary,
+    read_corpus_lines,
     save_vocabulary,
 )
 from .modeling_elmo import ElmoForPreTraining
@@ -321,6 +322,9 @@ def _run(args) -> int:
     for path in args.train_file + ([args.dev_file] if args.dev_file else []):
         check_corpus_file(path)
     vocabulary = _vocabulary(args, output_dir)
+    warning = check_training_text(args, vocabulary)
+    if warning and os.environ.get("RANK", "0") == "0":
+        print(warning, file=sys.stderr)
     tokenizer = _tokenizer_from_args(args, output_dir)
     config = _config_from_args(args, vocabulary, tokenizer)
     train_parts = [LineDataset(path, max_words=args.max_words) for path in args.train_file]
@@ -367,6 +371,62 @@ def _run(args) -> int:
     })
     _finish(trainer, model, tokenizer, output_dir, summary, dev_dataset is not None)
     return 0
+
+
+# Text that is not what pretraining reads (words split by spaces): the share of the sampled training tokens that are
+# <UNK>, and the share of the sampled CJK characters in space-free runs of UNSEGMENTED_RUN or more characters
+# (jieba's words are rarely longer than 4), from which pretraining warns, and from which it refuses.
+UNKNOWN_SHARE = {"warn": 0.5, "refuse": 0.9}
+UNSEGMENTED_SHARE = {"warn": 0.3, "refuse": 0.7}
+UNSEGMENTED_RUN = 8
+TEXT_SAMPLE_LINES = 20_000
+
+
+def training_text_shares(paths: list[str], vocabulary: list[str]) -> dict[str, float]:
+    """`unknown` and `unsegmented` shares (see UNKNOWN_SHARE) of the first lines of the training files."""
+    import regex
+
+    known = set(vocabulary)
+    tokens = unknown = cjk = in_long_runs = 0
+    lines = 0
+    for path in paths:
+        for _, words in read_corpus_lines(path):
+            tokens += len(words)
+            unknown += sum(word not in known for word in words)
+            for word in words:
+                for run in regex.findall(r"[\p{Han}\p{Hiragana}\p{Katakana}\p{Hangul}]+", word):
+                    cjk += len(run)
+                    in_long_runs += len(run) if len(run) >= UNSEGMENTED_RUN else 0
+            lines += 1
+            if lines >= TEXT_SAMPLE_LINES:
+                break
+        if lines >= TEXT_SAMPLE_LINES:
+            break
+    return {"unknown": unknown / tokens if tokens else 0.0, "unsegmented": in_long_runs / cjk if cjk else 0.0,
+            "lines": lines}
+
+
+def check_training_text(args, vocabulary: list[str]) -> str | None:
+    """Refuse (ValueError) training text that is mostly <UNK> or looks unsegmented past the refusal shares; return a
+    warning past the warning shares, else None. Both name `hf-elmo corpus segment`."""
+    shares = training_text_shares(args.train_file, vocabulary)
+    problems, refused = [], False
+    if shares["unsegmented"] >= UNSEGMENTED_SHARE["warn"]:
+        refused |= shares["unsegmented"] >= UNSEGMENTED_SHARE["refuse"]
+        problems.append(f"{shares['unsegmented']:.0%} of its CJK characters stand in runs of {UNSEGMENTED_RUN} or "
+                        "more without a space (unsegmented text)")
+    if shares["unknown"] >= UNKNOWN_SHARE["warn"]:
+        refused |= shares["unknown"] >= UNKNOWN_SHARE["refuse"]
+        problems.append(f"{shares['unknown']:.0%} of its tokens are <UNK> (not in the vocabulary)")
+    if not problems:
+        return None
+    files = " ".join(args.train_file)
+    text = (f"--train-file {files}: in its first {shares['lines']:,} lines, {' and '.join(problems)}; pretraining "
+            "reads words split by spaces: segment raw text first with `hf-elmo corpus segment`")
+    if refused:
+        raise ValueError(text + f" (refused from {UNSEGMENTED_SHARE['refuse']:.0%} unsegmented or "
+                         f"{UNKNOWN_SHARE['refuse']:.0%} <UNK>)")
+    return "warning: " + text
 
 
 def _vocabulary(args, output_dir: Path) -> list[str]:
