@@ -115,6 +115,58 @@ CONFIG_FIELD_OPTIONS = {
 }
 
 
+# Each architecture option of `hf-elmo pretrain` and the config.json field it sets (--no-skip-connections negated).
+ARCHITECTURE_OPTIONS = {
+    "projection_dim": "projection_dim", "cell_dim": "lstm_cell_dim", "layers": "num_lstm_layers",
+    "char_dim": "char_embedding_dim", "filters": "char_cnn_filters", "highway": "num_highway_layers",
+    "max_characters": "max_characters_per_token", "char_scheme": "char_scheme",
+    "no_skip_connections": "use_skip_connections",
+}
+
+
+def resolve_architecture(args) -> None:
+    """Fill in the architecture options not given: from `--init-from`'s config.json when there is one, else
+    `ARCHITECTURE_DEFAULTS`. A given option that disagrees with that config is refused, naming both values."""
+    from .commands.pretrain import ARCHITECTURE_DEFAULTS
+
+    saved = {}
+    if args.init_from:
+        path = Path(resolve_model_name(args.init_from)) / "config.json"
+        if path.is_file():  # else initialize_from says what is wrong with the folder
+            saved = load_json_file(path, "--init-from's config")
+            if not isinstance(saved, dict):
+                raise ValueError(f"--init-from {args.init_from}: {path}: it holds a JSON {type(saved).__name__}, not "
+                                 "an object")
+    for option, field in ARCHITECTURE_OPTIONS.items():
+        flag = "--" + option.replace("_", "-")
+        if field not in saved:
+            if not hasattr(args, option):
+                setattr(args, option, ARCHITECTURE_DEFAULTS[option])
+            continue
+        theirs = saved[field]
+        if option == "no_skip_connections":
+            theirs = not theirs
+        elif option == "filters":
+            theirs = json.dumps(theirs, separators=(",", ":"))
+        if not hasattr(args, option):
+            setattr(args, option, theirs)
+            continue
+        given = getattr(args, option)
+        same = _same_filters(given, theirs) if option == "filters" else given == theirs
+        if not same:
+            shown = {"no_skip_connections": f"{flag} given" if given else f"{flag} not given"}.get(option,
+                                                                                                  f"{flag} {given}")
+            raise ValueError(f"{shown}, but --init-from {args.init_from} has {field} {saved[field]!r}: leave the "
+                             "architecture options out to take the model's, or give its values")
+
+
+def _same_filters(given: str, theirs: str) -> bool:
+    try:
+        return json.loads(given) == json.loads(theirs)
+    except json.JSONDecodeError:
+        return False  # --filters' own check names the bad JSON
+
+
 def _initial_model_char_vocab(folder: str) -> dict | None:
     """The character vocabulary of the model `--init-from` names (None: none to read, or the byte scheme)."""
     path = Path(resolve_model_name(folder)) / "char_vocab.json"
@@ -206,10 +258,7 @@ def initialize_from(model: ElmoForPreTraining, folder: str) -> str:
     if not Path(folder).is_dir():
         raise ValueError(f"--init-from {folder}: no such model folder ('default' names the shipped model)")
     encoder_fields = tuple(field for field in ARCHITECTURE_FIELDS if field != "lm_vocab")
-    advice = (
-        "give the model options that match it (--projection-dim, --cell-dim, --layers, --char-dim, --filters, "
-        "--highway, --char-scheme, --max-characters, --no-skip-connections) or --init-from a model of this architecture"
-    )
+    advice = "--init-from a model of the architecture asked for"
     saved = check_checkpoint_compatible(folder, model.config, encoder_fields, advice=advice)
     weights = Path(folder) / "model.safetensors"
     if not weights.is_file():
@@ -313,6 +362,7 @@ def _run(args) -> int:
     from transformers import set_seed
 
     # Every check that can fail runs before the first file is written, so a refused run leaves nothing behind.
+    resolve_architecture(args)
     check_arguments(args)
     if args.threads:
         torch.set_num_threads(args.threads)
