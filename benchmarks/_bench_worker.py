@@ -69,6 +69,14 @@ def load_allennlp(spec):
     return load_seconds, all_layers, run
 
 
+def implement(model, implementation: str) -> None:
+    """The implementation choice, on this checkout's API or (for `--against` an older commit) the config field."""
+    if hasattr(model, "set_lstm_implementation"):
+        model.set_lstm_implementation(implementation)
+    else:
+        model.config.lstm_implementation = implementation
+
+
 def load_ours(spec):
     import hf_elmo  # noqa: F401  (registers the Auto classes)
     from hf_elmo.modeling_elmo import ElmoModel
@@ -83,23 +91,21 @@ def load_ours(spec):
     tokenizer = ElmoTokenizer(segmenter="whitespace")
     encoded = tokenizer(spec["sentences"], is_split_into_words=True, padding=True, return_tensors="pt")
     input_ids, attention_mask = encoded["input_ids"], encoded["attention_mask"]
-    if mode == "reference":
-        model.config.lstm_implementation = "reference"
+    if mode in ("reference", "int8"):
+        implement(model, mode)
     elif mode == "mkl":  # the fast path without oneDNN's packed products
-        model.config.lstm_implementation = "fast"
+        implement(model, "fast")
     elif mode == "repack":  # oneDNN with the packed weights made for each call only (less memory)
-        model.config.lstm_keep_inference_copies = False
+        model.kernels.keep_inference_copies = False
     elif mode == "cache":
+        from hf_elmo.kernels import build_token_cache
+
         start = time.perf_counter()
         words = torch.tensor([tokenizer.word_to_char_ids(w) for w in spec["vocabulary"]])
-        extra["cache_tokens"] = model.build_token_cache(words)
+        extra["cache_tokens"] = build_token_cache(model, words)
         extra["cache_build_s"] = time.perf_counter() - start
     elif mode == "bf16":
         model = model.to(torch.bfloat16)
-    elif mode == "int8":
-        from hf_elmo.quantization import quantize_lstm_int8
-
-        quantize_lstm_int8(model)
 
     def all_layers():
         output = model(input_ids, attention_mask=attention_mask)

@@ -67,7 +67,7 @@ def matmul_rate(threads: int) -> float:
         "    start = time.perf_counter()\n"
         "    for _ in range(30): product()\n"
         "    return 2 * 2048 * 512 * 2048 * 30 / (time.perf_counter() - start) / 1e9\n"
-        "from hf_elmo.matrix_products import rows_times\n"
+        "from hf_elmo.kernels.matrix_products import rows_times\n"
         "print(max(rate(lambda: a @ b), rate(lambda: rows_times(a, b.t()))))\n"
     )
     return float(subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout)

@@ -1,6 +1,6 @@
 #!/usr/bin/env python
 """The sampled softmax loss, forward + backward, at elmo-zh-small's pretraining sizes: the hand-written backward
-(`hf_elmo.elmo_sampled_softmax.sampled_softmax_losses`) against the plain formula in torch operations
+(`hf_elmo.kernels.sampled_softmax.sampled_softmax_losses`) against the plain formula in torch operations
 (`sampled_softmax_losses_reference`, what the model ran before), in one process, alternating.
 
     python benchmarks/bench_sampled_softmax.py [--threads 1] [--rounds 6] [--repeats 5]
@@ -19,7 +19,9 @@ import time
 
 import torch
 
-from hf_elmo.elmo_sampled_softmax import log_uniform_samples, sampled_softmax_losses, sampled_softmax_losses_reference
+from hf_elmo.kernels.sampled_softmax import sampled_softmax_losses
+from hf_elmo.modeling_elmo import log_uniform_samples
+from hf_elmo.modeling_elmo import sampled_softmax_losses as sampled_softmax_losses_reference
 
 VOCAB, DIM, NUM_SAMPLED = 39_833, 128, 2048
 

@@ -1,8 +1,8 @@
 #!/usr/bin/env python
 """Training speed of the biLSTM, forward + backward, three ways on the same inputs and weights:
 
-- ours: the fast path (hand-written backpropagation through time, `lstm_implementation="fast"`);
-- ours, autograd loop: autograd through the straightforward per-step loop (`lstm_implementation="reference"`), which
+- ours: the fast path (hand-written backpropagation through time, `set_lstm_implementation("fast")`);
+- ours, autograd loop: autograd through the straightforward per-step loop of modeling_elmo.py (`set_lstm_implementation("reference")`), which
   already steps both directions together and computes the input products of all steps at once;
 - AllenNLP (with `--allennlp-python`): `allennlp.modules.elmo_lstm.ElmoLstm`, the per-step Python loop of
   small matrix products, one cell per direction and layer, loaded with our weights through the bilm-tf
@@ -101,10 +101,10 @@ def main(argv=None) -> int:
     words = int(lengths.sum()) - 2 * args.batch
 
     def step(fast: bool, dropout: float = 0.1):
-        bilstm.config.lstm_implementation = "fast" if fast else "reference"
+        model.set_lstm_implementation("fast" if fast else "reference")
         bilstm.zero_grad(set_to_none=True)
         leaf = inputs.clone().requires_grad_()
-        layers, _ = bilstm(leaf, lengths, dropout=dropout)
+        layers, _ = model.run_bilstm(leaf, lengths, dropout=dropout)
         sum(layer.square().mean() for layer in layers).backward()
         return [leaf.grad] + [p.grad.clone() for p in bilstm.parameters()]
 

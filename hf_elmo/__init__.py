@@ -29,7 +29,8 @@ AUTO_MODEL_CLASSES = {
 # Public name -> the module that defines it; imported on first use.
 _EXPORTS = {
     "ElmoConfig": "configuration_elmo",
-    "ElmoCrf": "elmo_crf",
+    "ElmoCrf": "modeling_elmo",
+    "ElmoForCharacterTagging": "modeling_elmo_character_tagging",
     "ElmoDataCollator": "data_collator",
     "ElmoForPreTraining": "modeling_elmo",
     "ElmoForSequenceClassification": "modeling_elmo",
@@ -71,6 +72,11 @@ def register_auto_classes() -> None:
             continue
         getattr(transformers, auto_name).register(ElmoConfig, model_class, exist_ok=True)
         model_class.register_for_auto_class(auto_name)
+    # Written into the auto_map of the character taggers it saves (in place of the word tagger), so that remote-code
+    # users load them with AutoModelForTokenClassification; the package itself picks the class from `architectures`.
+    _import_module(".modeling_elmo_character_tagging", __name__).ElmoForCharacterTagging.register_for_auto_class(
+        "AutoModelForTokenClassification"
+    )
     register_pipeline()
     _registered = True
 

@@ -1,22 +1,25 @@
-"""PyTorch ELMo: character CNN -> highway -> projection -> biLSTM language model -> layer mix.
+"""PyTorch ELMo (Peters et al., 2018): character CNN -> highway -> projection -> biLSTM language model -> layer mix.
 
 The file reads top-down in the order data flows through the model:
 
-1. `ElmoCharacterEncoder`   character ids (words, 50) -> context-insensitive token vectors (words, P)
+1. `ElmoCharacterEncoder`   character ids (words, characters) -> context-insensitive token vectors (layer 0)
 2. `ElmoBiLstm`             token vectors -> forward and backward LSTM layers with cell/projection clipping
-                            (elmo_lstm.py: the recurrence, its kernels and `config.lstm_implementation`)
 3. `ElmoScalarMix`          L+1 layers -> gamma * sum_j softmax(w)_j * layer_j
-4. `ElmoModel`              the encoder users load; adds sentence boundaries, returns all layers and mixes
-5. task heads               thin layers over `ElmoModel`
+4. `ElmoModel`              the encoder users load: adds sentence boundaries, returns every layer and the mixes
+5. heads                    `ElmoForPreTraining`, `ElmoForTokenClassification` (+ `ElmoCrf`),
+                            `ElmoForSequenceClassification`
 
-Numerics follow AllenNLP / bilm-tf exactly. LSTM weights are stored (out, in) like `nn.Linear`, the
-layout the fast path multiplies with; conversion from and to bilm-tf's (in, out) layout is a pure
-reshuffle and round-trips bit for bit.
+Everything here is plain PyTorch and is the definition of the numbers (AllenNLP's / bilm-tf's). With the hf-elmo
+package installed, models run on its kernels (`hf_elmo.kernels`: the same numbers up to float32 rounding, several
+times faster on CPUs), chosen at load time like `attn_implementation`: `from_pretrained(...,
+lstm_implementation="reference")` or `model.set_lstm_implementation(...)`; the choice is never saved.
 """
 
 from __future__ import annotations
 
+import importlib
 import os
+import sys
 from dataclasses import dataclass
 
 import torch
@@ -25,33 +28,216 @@ from torch import nn
 from transformers import PreTrainedModel
 from transformers import initialization as init
 from transformers.modeling_outputs import SequenceClassifierOutput, TokenClassifierOutput
-from transformers.utils import ModelOutput, add_start_docstrings_to_model_forward, logging
+from transformers.utils import ModelOutput, logging
 
 from .configuration_elmo import ElmoConfig
-from .elmo_char_encoder import ElmoCharacterEncoder, ElmoHighway, ElmoHighwayLayer  # noqa: F401 (public names)
-from .elmo_crf import ElmoCrf
-from .elmo_losses import classification_loss, tagging_loss
-from .elmo_lstm import ElmoBiLstm, ElmoBiLstmLayer
-from .elmo_sampled_softmax import log_uniform_samples, sampled_softmax_losses
-from .elmo_scalar_mix import ElmoScalarMix
-from .elmo_token_cache import ElmoTokenCache
-from .elmo_word_characters import LEXICON_ROLES, WORD_POSITIONS, lexicon_vectors, tagged_vectors
-from .weight_checksums import (  # noqa: F401 (public names)
-    WEIGHT_CHECKSUMS_FILE,
-    check_finite_weights,
-    verify_weight_checksums,
-    write_weight_checksums,
-)
 
 logger = logging.get_logger(__name__)
 
-# Raw character ids of the byte scheme (before the +1 shift that reserves 0 for padding). The model itself
-# reads its `<S>` / `</S>` rows from `config.bos_char_ids` / `config.eos_char_ids`, so it works with any scheme.
-BEGINNING_OF_SENTENCE_CHARACTER = 256
-END_OF_SENTENCE_CHARACTER = 257
-BEGINNING_OF_WORD_CHARACTER = 258
-END_OF_WORD_CHARACTER = 259
-PADDING_CHARACTER = 260
+#: How the model computes: "reference" is this file alone; "auto" (default) hf-elmo's kernels where they apply
+#: (CPU tensors) and this file elsewhere; "fast" the kernels' batch-major path with a hand-written backward
+#: everywhere; "int8" CPU inference with int8 LSTM weights (not exact).
+LSTM_IMPLEMENTATIONS = ("auto", "reference", "fast", "int8")
+
+
+def _load_kernels(implementation: str):
+    """hf-elmo's kernels for `implementation`, or None for this file's plain PyTorch."""
+    if implementation not in LSTM_IMPLEMENTATIONS:
+        raise ValueError(f"lstm_implementation must be one of {', '.join(LSTM_IMPLEMENTATIONS)}, got {implementation!r}")
+    if implementation == "reference":
+        return None
+    try:  # by name, so that this file still loads as remote code where hf-elmo is not installed
+        kernels = importlib.import_module("hf_elmo.kernels")
+    except ImportError:
+        if implementation == "auto":
+            return None
+        raise ImportError(f"lstm_implementation={implementation!r} needs the hf-elmo package; without it the model "
+                          "runs the plain PyTorch path ('reference')") from None
+    return kernels.ElmoKernels(implementation)
+
+
+# 1. Characters -> token vectors ------------------------------------------------------------------------------
+
+
+class ElmoHighwayLayer(nn.Linear):
+    """One highway layer's linear map, `size` -> `[transform; carry]` (2 * size)."""
+
+    def __init__(self, size: int):
+        super().__init__(size, 2 * size)
+
+
+class ElmoHighway(nn.Module):
+    """Highway layers (TensorFlow convention): ``x <- g * relu(x W_t + b_t) + (1 - g) * x``, ``g = sigmoid(x W_c + b_c)``."""
+
+    def __init__(self, size: int, num_layers: int):
+        super().__init__()
+        self.layers = nn.ModuleList([ElmoHighwayLayer(size) for _ in range(num_layers)])
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        for layer in self.layers:
+            transform, carry = layer(x).chunk(2, dim=-1)
+            gate = torch.sigmoid(carry)
+            x = gate * F.relu(transform) + (1 - gate) * x
+        return x
+
+
+class ElmoCharacterEncoder(nn.Module):
+    """Layer 0: char ids `(tokens, max_characters_per_token)` -> embedding -> one convolution per filter width ->
+    max over positions -> activation -> highway -> projection -> `(tokens, projection_dim)`. An optional word
+    embedding (ELMoForManyLangs models) is concatenated before the projection."""
+
+    def __init__(self, config: ElmoConfig):
+        super().__init__()
+        self.config = config
+        self.char_embedding = nn.Embedding(config.char_vocab_size, config.char_embedding_dim, padding_idx=0)
+        self.convolutions = nn.ModuleList(
+            [nn.Conv1d(config.char_embedding_dim, count, width) for width, count in config.char_cnn_filters]
+        )
+        num_filters = config.num_char_filters
+        self.highway = ElmoHighway(num_filters, config.num_highway_layers)
+        self.word_embedding = (
+            nn.Embedding(config.word_vocab_size, config.word_embedding_dim) if config.word_vocab_size else None
+        )
+        self.projection = nn.Linear(num_filters + config.word_embedding_dim, config.projection_dim)
+
+    def forward(self, char_ids: torch.Tensor, word_ids: torch.Tensor | None = None) -> torch.Tensor:
+        chars = self.char_embedding(char_ids).transpose(1, 2)  # (tokens, d_char, positions)
+        # Max-pooling before the activation equals pooling after it: relu and tanh are monotone.
+        features = torch.cat([conv(chars).amax(dim=-1) for conv in self.convolutions], dim=-1)
+        tokens = self.highway(torch.tanh(features) if self.config.char_cnn_activation == "tanh" else F.relu(features))
+        if self.word_embedding is not None:
+            tokens = torch.cat([self.word_embedding(word_ids), tokens], dim=-1)
+        return self.projection(tokens)
+
+
+# 2. The biLSTM --------------------------------------------------------------------------------------------------
+
+
+class ElmoBiLstmLayer(nn.Module):
+    """One layer of both LSTM directions, weights stacked on a leading axis of size 2 (forward, backward), in
+    `nn.Linear`'s (out, in) layout: `input_weight` (2, 4C, input_dim), `recurrent_weight` (2, 4C, P), `bias` (2, 4C),
+    `projection_weight` (2, P, C). Gate blocks are ordered i, f, g, o."""
+
+    def __init__(self, input_dim: int, cell_dim: int, projection_dim: int):
+        super().__init__()
+        self.cell_dim = cell_dim
+        self.input_weight = nn.Parameter(torch.empty(2, 4 * cell_dim, input_dim))
+        self.recurrent_weight = nn.Parameter(torch.empty(2, 4 * cell_dim, projection_dim))
+        self.bias = nn.Parameter(torch.empty(2, 4 * cell_dim))
+        self.projection_weight = nn.Parameter(torch.empty(2, projection_dim, cell_dim))
+
+    def forward(self, inputs, running, state, config: ElmoConfig):
+        """inputs (2, B, T, I) with the backward direction already reversed per row, running (B, T) bool, state
+        (h (2, B, P), c (2, B, C)) -> outputs (2, B, T, P), zero where a row is not running, and the final (h, c):
+        a row's state stops changing after its last step."""
+        forget_bias = torch.zeros_like(self.bias[0])
+        forget_bias[self.cell_dim : 2 * self.cell_dim] = config.lstm_forget_bias  # TensorFlow adds it at run time
+        bias = (self.bias + forget_bias).unsqueeze(1)
+        batch, steps = running.shape
+        input_gates = torch.baddbmm(bias, inputs.flatten(1, 2), self.input_weight.transpose(1, 2))
+        h, c = state
+        outputs = []
+        # Unbinding once keeps autograd from materialising a full-size gradient for every per-step slice.
+        for step_gates, keep in zip(input_gates.view(2, batch, steps, -1).unbind(2), running.unsqueeze(-1).unbind(1)):
+            gates = torch.baddbmm(step_gates, h, self.recurrent_weight.transpose(1, 2))
+            input_gate, forget_gate, cell_input, output_gate = gates.chunk(4, dim=-1)
+            cell = torch.sigmoid(input_gate) * torch.tanh(cell_input) + torch.sigmoid(forget_gate) * c
+            if config.cell_clip:
+                cell = cell.clamp(-config.cell_clip, config.cell_clip)
+            hidden = torch.bmm(torch.sigmoid(output_gate) * torch.tanh(cell), self.projection_weight.transpose(1, 2))
+            if config.proj_clip:
+                hidden = hidden.clamp(-config.proj_clip, config.proj_clip)
+            h, c = torch.where(keep, hidden, h), torch.where(keep, cell, c)
+            outputs.append(hidden * keep)
+        return torch.stack(outputs, dim=2), (h, c)
+
+
+class ElmoBiLstm(nn.Module):
+    """Forward and backward multi-layer LSTM language-model encoders (no weight sharing between directions). The
+    backward direction reads each sentence reversed within its own length; layers >= 1 add their input to their
+    output when `use_skip_connections` is set."""
+
+    def __init__(self, config: ElmoConfig):
+        super().__init__()
+        self.config = config
+        self.layers = nn.ModuleList(
+            [ElmoBiLstmLayer(config.projection_dim, config.lstm_cell_dim, config.projection_dim)
+             for _ in range(config.num_lstm_layers)]
+        )
+
+    def forward(self, inputs, lengths, initial_state=None, dropout: float = 0.0):
+        """
+        Args:
+            inputs: (B, T, P) token vectors; what lies past each row's length is ignored.
+            lengths: (B,) real positions per row (boundaries included).
+            initial_state: optional (h (L, 2, B, P), c (L, 2, B, C)); zeros when omitted.
+            dropout: dropout on each layer's output (pretraining).
+
+        Returns: L layers (B, T, 2P) `[forward; backward]`, zero past each length, and the final (h, c).
+        """
+        config = self.config
+        batch, steps, _ = inputs.shape
+        positions = torch.arange(steps, device=inputs.device)
+        running = positions < lengths.unsqueeze(1)
+        # Reverses every row within its own length; applying it twice is the identity.
+        reverse = torch.where(running, lengths.unsqueeze(1) - 1 - positions, positions).unsqueeze(-1)
+        inputs = inputs.masked_fill(~running.unsqueeze(-1), 0)
+        layer_input = torch.stack([inputs, inputs.gather(1, reverse.expand_as(inputs))])  # (2, B, T, P)
+        if initial_state is None:
+            h = inputs.new_zeros(config.num_lstm_layers, 2, batch, config.projection_dim)
+            c = inputs.new_zeros(config.num_lstm_layers, 2, batch, config.lstm_cell_dim)
+        else:
+            h, c = initial_state
+        layers, final_h, final_c = [], [], []
+        for index, layer in enumerate(self.layers):
+            output, (layer_h, layer_c) = layer(layer_input, running, (h[index], c[index]), config)
+            if config.use_skip_connections and index > 0:
+                output = output + layer_input
+            if dropout and self.training:
+                output = F.dropout(output, dropout, training=True)
+            final_h.append(layer_h)
+            final_c.append(layer_c)
+            layer_input = output
+            backward = output[1].gather(1, reverse.expand_as(output[1]))
+            layers.append(torch.cat([output[0], backward], dim=-1))
+        return layers, (torch.stack(final_h), torch.stack(final_c))
+
+
+# 3. Mixing the layers -------------------------------------------------------------------------------------------
+
+
+class ElmoScalarMix(nn.Module):
+    """``gamma * sum_j softmax(w)_j * layer_j`` with w initialised to 0 and gamma to 1 (the paper's equation 1).
+
+    With `layer_norm`, each layer is first normalised by one mean and variance over all of its unmasked elements in
+    the batch (AllenNLP's definition, not a per-token LayerNorm)."""
+
+    def __init__(self, num_layers: int, layer_norm: bool = False):
+        super().__init__()
+        self.layer_norm = layer_norm
+        self.scalar_parameters = nn.Parameter(torch.zeros(num_layers))
+        self.gamma = nn.Parameter(torch.ones(1))
+
+    def forward(self, layers, mask: torch.Tensor | None = None) -> torch.Tensor:
+        if len(layers) != self.scalar_parameters.numel():
+            raise ValueError(f"expected {self.scalar_parameters.numel()} layers, got {len(layers)}")
+        weights = torch.softmax(self.scalar_parameters, dim=0)
+        if self.layer_norm:
+            if mask is None:
+                raise ValueError("layer-normalised mixing needs the word mask")
+            layers = [_masked_layer_norm(layer, mask) for layer in layers]
+        return self.gamma * sum(weight * layer for weight, layer in zip(weights, layers))
+
+
+def _masked_layer_norm(layer: torch.Tensor, mask: torch.Tensor, eps: float = 1e-12) -> torch.Tensor:
+    mask = mask.unsqueeze(-1).to(layer.dtype)
+    count = mask.sum() * layer.shape[-1]
+    mean = (layer * mask).sum() / count
+    variance = (((layer - mean) * mask) ** 2).sum() / count
+    return (layer - mean) / torch.sqrt(variance + eps)
+
+
+# 4. The model ---------------------------------------------------------------------------------------------------
 
 
 @dataclass
@@ -61,55 +247,60 @@ class ElmoModelOutput(ModelOutput):
 
     Args:
         last_hidden_state (`torch.FloatTensor` of shape `(batch_size, num_words, 2 * projection_dim)`):
-            Top biLSTM layer, `[forward; backward]`.
-        elmo_representations (`tuple(torch.FloatTensor)`):
-            `config.num_output_representations` learned mixes, each `(batch_size, num_words, 2 * projection_dim)`.
-        hidden_states (`tuple(torch.FloatTensor)`):
+            Top biLSTM layer, `[forward; backward]` (what transformers' feature-extraction pipeline returns).
+        mixes (`torch.FloatTensor` of shape `(batch_size, num_output_representations, num_words, 2 * projection_dim)`):
+            The learned ELMo mixes, batch first (so that pipelines split a batch back into its texts);
+            `elmo_representations` is the same as a tuple of `(batch_size, num_words, 2 * projection_dim)`.
+        hidden_states (`tuple(torch.FloatTensor)`, returned unless `output_hidden_states=False`):
             All L+1 layers, each `(batch_size, num_words, 2 * projection_dim)`: layer 0 is `[token; token]`,
             layer j >= 1 is `[forward_j; backward_j]`.
         mask (`torch.BoolTensor` of shape `(batch_size, num_words)`): True at real words.
-        final_state (`tuple(torch.FloatTensor)`, *optional*):
-            `(h, c)` after each sentence, shapes `(num_layers, 2, batch_size, projection_dim)` and
-            `(num_layers, 2, batch_size, lstm_cell_dim)`; direction 0 is forward, 1 backward.
-            Returned when `return_state=True`; feed it back as `initial_state` to continue statefully.
+        final_state (`tuple(torch.FloatTensor)`, *optional*): `(h, c)` after each sentence, shapes
+            `(num_layers, 2, batch_size, projection_dim)` and `(num_layers, 2, batch_size, lstm_cell_dim)`;
+            direction 0 is forward. Returned with `return_state=True`; feed it back as `initial_state`.
 
-    `num_words` excludes the `<S>`/`</S>` positions unless `keep_sentence_boundaries=True` was passed,
-    in which case it is the number of words + 2.
+    `num_words` excludes the `<S>`/`</S>` positions unless `keep_sentence_boundaries=True` was passed.
     """
 
     last_hidden_state: torch.FloatTensor | None = None
-    elmo_representations: tuple[torch.FloatTensor, ...] | None = None
+    mixes: torch.FloatTensor | None = None
     hidden_states: tuple[torch.FloatTensor, ...] | None = None
     mask: torch.BoolTensor | None = None
     final_state: tuple[torch.FloatTensor, torch.FloatTensor] | None = None
 
-
-# 1. Characters -> token vectors: `ElmoCharacterEncoder` in elmo_char_encoder.py ----------------
-
-
-# 2. The biLSTM: `ElmoBiLstm` in elmo_lstm.py -------------------------------------------------
-
-
-# 3. Mixing the layers: `ElmoScalarMix` in elmo_scalar_mix.py ------------------------------------
-
-
-def _remote_code_auto_map() -> dict[str, str]:
-    """`{auto class: "modeling_elmo.Class"}` for the classes of this file registered for remote code."""
-    module = __name__.rsplit(".", 1)[-1]
-    auto_map = {}
-    for value in list(globals().values()):
-        if isinstance(value, type) and issubclass(value, ElmoPreTrainedModel):
-            auto_class = value.__dict__.get("_auto_class")  # set on the class itself, not inherited
-            if auto_class is not None:
-                auto_map[auto_class] = f"{module}.{value.__name__}"
-    return auto_map
-
-
-# 4. The model -------------------------------------------------------------------------------
+    @property
+    def elmo_representations(self) -> tuple[torch.FloatTensor, ...]:
+        """The learned mixes as AllenNLP's `Elmo` returns them: a tuple of `(batch_size, num_words, 2P)` tensors."""
+        return () if self.mixes is None else tuple(self.mixes.unbind(1))
 
 
 class ElmoWeightShapeError(ValueError):
     """Saved weights whose shapes differ from the model their config.json (with the caller's overrides) describes."""
+
+
+class ElmoMissingWeightsError(ValueError):
+    """A folder whose weights lack tensors of the biLM, or hold tensors the model does not have."""
+
+
+# Weights a head legitimately lacks when it starts from an encoder or a pretraining checkpoint: its own layers.
+_HEAD_WEIGHTS = ("scalar_mix", "classifier", "pre_classifier", "encoder.", "crf.", "token_features.", "softmax.")
+
+
+def _biLM_problems(loading_info: dict, source) -> str | None:
+    missing = [key for key in loading_info.get("missing_keys", ()) if not key.startswith(_HEAD_WEIGHTS)
+               and not key.startswith(tuple(f"elmo.{name}" for name in ("scalar_mixes",)))]
+    unexpected = [key for key in loading_info.get("unexpected_keys", ()) if not key.startswith(_HEAD_WEIGHTS)]
+    if not missing and not unexpected:
+        return None
+    parts = []
+    if missing:
+        parts.append(f"lacks {len(missing)} of the biLM's tensors ({', '.join(sorted(missing)[:4])}"
+                     f"{', ...' if len(missing) > 4 else ''})")
+    if unexpected:
+        parts.append(f"holds {len(unexpected)} tensors this model does not have ({', '.join(sorted(unexpected)[:4])}"
+                     f"{', ...' if len(unexpected) > 4 else ''})")
+    return (f"the weights in {source} {' and '.join(parts)}: they would start random or be dropped. Load the "
+            "folder the weights belong to, or pass allow_missing_weights=True to accept transformers' default")
 
 
 class ElmoPreTrainedModel(PreTrainedModel):
@@ -119,28 +310,28 @@ class ElmoPreTrainedModel(PreTrainedModel):
     main_input_name = "input_ids"
     supports_gradient_checkpointing = False
 
-    def __init__(self, config: ElmoConfig, *inputs, **kwargs):
-        # `from_pretrained(..., field=value)` sets its arguments on the config after ElmoConfig checked it.
-        config._validate()
-        super().__init__(config, *inputs, **kwargs)
-
     @classmethod
-    def from_pretrained(cls, pretrained_model_name_or_path, *args, **kwargs):
-        # Weights come from safetensors only: never fall back to unpickling a pytorch_model.bin.
+    def from_pretrained(cls, pretrained_model_name_or_path, *args, lstm_implementation: str = "auto",
+                        allow_missing_weights: bool = False, **kwargs):
+        r"""transformers' `from_pretrained`, from safetensors only (never an unpickled pytorch_model.bin), plus:
+
+        lstm_implementation (`str`, defaults to `"auto"`): one of `LSTM_IMPLEMENTATIONS`; not saved.
+        allow_missing_weights (`bool`, defaults to `False`): load even when the biLM's tensors are missing (they
+            start random) or foreign tensors are present; by default such a folder is refused naming them.
+        """
+        kernels = _load_kernels(lstm_implementation)
         kwargs.setdefault("use_safetensors", True)
-        known_finite = os.path.isdir(pretrained_model_name_or_path) and verify_weight_checksums(pretrained_model_name_or_path)
+        wants_loading_info = kwargs.pop("output_loading_info", False)
+        verified = _package_checksums(pretrained_model_name_or_path)
         try:
-            model = super().from_pretrained(pretrained_model_name_or_path, *args, **kwargs)
-            if not known_finite:  # a NaN scan reads every weight (0.3 s at the standard size): only when unknown
-                check_finite_weights(model[0] if isinstance(model, tuple) else model, pretrained_model_name_or_path)
-            return model
+            model, loading_info = super().from_pretrained(pretrained_model_name_or_path, *args,
+                                                          output_loading_info=True, **kwargs)
         except RuntimeError as error:
-            if "ignore_mismatched_sizes" not in str(error) and "size mismatch" not in str(error):
+            if "size mismatch" not in str(error) and "ignore_mismatched_sizes" not in str(error):
                 raise
             raise ElmoWeightShapeError(
                 f"the weights in {pretrained_model_name_or_path} do not have the shapes its config.json (with your "
-                "arguments) describes; transformers' load report lists the tensors that differ"
-            ) from error
+                "arguments) describes; transformers' load report lists the tensors that differ") from error
         except OSError as error:
             message = str(error)
             if "model.safetensors" in message and ("does not appear to have" in message or "no file named" in message):
@@ -148,31 +339,55 @@ class ElmoPreTrainedModel(PreTrainedModel):
                     f"{pretrained_model_name_or_path} has no model.safetensors: ELMo weights are loaded from "
                     "safetensors files only (pytorch_model.bin is not unpickled). Save the model with "
                     "`save_pretrained`, or convert bilm-tf / AllenNLP files (options.json + weights.hdf5) with "
-                    "conversion/convert_allennlp.py."
-                ) from error
+                    "`hf-elmo convert`.") from error
             raise
         except Exception as error:
-            if type(error).__name__ != "SafetensorError":  # safetensors' own class; not imported here (remote code)
+            if type(error).__name__ != "SafetensorError":  # safetensors' own class, not imported here
                 raise
-            raise OSError(
-                f"{pretrained_model_name_or_path}: its model.safetensors is damaged or incomplete ({error}); "
-                "save or download the model again"
-            ) from error
+            raise OSError(f"{pretrained_model_name_or_path}: its model.safetensors is damaged or incomplete "
+                          f"({error}); save or download the model again") from error
+        problem = None if allow_missing_weights else _biLM_problems(loading_info, pretrained_model_name_or_path)
+        if problem:
+            raise ElmoMissingWeightsError(problem)
+        if not verified:  # a NaN scan reads every weight: only when the checksums do not vouch for them
+            _check_finite_weights(model, pretrained_model_name_or_path)
+        model._set_kernels(kernels)
+        return (model, loading_info) if wants_loading_info else model
+
+    def __init__(self, config: ElmoConfig, *inputs, **kwargs):
+        config.check_values()  # `from_pretrained(..., field=value)` sets its arguments after the config was checked
+        super().__init__(config, *inputs, **kwargs)
 
     def save_pretrained(self, save_directory, *args, **kwargs):
         # transformers writes only the saved class's own entry into `config.auto_map`; list every ELMo class
-        # registered for remote code (see `register_for_auto_class`), so any head loads from this folder.
+        # registered for remote code, so that any head loads from this folder.
         if self.is_remote_code():
-            auto_map = {**(getattr(self.config, "auto_map", None) or {}), **_remote_code_auto_map()}
+            auto_map = {**(getattr(self.config, "auto_map", None) or {}), **_remote_code_auto_map(type(self))}
             if not self.config.lm_vocab:  # the pretraining head needs the softmax's word list
                 auto_map.pop("AutoModelForPreTraining", None)
             self.config.auto_map = auto_map
         result = super().save_pretrained(save_directory, *args, **kwargs)
-        if kwargs.get("is_main_process", True):
+        checksums = _package_module("hf_elmo.weight_checksums")
+        if checksums is not None and kwargs.get("is_main_process", True):
             state = kwargs.get("state_dict") or self.state_dict()
             all_finite = all(bool(torch.isfinite(t).all()) for t in state.values() if t.is_floating_point())
-            write_weight_checksums(save_directory, all_finite)
+            checksums.write_weight_checksums(save_directory, all_finite)
         return result
+
+    def set_lstm_implementation(self, implementation: str) -> None:
+        """Choose how the model computes from now on (one of `LSTM_IMPLEMENTATIONS`; not saved in config.json)."""
+        self._set_kernels(_load_kernels(implementation))
+
+    @property
+    def lstm_implementation(self) -> str:
+        kernels = self._elmo_model().kernels
+        return "reference" if kernels is None else kernels.implementation
+
+    def _elmo_model(self) -> ElmoModel:
+        return self if isinstance(self, ElmoModel) else self.elmo
+
+    def _set_kernels(self, kernels) -> None:
+        self._elmo_model().kernels = kernels
 
     @torch.no_grad()
     def _init_weights(self, module):
@@ -203,14 +418,68 @@ class ElmoPreTrainedModel(PreTrainedModel):
             init.normal_(module.weight, std=module.in_features**-0.5)
             if module.bias is not None:
                 init.zeros_(module.bias)
+        elif isinstance(module, nn.LSTM):
+            bound = module.hidden_size**-0.5
+            for parameter in module.parameters():
+                init.uniform_(parameter, -bound, bound)
+        elif isinstance(module, ElmoCrf):
+            for parameter in module.parameters():
+                init.zeros_(parameter)
+
+
+def _package_module(name: str):
+    """A module of the hf-elmo package, or None where this file runs as remote code without it."""
+    try:
+        return importlib.import_module(name)
+    except ImportError:
+        return None
+
+
+def _package_checksums(folder) -> bool:
+    """Whether the folder's weights match the checksums hf-elmo saved with them and were all finite (OSError naming
+    the file when they differ); False where that is not known (a Hub name, no checksums, no hf-elmo package)."""
+    checksums = _package_module("hf_elmo.weight_checksums") if os.path.isdir(folder) else None
+    return False if checksums is None else checksums.verify_weight_checksums(folder)
+
+
+def _remote_code_auto_map(model_class: type) -> dict[str, str]:
+    """`{auto class: "module.Class"}` for the ELMo classes of this file (and of `model_class`'s own file) registered
+    for remote code."""
+    auto_map = {}  # the saved class's own file last: its entry wins (the character tagger's token-classification)
+    for module in dict.fromkeys([sys.modules[__name__], sys.modules[model_class.__module__]]):
+        for value in list(vars(module).values()):
+            auto_class = value.__dict__.get("_auto_class") if isinstance(value, type) else None
+            if auto_class is not None and issubclass(value, ElmoPreTrainedModel):
+                auto_map[auto_class] = f"{module.__name__.rsplit('.', 1)[-1]}.{value.__name__}"
+    return auto_map
+
+
+def _check_finite_weights(model: nn.Module, source) -> None:
+    for name, tensor in model.state_dict().items():
+        if tensor.is_floating_point() and not bool(torch.isfinite(tensor).all()):
+            raise ValueError(f"{source}: the weight {name} holds NaN or infinite values; the weights are damaged")
+
+
+# Keyword arguments transformers' own code may pass to any model's forward; they do not apply to ELMo.
+_IGNORED_ARGUMENTS = frozenset({"token_type_ids", "position_ids", "use_cache", "num_items_in_batch"})
+
+
+def _refuse_unknown_arguments(model_name: str, kwargs: dict) -> None:
+    """A misspelt argument (`initial_states=`) would otherwise be ignored without a word."""
+    if kwargs.get("output_attentions"):
+        raise ValueError(f"{model_name} has no attention layers: output_attentions=True cannot be honoured")
+    unknown = sorted(set(kwargs) - _IGNORED_ARGUMENTS - {"output_attentions"})
+    if unknown:
+        raise TypeError(f"{model_name}.forward() got unexpected keyword arguments: {', '.join(unknown)}")
 
 
 class ElmoModel(ElmoPreTrainedModel):
     """The ELMo encoder: character ids of words in, every biLM layer and the learned ELMo mixes out.
 
-    Stateless by default: each sentence starts from a zero LSTM state, so its vectors depend
-    neither on the batch it is in nor on earlier calls. Pass `initial_state` / `return_state=True`
-    to carry state between calls the way AllenNLP and bilm-tf do.
+    Stateless by default: each sentence starts from a zero LSTM state, so its vectors depend neither on the batch it
+    is in nor on earlier calls. Pass `initial_state` / `return_state=True` to carry state between calls the way
+    AllenNLP and bilm-tf do. The forward pass checks shapes only (no reads of tensor values, so no host
+    synchronisation); `validate_inputs` checks the values too.
     """
 
     # A pretraining checkpoint also holds the language-model softmax; the encoder does not need it.
@@ -221,173 +490,125 @@ class ElmoModel(ElmoPreTrainedModel):
         self.char_encoder = ElmoCharacterEncoder(config)
         self.bilstm = ElmoBiLstm(config)
         self.scalar_mixes = nn.ModuleList(
-            [
-                ElmoScalarMix(config.num_lstm_layers + 1, layer_norm=config.scalar_mix_layer_norm)
-                for _ in range(config.num_output_representations)
-            ]
+            [ElmoScalarMix(config.num_lstm_layers + 1, layer_norm=config.scalar_mix_layer_norm)
+             for _ in range(config.num_output_representations)]
         )
+        self.kernels = _load_kernels("auto")
         self.post_init()
 
     def get_input_embeddings(self):
         return self.char_encoder.char_embedding
+
+    def train(self, mode: bool = True):
+        if mode and self.kernels is not None:
+            self.kernels.clear()  # training changes the weights the kernels' inference copies were made from
+        return super().train(mode)
+
+    def validate_inputs(self, input_ids, attention_mask=None, word_ids=None) -> None:
+        """Check the values of a batch (ids inside the vocabularies, a 0/1 mask with the words first, no padded
+        word marked as real): ValueError naming the first problem. This reads the tensors (a host synchronisation
+        on accelerators), so `forward` checks shapes only; the tokenizer's outputs always pass."""
+        self._check_shapes(input_ids, attention_mask)
+        config = self.config
+        if input_ids.numel() and not bool(((input_ids >= 0) & (input_ids < config.char_vocab_size)).all()):
+            bad = input_ids[(input_ids < 0) | (input_ids >= config.char_vocab_size)][0]
+            raise ValueError(f"input_ids contains character id {int(bad)}, outside [0, {config.char_vocab_size - 1}]")
+        words = (input_ids > 0).any(dim=-1)
+        mask = words if attention_mask is None else attention_mask
+        if attention_mask is not None and not bool(((mask == 0) | (mask == 1)).all()):
+            raise ValueError("attention_mask must hold only 0 (padding) and 1 (a word)")
+        mask = mask.bool()
+        if not torch.equal(mask, torch.arange(mask.shape[1], device=mask.device) < mask.sum(1, keepdim=True)):
+            raise ValueError("padding must come after the words: each row's mask must be ones then zeros")
+        if bool((mask & ~words).any()):
+            raise ValueError("attention_mask marks a padded (all-zero) word position as a real word")
+        if config.word_vocab_size:
+            if word_ids is None or tuple(word_ids.shape) != tuple(mask.shape):
+                raise ValueError(f"this model has a word embedding: pass word_ids of shape {tuple(mask.shape)}")
+            real = word_ids[mask]
+            if real.numel() and not bool(((real >= 0) & (real < config.word_vocab_size)).all()):
+                bad = real[(real < 0) | (real >= config.word_vocab_size)][0]
+                raise ValueError(f"word_ids contains word id {int(bad)}, outside [0, {config.word_vocab_size - 1}]")
+
+    def _check_shapes(self, input_ids, attention_mask=None, word_ids=None) -> None:
+        width = self.config.max_characters_per_token
+        if not isinstance(input_ids, torch.Tensor):
+            raise TypeError(f"input_ids must be a torch.Tensor, got {type(input_ids).__name__}")
+        if input_ids.dim() != 3 or input_ids.shape[-1] != width:
+            raise ValueError(f"input_ids must have shape (batch, words, {width}) of character ids, got "
+                             f"{tuple(input_ids.shape)}")
+        if input_ids.dtype.is_floating_point or input_ids.dtype == torch.bool:
+            raise TypeError(f"input_ids must be integer character ids, got dtype {input_ids.dtype}")
+        if input_ids.shape[0] == 0:
+            raise ValueError("empty batch: input_ids has batch size 0")
+        if attention_mask is not None and tuple(attention_mask.shape) != tuple(input_ids.shape[:2]):
+            raise ValueError(f"attention_mask must have shape {tuple(input_ids.shape[:2])} (batch, words), "
+                             f"got {tuple(attention_mask.shape)}")
+        if self.config.word_vocab_size:
+            if word_ids is None:
+                raise ValueError("this model has a word embedding: pass `word_ids` (from the tokenizer) with `input_ids`")
+            if tuple(word_ids.shape) != tuple(input_ids.shape[:2]) or word_ids.dtype.is_floating_point:
+                raise ValueError(f"word_ids must be integer ids of shape {tuple(input_ids.shape[:2])} (batch, words), "
+                                 f"got {tuple(word_ids.shape)} {word_ids.dtype}")
+        elif word_ids is not None:
+            raise ValueError("this model has no word embedding: word_ids must be None")
 
     def sentence_boundary_char_ids(self) -> torch.LongTensor:
         """`(2, max_characters_per_token)` character ids of the `<S>` and `</S>` pseudo-words the model adds."""
         return torch.tensor([self.config.bos_char_ids, self.config.eos_char_ids], device=self.device)
 
     def token_embeddings(self, char_ids: torch.Tensor) -> torch.Tensor:
-        """Layer 0 (the context-insensitive token vectors) of single words, without running the LSTMs.
-
-        Args:
-            char_ids (`torch.LongTensor` of shape `(..., max_characters_per_token)`): one row per word,
-                e.g. `ElmoTokenizer.word_to_char_ids` rows or `sentence_boundary_char_ids()`.
-
-        Returns: `torch.FloatTensor` of shape `(..., projection_dim)`.
-        """
-        if self.char_encoder.word_embedding is not None:
+        """Layer 0 of single words (`(..., max_characters_per_token)` ids -> `(..., projection_dim)`), without the
+        LSTMs; e.g. `ElmoTokenizer.word_to_char_ids` rows or `sentence_boundary_char_ids()`."""
+        if self.config.word_vocab_size:
             raise ValueError("this model also needs word ids for its token vectors; use forward()")
         if char_ids.dim() < 1 or char_ids.shape[-1] != self.config.max_characters_per_token:
-            raise ValueError(
-                f"char_ids must end in a dimension of {self.config.max_characters_per_token}, "
-                f"got shape {tuple(char_ids.shape)}"
-            )
-        # Reuse the input checks of forward(): a (1, words, width) view has the same ids.
-        self._validate_input_ids(char_ids.reshape(1, -1, char_ids.shape[-1]))
-        flat = char_ids.reshape(-1, char_ids.shape[-1])
-        return self.char_encoder(flat).reshape(*char_ids.shape[:-1], self.config.projection_dim)
+            raise ValueError(f"char_ids must end in a dimension of {self.config.max_characters_per_token}, "
+                             f"got shape {tuple(char_ids.shape)}")
+        flat = char_ids.reshape(-1, char_ids.shape[-1]).long()
+        return self.encode_tokens(self.char_encoder, flat).reshape(*char_ids.shape[:-1], self.config.projection_dim)
 
-    @torch.no_grad()
-    def build_token_cache(self, char_ids: torch.Tensor, batch_size: int = 1024) -> int:
-        """Precompute layer 0 for a vocabulary so that known words skip the character CNN.
+    def encode_tokens(self, encoder: ElmoCharacterEncoder, char_ids, word_ids=None) -> torch.Tensor:
+        """`encoder(char_ids, word_ids)`, on the kernels when they run."""
+        if self.kernels is not None and self.kernels.runs(char_ids):
+            return self.kernels.encode_tokens(encoder, char_ids, word_ids)
+        return encoder(char_ids, word_ids)
 
-        Args:
-            char_ids: `(V, max_characters_per_token)` character ids of the words to cache, e.g.
-                `torch.tensor([tokenizer.word_to_char_ids(w) for w in words])`; `<S>`/`</S>` are added.
+    def run_bilstm(self, tokens, lengths, initial_state=None, dropout: float = 0.0, skip_final_step: bool = False):
+        """`self.bilstm(...)`, on the kernels when they run (which may then skip the steps that read the opposite
+        boundary: `skip_final_step`)."""
+        if self.kernels is not None and self.kernels.runs(tokens):
+            return self.kernels.bilstm(self.bilstm, tokens, lengths, initial_state, dropout, skip_final_step)
+        return self.bilstm(tokens, lengths, initial_state, dropout)
 
-        The cache is stored as buffers of `char_encoder.token_cache` (so `save_pretrained` writes it and
-        `from_pretrained` loads it; `config.token_cache_size` records its size). It is used in eval mode
-        when no gradient is needed (e.g. under `torch.no_grad()`); unknown words fall back to the CNN.
-        Returns the number of cached tokens.
-        """
-        encoder = self.char_encoder
-        if encoder.word_embedding is not None:
-            raise ValueError("a token cache needs a model without a word embedding (its vectors depend on word ids)")
-        width = self.config.max_characters_per_token
-        if not isinstance(char_ids, torch.Tensor) or char_ids.dim() != 2 or char_ids.shape[1] != width:
-            raise ValueError(f"char_ids must be a (num_words, {width}) tensor of character ids")
-        if char_ids.shape[0]:
-            self._validate_input_ids(char_ids.unsqueeze(0))  # integer ids inside the character vocabulary
-            if bool((char_ids == 0).all(dim=1).any()):
-                raise ValueError("char_ids has an all-zero row: that is a padded position, not a word")
-        device = encoder.projection.weight.device
-        boundaries = self.sentence_boundary_char_ids().to(char_ids.device)
-        ids = torch.unique(torch.cat([boundaries, char_ids.long()]).to(device), dim=0)
-        was_training = encoder.training
-        encoder.eval()
-        vectors = torch.cat([encoder.encode(ids[i : i + batch_size]) for i in range(0, ids.shape[0], batch_size)])
-        encoder.train(was_training)
-        encoder.token_cache = ElmoTokenCache(ids.shape[0], width, vectors.shape[1]).to(device)
-        encoder.token_cache.fill(ids, vectors, encoder)
-        self.config.token_cache_size = ids.shape[0]
-        return ids.shape[0]
-
-    def drop_token_cache(self) -> None:
-        """Remove the token-embedding cache (and its size from the config)."""
-        self.char_encoder.token_cache = None
-        self.config.token_cache_size = 0
-
-    def _validate_input_ids(self, input_ids: torch.Tensor) -> None:
-        width = self.config.max_characters_per_token
-        if not isinstance(input_ids, torch.Tensor):
-            raise TypeError(f"input_ids must be a torch.Tensor, got {type(input_ids).__name__}")
-        if input_ids.dim() != 3 or input_ids.shape[-1] != width:
-            raise ValueError(
-                f"input_ids must have shape (batch, words, {width}) of character ids, got {tuple(input_ids.shape)}"
-            )
-        if input_ids.dtype.is_floating_point or input_ids.dtype == torch.bool:
-            raise TypeError(f"input_ids must be integer character ids, got dtype {input_ids.dtype}")
-        if input_ids.shape[0] == 0:
-            raise ValueError("empty batch: input_ids has batch size 0")
-        if input_ids.numel():
-            low, high = int(input_ids.min()), int(input_ids.max())
-            if low < 0 or high >= self.config.char_vocab_size:
-                raise ValueError(
-                    f"input_ids contains character id {low if low < 0 else high}, "
-                    f"outside [0, {self.config.char_vocab_size - 1}]"
-                )
-
-    def word_mask(self, input_ids: torch.Tensor, attention_mask: torch.Tensor | None = None) -> torch.Tensor:
-        """(batch, words) bool mask of real words; checks that real words come first in every row."""
-        if attention_mask is None:
-            mask = (input_ids > 0).any(dim=-1)
-        else:
-            if tuple(attention_mask.shape) != tuple(input_ids.shape[:2]):
-                raise ValueError(
-                    f"attention_mask must have shape {tuple(input_ids.shape[:2])} (batch, words), "
-                    f"got {tuple(attention_mask.shape)}"
-                )
-            if not bool(((attention_mask == 0) | (attention_mask == 1)).all()):
-                raise ValueError("attention_mask must hold only 0 (padding) and 1 (a word)")
-            mask = attention_mask.to(device=input_ids.device).bool()
-        lengths = mask.sum(dim=1)
-        if not torch.equal(mask, torch.arange(mask.shape[1], device=mask.device) < lengths.unsqueeze(1)):
-            raise ValueError("padding must come after the words: each row's mask must be ones then zeros")
-        if attention_mask is not None and (mask & ~(input_ids > 0).any(dim=-1)).any():
-            raise ValueError("attention_mask marks a padded (all-zero) word position as a real word")
-        return mask
-
-    def token_representations(
-        self, input_ids: torch.Tensor, mask: torch.Tensor, word_ids: torch.Tensor | None = None
-    ) -> tuple[torch.Tensor, torch.Tensor]:
-        """Layer 0 with `<S>`/`</S>` added: returns ((B, W+2, P) zero past each end, lengths (B,) = words + 2)."""
+    def token_representations(self, input_ids, mask, word_ids=None):
+        """Layer 0 with `<S>`/`</S>` added: ((B, W+2, P) zero past each end, lengths (B,) = words + 2)."""
+        config = self.config
         batch, num_words, width = input_ids.shape
-        device = input_ids.device
         lengths = mask.sum(dim=1) + 2
         steps = num_words + 2
-        positions = torch.arange(steps, device=device)
+        positions = torch.arange(steps, device=input_ids.device)
+        real = positions < lengths.unsqueeze(1)
         char_ids = input_ids.new_zeros(batch, steps, width)
-        char_ids[:, 0] = self._boundary_ids(self.config.bos_char_ids, input_ids)
+        char_ids[:, 0] = torch.tensor(config.bos_char_ids, dtype=input_ids.dtype, device=input_ids.device)
         char_ids[:, 1:-1] = input_ids * mask.unsqueeze(-1).to(input_ids.dtype)
-        end = positions.unsqueeze(0) == (lengths - 1).unsqueeze(1)
-        char_ids[end] = self._boundary_ids(self.config.eos_char_ids, input_ids)
-        real = positions.unsqueeze(0) < lengths.unsqueeze(1)
+        end = (positions == (lengths - 1).unsqueeze(1)).unsqueeze(-1)
+        char_ids = torch.where(end, torch.tensor(config.eos_char_ids, dtype=input_ids.dtype, device=input_ids.device),
+                               char_ids)
         token_word_ids = None
-        if self.char_encoder.word_embedding is not None:
-            token_word_ids = self._word_ids_with_boundaries(word_ids, mask, steps)[real]
-        elif word_ids is not None:
-            raise ValueError("this model has no word embedding: word_ids must be None")
-        encoded = self.char_encoder(char_ids[real], token_word_ids)
-        tokens = encoded.new_zeros(batch, steps, encoded.shape[-1])
-        tokens[real] = encoded
-        return tokens, lengths
-
-    @staticmethod
-    def _boundary_ids(ids: list[int], like: torch.Tensor) -> torch.Tensor:
-        """The character ids of `<S>` or `</S>` (from the config, so any character scheme works)."""
-        return torch.tensor(ids, dtype=like.dtype, device=like.device)
-
-    def _word_ids_with_boundaries(self, word_ids: torch.Tensor | None, mask: torch.Tensor, steps: int) -> torch.Tensor:
-        """(B, W) word ids -> (B, W + 2) with `<S>` first and `</S>` at every padded position (incl. each end)."""
-        config = self.config
-        if word_ids is None:
-            raise ValueError("this model has a word embedding: pass `word_ids` (from the tokenizer) with `input_ids`")
-        if not isinstance(word_ids, torch.Tensor) or word_ids.dtype.is_floating_point or word_ids.dtype == torch.bool:
-            raise TypeError("word_ids must be an integer torch.Tensor of shape (batch, words)")
-        if tuple(word_ids.shape) != tuple(mask.shape):
-            raise ValueError(
-                f"word_ids must have shape {tuple(mask.shape)} (batch, words) like input_ids, "
-                f"got {tuple(word_ids.shape)}"
-            )
-        word_ids = word_ids.to(mask.device)
-        real_ids = word_ids[mask]
-        if real_ids.numel() and (int(real_ids.min()) < 0 or int(real_ids.max()) >= config.word_vocab_size):
-            bad = int(real_ids.min()) if int(real_ids.min()) < 0 else int(real_ids.max())
-            raise ValueError(f"word_ids contains word id {bad}, outside [0, {config.word_vocab_size - 1}]")
-        ids = word_ids.new_full((mask.shape[0], steps), config.eos_word_id)
-        ids[:, 0] = config.bos_word_id
-        # `</S>` lands at each row's end because every position past the words holds it.
-        ids[:, 1:-1] = torch.where(mask, word_ids, torch.full_like(word_ids, config.eos_word_id))
-        return ids
+        if config.word_vocab_size:  # `<S>` first, `</S>` at every position past the words (each row's end among them)
+            token_word_ids = torch.cat([word_ids.new_full((batch, 1), config.bos_word_id),
+                                        word_ids.masked_fill(~mask, config.eos_word_id),
+                                        word_ids.new_full((batch, 1), config.eos_word_id)], dim=1).to(input_ids.device)
+        if self.kernels is not None and self.kernels.runs(input_ids):  # the kernels encode the real rows only
+            encoded = self.kernels.encode_tokens(self.char_encoder, char_ids[real],
+                                                 None if token_word_ids is None else token_word_ids[real])
+            tokens = encoded.new_zeros(batch, steps, encoded.shape[-1])
+            tokens[real] = encoded
+            return tokens, lengths
+        flat_word_ids = None if token_word_ids is None else token_word_ids.reshape(-1)
+        tokens = self.char_encoder(char_ids.reshape(-1, width), flat_word_ids).view(batch, steps, -1)
+        return tokens * real.unsqueeze(-1).to(tokens.dtype), lengths
 
     def forward(
         self,
@@ -397,6 +618,7 @@ class ElmoModel(ElmoPreTrainedModel):
         initial_state: tuple[torch.Tensor, torch.Tensor] | None = None,
         return_state: bool = False,
         keep_sentence_boundaries: bool = False,
+        output_hidden_states: bool | None = None,
         return_dict: bool | None = None,
         **kwargs,
     ) -> ElmoModelOutput | tuple:
@@ -405,33 +627,35 @@ class ElmoModel(ElmoPreTrainedModel):
             input_ids (`torch.LongTensor` of shape `(batch_size, num_words, max_characters_per_token)`):
                 Character ids from [`ElmoTokenizer`]; a padded word position is all zeros.
             attention_mask (`torch.Tensor` of shape `(batch_size, num_words)`, *optional*):
-                1 for real words, 0 for padding; derived from `input_ids` when omitted.
+                1 for real words, 0 for padding (after the words); derived from `input_ids` when omitted.
             word_ids (`torch.LongTensor` of shape `(batch_size, num_words)`, *optional*):
-                Word-vocabulary ids from the tokenizer; required exactly when the model has a word embedding
-                (`config.word_vocab_size > 0`, e.g. converted ELMoForManyLangs models). Padded positions are ignored.
-            initial_state (`tuple(torch.FloatTensor)`, *optional*):
-                `(h, c)` with shapes `(num_layers, 2, batch_size, projection_dim)` and
-                `(num_layers, 2, batch_size, lstm_cell_dim)` to start the LSTMs from (default zeros).
+                Word-vocabulary ids from the tokenizer, for models with a word embedding (`config.word_vocab_size`).
+            initial_state (`tuple(torch.FloatTensor)`, *optional*): `(h, c)` of shapes
+                `(num_layers, 2, batch_size, projection_dim)` and `(num_layers, 2, batch_size, lstm_cell_dim)`.
             return_state (`bool`): also return the state after each sentence as `final_state`.
             keep_sentence_boundaries (`bool`): keep the `<S>` and `</S>` positions in the outputs.
+            output_hidden_states (`bool`, *optional*): return the L+1 layers; `config.output_hidden_states` when
+                not given, which for ELMo (whose layers are its output) defaults to True.
         """
         _refuse_unknown_arguments(type(self).__name__, kwargs)
         return_dict = return_dict if return_dict is not None else self.config.return_dict
-        self._validate_input_ids(input_ids)
-        input_ids = input_ids.long()  # any integer dtype (uint8 and int16 too) indexes the embedding as int64
-        mask = self.word_mask(input_ids, attention_mask)
+        if output_hidden_states is None:
+            output_hidden_states = self.config.output_hidden_states
+        self._check_shapes(input_ids, attention_mask, word_ids)
+        input_ids = input_ids.long()  # any integer dtype indexes the embedding as int64
+        mask = (input_ids > 0).any(dim=-1) if attention_mask is None else attention_mask.to(input_ids.device).bool()
         tokens, lengths = self.token_representations(input_ids, mask, word_ids)
+        if initial_state is not None:
+            initial_state = self._check_state(initial_state, tokens)
         # A layer-normalised mix, as AllenNLP computes it, normalises each layer over the words *and* the
         # <S>/</S> positions, and only then drops the boundaries: it needs their outputs.
         normalised_mix = any(mix.layer_norm for mix in self.scalar_mixes)
-        # Without boundaries, state or such a mix, no caller sees the steps that read the opposite boundary.
         skip_final_step = not (keep_sentence_boundaries or return_state or normalised_mix)
-        lstm_layers, final_state = self.bilstm(tokens, lengths, initial_state, skip_final_step=skip_final_step)
+        lstm_layers, final_state = self.run_bilstm(tokens, lengths, initial_state, skip_final_step=skip_final_step)
         layers = [torch.cat([tokens, tokens], dim=-1)] + lstm_layers
 
-        # Mixed before the boundaries are dropped, as AllenNLP does (it matters only to a layer-normalised mix).
         output_mask = torch.arange(tokens.shape[1], device=tokens.device) < lengths.unsqueeze(1)
-        mixes = tuple(mix(layers, output_mask) for mix in self.scalar_mixes)
+        mixes = tuple(mix(layers, output_mask) for mix in self.scalar_mixes)  # before dropping the boundaries
         if not keep_sentence_boundaries:
             output_mask = mask
             keep = mask.unsqueeze(-1).to(tokens.dtype)
@@ -439,15 +663,32 @@ class ElmoModel(ElmoPreTrainedModel):
             mixes = tuple(mixed[:, 1:-1] * keep for mixed in mixes)
         outputs = ElmoModelOutput(
             last_hidden_state=layers[-1],
-            elmo_representations=mixes,
-            hidden_states=tuple(layers),
+            mixes=torch.stack(mixes, dim=1) if mixes else layers[-1].new_zeros(*layers[-1].shape[:1], 0, *layers[-1].shape[1:]),
+            hidden_states=tuple(layers) if output_hidden_states else None,
             mask=output_mask,
             final_state=final_state if return_state else None,
         )
         return outputs if return_dict else outputs.to_tuple()
 
+    def _check_state(self, state, like: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        config = self.config
+        if not (isinstance(state, (tuple, list)) and len(state) == 2):
+            raise ValueError("initial_state must be a pair (h, c)")
+        h, c = state
+        for name, part in (("h", h), ("c", c)):
+            if not isinstance(part, torch.Tensor) or not part.dtype.is_floating_point:
+                what = part.dtype if isinstance(part, torch.Tensor) else type(part).__name__
+                raise TypeError(f"initial_state {name} must be a floating-point torch.Tensor, got {what}")
+        batch = like.shape[0]
+        expected_h = (config.num_lstm_layers, 2, batch, config.projection_dim)
+        expected_c = (config.num_lstm_layers, 2, batch, config.lstm_cell_dim)
+        if tuple(h.shape) != expected_h or tuple(c.shape) != expected_c:
+            raise ValueError(f"initial_state shapes must be h {expected_h} and c {expected_c}, "
+                             f"got h {tuple(h.shape)} and c {tuple(c.shape)}")
+        return h.to(like), c.to(like)
 
-# 5. Heads -----------------------------------------------------------------------------------
+
+# 5. Heads -------------------------------------------------------------------------------------------------------
 
 
 @dataclass
@@ -472,13 +713,30 @@ class ElmoForPreTrainingOutput(ModelOutput):
     backward_hidden_states: torch.FloatTensor | None = None
 
 
-class ElmoLanguageModelSoftmax(nn.Module):
-    """The word softmax shared by the forward and backward language models (the paper ties it).
+def log_uniform_samples(vocab_size: int, num_sampled: int, device, generator: torch.Generator | None = None):
+    """`num_sampled` word ids drawn with replacement from P(w) = log((w + 2) / (w + 1)) / log(V + 1) (a Zipf law over
+    the frequency-sorted vocabulary), and the log of their expected counts log(K P(w)), their logits' correction."""
+    log_range = torch.log1p(torch.tensor(float(vocab_size), dtype=torch.float64))
+    uniform = torch.rand(num_sampled, dtype=torch.float64, generator=generator).to(device)
+    samples = (torch.exp(uniform * log_range.to(device)).long() - 1).clamp_(0, vocab_size - 1)
+    probability = (torch.log((samples + 2).double()) - torch.log((samples + 1).double())) / log_range.to(device)
+    return samples, torch.log(num_sampled * probability)
 
-    Training with `config.lm_softmax == "sampled"` uses the importance-sampled softmax of
-    `elmo_sampled_softmax` (log-uniform negatives, corrected logits, accidental hits removed).
-    Evaluation always uses the full softmax, so perplexities are exact.
-    """
+
+def sampled_softmax_losses(hidden, weight, bias, targets, samples, log_expected) -> torch.Tensor:
+    """Importance-sampled softmax (Jean et al. 2015, as bilm-tf trains ELMo): per-row losses (N,) of hidden (N, P)
+    against its targets (N,) and the shared negatives `samples` (K,), accidental hits removed."""
+    log_expected = log_expected.to(hidden.dtype)
+    true_logits = (hidden * weight[targets]).sum(-1) + bias[targets]
+    sampled_logits = hidden @ weight[samples].t() + bias[samples] - log_expected
+    sampled_logits = sampled_logits.masked_fill(samples.unsqueeze(0) == targets.unsqueeze(1), float("-inf"))
+    logits = torch.cat([true_logits.unsqueeze(1), sampled_logits], dim=1)
+    return torch.logsumexp(logits, dim=1) - true_logits
+
+
+class ElmoLanguageModelSoftmax(nn.Module):
+    """The word softmax shared by the forward and backward language models (the paper ties it). Training with
+    `config.lm_softmax == "sampled"` uses the sampled softmax; evaluation always the full one (exact perplexities)."""
 
     def __init__(self, config: ElmoConfig):
         super().__init__()
@@ -488,31 +746,29 @@ class ElmoLanguageModelSoftmax(nn.Module):
         self.num_sampled = config.lm_num_sampled
 
     def full_loss(self, hidden: torch.Tensor, targets: torch.Tensor, reduction: str = "sum") -> torch.Tensor:
-        """hidden (N, P), targets (N,) -> summed (or per-item) cross-entropy of the full softmax."""
         return F.cross_entropy(F.linear(hidden, self.weight, self.bias), targets, reduction=reduction)
 
-    def sampled_loss(
-        self, hidden: torch.Tensor, targets: torch.Tensor, reduction: str = "sum", generator: torch.Generator | None = None
-    ) -> torch.Tensor:
+    def sampled_loss(self, hidden, targets, reduction: str = "sum", generator=None, losses=sampled_softmax_losses):
         samples, log_expected = log_uniform_samples(self.weight.shape[0], self.num_sampled, hidden.device, generator)
-        losses = sampled_softmax_losses(hidden, self.weight, self.bias, targets, samples, log_expected)
-        return losses.sum() if reduction == "sum" else losses
+        per_row = losses(hidden, self.weight, self.bias, targets, samples, log_expected)
+        return per_row.sum() if reduction == "sum" else per_row
 
-    def forward(self, hidden: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
+    def forward(self, hidden: torch.Tensor, targets: torch.Tensor, losses=sampled_softmax_losses) -> torch.Tensor:
         if self.sampled and self.training:
-            return self.sampled_loss(hidden, targets)
+            return self.sampled_loss(hidden, targets, losses=losses)
         return self.full_loss(hidden, targets)
 
 
 class ElmoForPreTraining(ElmoPreTrainedModel):
     """ELMo's biLM objective: the forward LM predicts word k from words < k, the backward LM from words > k.
 
-    The token representation and the softmax are shared by both directions; the LSTMs are not.
-    `labels` are word ids into `config.lm_vocab` (`<S>`=0, `</S>`=1, `<UNK>`=2), one per input word,
-    -100 at padding; the model adds the `<S>`/`</S>` targets itself.
+    The token representation and the softmax are shared by both directions; the LSTMs are not. `labels` are word
+    ids into `config.lm_vocab` (`<S>`=0, `</S>`=1, `<UNK>`=2), one per input word, -100 at padding; the model adds
+    the `<S>`/`</S>` targets itself.
     """
 
     _keys_to_ignore_on_load_missing = [r"scalar_mixes"]
+    accepts_loss_kwargs = False  # the loss is already a mean
 
     def __init__(self, config: ElmoConfig):
         super().__init__(config)
@@ -522,23 +778,10 @@ class ElmoForPreTraining(ElmoPreTrainedModel):
         self.softmax = ElmoLanguageModelSoftmax(config)
         self.dropout = nn.Dropout(config.lm_dropout)
         self.post_init()
-        # The layer mix is a downstream-task parameter: pretraining must not touch it (and DDP must
-        # not wait for its gradient).
-        for parameter in self.elmo.scalar_mixes.parameters():
-            parameter.requires_grad_(False)
+        # The layer mix is a downstream-task parameter: pretraining must not touch it (nor DDP wait for it).
+        self.elmo.scalar_mixes.requires_grad_(False)
 
-    # Trainer passes num_items_in_batch only to models that accept it; our loss is already a mean.
-    accepts_loss_kwargs = False
-
-    def forward(
-        self,
-        input_ids: torch.Tensor,
-        attention_mask: torch.Tensor | None = None,
-        labels: torch.Tensor | None = None,
-        word_ids: torch.Tensor | None = None,
-        return_dict: bool | None = None,
-        **kwargs,
-    ) -> ElmoForPreTrainingOutput | tuple:
+    def forward(self, input_ids, attention_mask=None, labels=None, word_ids=None, return_dict=None, **kwargs):
         r"""
         Args:
             input_ids (`torch.LongTensor` of shape `(batch_size, num_words, max_characters_per_token)`)
@@ -549,10 +792,11 @@ class ElmoForPreTraining(ElmoPreTrainedModel):
         _refuse_unknown_arguments(type(self).__name__, kwargs)
         return_dict = return_dict if return_dict is not None else self.config.return_dict
         elmo = self.elmo
-        elmo._validate_input_ids(input_ids)
-        mask = elmo.word_mask(input_ids, attention_mask)
+        elmo._check_shapes(input_ids, attention_mask, word_ids)
+        input_ids = input_ids.long()
+        mask = (input_ids > 0).any(dim=-1) if attention_mask is None else attention_mask.to(input_ids.device).bool()
         tokens, lengths = elmo.token_representations(input_ids, mask, word_ids)
-        layers, _ = elmo.bilstm(self.dropout(tokens), lengths, dropout=self.config.lm_dropout)
+        layers, _ = elmo.run_bilstm(self.dropout(tokens), lengths, dropout=self.config.lm_dropout)
         projection_dim = self.config.projection_dim
         top = self.dropout(layers[-1])
         forward_hidden, backward_hidden = top[..., :projection_dim], top[..., projection_dim:]
@@ -568,25 +812,240 @@ class ElmoForPreTraining(ElmoPreTrainedModel):
             targets[:, 0] = 0
             targets[:, 1:-1] = torch.where(mask, labels, targets[:, 1:-1])
             forward_valid = positions[:, :-1] < (lengths - 1).unsqueeze(1)  # position t predicts t + 1
-            backward_valid = (positions[:, 1:] < lengths.unsqueeze(1))  # position t predicts t - 1
+            backward_valid = positions[:, 1:] < lengths.unsqueeze(1)  # position t predicts t - 1
             num_predictions = forward_valid.sum()
-            forward_loss = self.softmax(forward_hidden[:, :-1][forward_valid], targets[:, 1:][forward_valid])
-            backward_loss = self.softmax(backward_hidden[:, 1:][backward_valid], targets[:, :-1][backward_valid])
+            losses = elmo.kernels.sampled_softmax_losses if elmo.kernels is not None else sampled_softmax_losses
+            forward_loss = self.softmax(forward_hidden[:, :-1][forward_valid], targets[:, 1:][forward_valid], losses)
+            backward_loss = self.softmax(backward_hidden[:, 1:][backward_valid], targets[:, :-1][backward_valid], losses)
             forward_loss, backward_loss = forward_loss / num_predictions, backward_loss / num_predictions
             loss = (forward_loss + backward_loss) / 2
 
-        output = ElmoForPreTrainingOutput(
-            loss=loss,
-            forward_loss=forward_loss,
-            backward_loss=backward_loss,
-            num_predictions=num_predictions,
-            forward_hidden_states=forward_hidden,
-            backward_hidden_states=backward_hidden,
-        )
+        output = ElmoForPreTrainingOutput(loss=loss, forward_loss=forward_loss, backward_loss=backward_loss,
+                                          num_predictions=num_predictions, forward_hidden_states=forward_hidden,
+                                          backward_hidden_states=backward_hidden)
         return output if return_dict else output.to_tuple()
 
 
-# 6. Task heads ------------------------------------------------------------------------------
+# Score given to tags that a partial label rules out; finite so that gradients stay defined.
+_IMPOSSIBLE = -1e4
+
+
+class ElmoCrf(nn.Module):
+    """Linear-chain conditional random field over tag scores: a path y_1..y_n scores ``start[y_1] + sum_t
+    emissions[t, y_t] + sum_t transitions[y_{t-1}, y_t] + end[y_n]``. Methods take `emissions` (batch, words, tags)
+    and a `mask` (batch, words) of real words (ones then zeros per row); rows with no words contribute nothing."""
+
+    def __init__(self, num_tags: int):
+        super().__init__()
+        self.start_transitions = nn.Parameter(torch.zeros(num_tags))
+        self.end_transitions = nn.Parameter(torch.zeros(num_tags))
+        self.transitions = nn.Parameter(torch.zeros(num_tags, num_tags))  # [from, to]
+
+    def _forward_scores(self, emissions, mask) -> list[torch.Tensor]:
+        """log-sum of the scores of every path ending in each tag at each word (a row's score stops at its end)."""
+        alphas = [self.start_transitions + emissions[:, 0]]
+        for t in range(1, emissions.shape[1]):
+            step = torch.logsumexp(alphas[-1].unsqueeze(2) + self.transitions + emissions[:, t].unsqueeze(1), dim=1)
+            alphas.append(torch.where(mask[:, t : t + 1], step, alphas[-1]))
+        return alphas
+
+    def log_partition(self, emissions: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+        """log Z: logsumexp of the scores of every path, shape (batch,)."""
+        mask = mask.bool()
+        if emissions.shape[1] == 0:
+            return emissions.new_zeros(emissions.shape[0])
+        log_z = torch.logsumexp(self._forward_scores(emissions, mask)[-1] + self.end_transitions, dim=1)
+        return torch.where(mask.any(dim=1), log_z, torch.zeros_like(log_z))
+
+    def log_likelihood(self, emissions: torch.Tensor, tags: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+        """log p(tags | emissions) per sentence; a tag of -100 on a real word leaves it unlabelled (all tags count)."""
+        labelled = tags != -100
+        allowed = F.one_hot(tags.clamp(min=0), emissions.shape[-1]).bool() | ~labelled.unsqueeze(-1)
+        return self.log_partition(emissions.masked_fill(~allowed, _IMPOSSIBLE), mask) - self.log_partition(emissions, mask)
+
+    def marginals(self, emissions: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+        """p(tag at word t | sentence) by forward-backward, (batch, words, tags), 0 at padding."""
+        mask = mask.bool()
+        num_words = emissions.shape[1]
+        if num_words == 0:
+            return torch.zeros_like(emissions)
+        alphas = self._forward_scores(emissions, mask)
+        end = self.end_transitions.expand_as(alphas[0])
+        betas = [end]
+        for t in range(num_words - 2, -1, -1):
+            step = torch.logsumexp(self.transitions + (emissions[:, t + 1] + betas[-1]).unsqueeze(1), dim=2)
+            # Word t is its sentence's last when word t+1 is padding: nothing follows but the end transition.
+            betas.append(torch.where(mask[:, t + 1 : t + 2], step, end))
+        log_z = torch.logsumexp(alphas[-1] + self.end_transitions, dim=1)
+        scores = torch.stack(alphas, dim=1) + torch.stack(betas[::-1], dim=1) - log_z[:, None, None]
+        return scores.exp() * mask.unsqueeze(-1).to(scores.dtype)
+
+    def viterbi_decode(self, emissions: torch.Tensor, mask: torch.Tensor, pad_id: int = -100) -> torch.Tensor:
+        """Highest-scoring tag sequence per sentence, (batch, words) with `pad_id` past each end."""
+        mask = mask.bool()
+        batch, num_words, num_tags = emissions.shape
+        if num_words == 0:
+            return torch.full((batch, 0), pad_id, dtype=torch.long, device=emissions.device)
+        score = self.start_transitions + emissions[:, 0]
+        keep = torch.arange(num_tags, device=emissions.device).expand(batch, num_tags)
+        backpointers = []
+        for t in range(1, num_words):
+            best_score, best_previous = (score.unsqueeze(2) + self.transitions).max(dim=1)
+            step_mask = mask[:, t : t + 1]
+            score = torch.where(step_mask, best_score + emissions[:, t], score)
+            # Past a row's end the path stays on its last tag, so backtracking starts from the true end.
+            backpointers.append(torch.where(step_mask, best_previous, keep))
+        path = [(score + self.end_transitions).argmax(dim=1)]
+        for pointers in reversed(backpointers):
+            path.append(pointers.gather(1, path[-1].unsqueeze(1)).squeeze(1))
+        return torch.stack(path[::-1], dim=1).masked_fill(~mask, pad_id)
+
+
+def reduce_loss(total: torch.Tensor, count, num_items_in_batch=None) -> torch.Tensor:
+    """A sum over labelled items -> the mean over this batch's `count`, or over the whole accumulated batch's items
+    when `Trainer` passes `num_items_in_batch`, so that accumulated micro-batches add up to the large batch's loss."""
+    if num_items_in_batch is not None:
+        return total / num_items_in_batch
+    return total / torch.as_tensor(count).clamp(min=1)
+
+
+def tagging_loss(logits, labels, mask, crf=None, num_items_in_batch=None) -> torch.Tensor:
+    """Mean over labelled positions (-100: none) of the cross-entropy, or with a CRF of the sentences' summed
+    negative log-likelihoods; `labels` and `mask` are (batch, positions)."""
+    if tuple(labels.shape) != tuple(mask.shape):
+        raise ValueError(f"labels must have shape (batch, words) = {tuple(mask.shape)}, one label per word; "
+                         f"got {tuple(labels.shape)}")
+    labels = labels.to(device=mask.device, dtype=torch.long)
+    labelled = (labels != -100) & mask
+    if not bool(((labels[labelled] >= 0) & (labels[labelled] < logits.shape[-1])).all()):
+        bad = labels[labelled & ((labels < 0) | (labels >= logits.shape[-1]))][0]
+        raise ValueError(f"label id {int(bad)} is outside [0, {logits.shape[-1]}) (use -100 for 'no label')")
+    if crf is not None:
+        total = -crf.log_likelihood(logits, labels.masked_fill(~mask, -100), mask).sum()
+    else:
+        total = F.cross_entropy(logits[labelled].float(), labels[labelled], reduction="sum")
+    return reduce_loss(total, labelled.sum(), num_items_in_batch)
+
+
+def classification_loss(logits, labels, problem_type: str | None = None, num_items_in_batch=None) -> torch.Tensor:
+    """A sentence classifier's loss by `problem_type`, inferred as transformers does when unset: regression for one
+    label, multi-label for floating-point labels, else single-label (class ids, -100 leaves a sentence out).
+    (transformers' own loss averages regression and multi-label losses per micro-batch, hence this one.)"""
+    batch, num_labels = logits.shape
+    if problem_type is None:
+        if num_labels == 1:
+            problem_type = "regression"
+        else:
+            problem_type = "multi_label_classification" if labels.is_floating_point() else "single_label_classification"
+    if problem_type == "regression":
+        shapes = [(batch, num_labels)] + ([(batch,)] if num_labels == 1 else [])
+        if tuple(labels.shape) not in shapes:
+            raise ValueError(f"regression labels must have shape {' or '.join(map(str, shapes))}, got {tuple(labels.shape)}")
+        targets = labels.to(device=logits.device, dtype=torch.float32).reshape(batch, num_labels)
+        return reduce_loss(F.mse_loss(logits.float(), targets, reduction="sum"), targets.numel(), num_items_in_batch)
+    if problem_type == "multi_label_classification":
+        if tuple(labels.shape) != (batch, num_labels):
+            raise ValueError(f"multi-label classification (floating-point labels) needs labels of shape ({batch}, "
+                             f"{num_labels}), got {tuple(labels.shape)}; for one class id per sentence pass integer labels")
+        targets = labels.to(device=logits.device, dtype=torch.float32)
+        total = F.binary_cross_entropy_with_logits(logits.float(), targets, reduction="sum")
+        return reduce_loss(total, targets.numel(), num_items_in_batch)
+    if tuple(labels.shape) != (batch,):
+        raise ValueError(f"labels must have shape (batch,) = ({batch},), got {tuple(labels.shape)}")
+    labels = labels.to(device=logits.device, dtype=torch.long)
+    labelled = labels != -100
+    real = labels[labelled]
+    if real.numel() and not bool(((real >= 0) & (real < num_labels)).all()):
+        raise ValueError(f"class ids must be in [0, {num_labels}) or -100, got {real.tolist()}")
+    return reduce_loss(F.cross_entropy(logits[labelled].float(), real, reduction="sum"), labelled.sum(), num_items_in_batch)
+
+
+class ElmoHeadModel(ElmoPreTrainedModel):
+    """What the task heads share: the biLM (frozen by default, `config.freeze_elmo`), the head's own learned mix,
+    optionally the head's own context-free word vectors x_k (`config.task_token_features`: the paper's
+    [x_k; ELMo_k]), dropout; and precomputed biLM layers (`elmo_hidden_states`) in place of running the biLM."""
+
+    accepts_loss_kwargs = True
+
+    def __init__(self, config: ElmoConfig):
+        super().__init__(config)
+        self.num_labels = config.num_labels
+        self.elmo = ElmoModel(config)
+        # The head's own mix, so that it trains even when the biLM is frozen.
+        self.scalar_mix = ElmoScalarMix(config.num_lstm_layers + 1, layer_norm=config.scalar_mix_layer_norm)
+        self.token_features = ElmoCharacterEncoder(config) if config.task_token_features else None
+        self.feature_size = config.hidden_size + (config.projection_dim if config.task_token_features else 0)
+        self.dropout = nn.Dropout(config.classifier_dropout)
+        self.set_elmo_frozen(config.freeze_elmo)
+
+    def set_elmo_frozen(self, frozen: bool = True) -> None:
+        """Freeze (or unfreeze) the biLM; the head's mix and layers always train."""
+        self.config.freeze_elmo = bool(frozen)
+        self.elmo.requires_grad_(not frozen)
+        # Unused parameters that require gradients break DistributedDataParallel: the encoder's mixes stay out.
+        self.elmo.scalar_mixes.requires_grad_(False)
+
+    @classmethod
+    def from_pretrained(cls, *args, **kwargs):
+        wants_loading_info = kwargs.pop("output_loading_info", False)
+        model, loading_info = super().from_pretrained(*args, output_loading_info=True, **kwargs)
+        if model.token_features is not None and any(k.startswith("token_features.") for k in loading_info["missing_keys"]):
+            # A biLM checkpoint without a task head: the head's word vectors start as the biLM's layer 0.
+            model.token_features.load_state_dict(model.elmo.char_encoder.state_dict())
+        model.set_elmo_frozen(model.config.freeze_elmo)  # loading swaps in fresh parameters (requires_grad=True)
+        return (model, loading_info) if wants_loading_info else model
+
+    def elmo_layers(self, input_ids, attention_mask, word_ids=None, elmo_hidden_states=None):
+        """The biLM's L+1 layers and the word mask: run the biLM (without autograd when frozen), or check and take
+        `elmo_hidden_states` ((batch, L+1, words, 2P), or L+1 tensors (batch, words, 2P)) computed beforehand."""
+        if elmo_hidden_states is None:
+            if input_ids is None:
+                raise ValueError("pass input_ids (character ids) or elmo_hidden_states (precomputed biLM layers)")
+            track = torch.is_grad_enabled() and any(p.requires_grad for p in self.elmo.parameters())
+            with torch.set_grad_enabled(track):
+                outputs = self.elmo(input_ids, attention_mask=attention_mask, word_ids=word_ids, return_dict=True)
+            return outputs.hidden_states, outputs.mask
+        if input_ids is not None and self.token_features is None:
+            raise ValueError("pass either input_ids or elmo_hidden_states, not both")
+        if not self.config.freeze_elmo:
+            raise ValueError("elmo_hidden_states (precomputed biLM layers) need a frozen biLM (config.freeze_elmo)")
+        if attention_mask is None:
+            raise ValueError("elmo_hidden_states need the attention_mask that says which positions are words")
+        expected = (*attention_mask.shape, self.config.hidden_size)
+        layers = elmo_hidden_states.unbind(1) if torch.is_tensor(elmo_hidden_states) else tuple(elmo_hidden_states)
+        if len(layers) != self.config.num_lstm_layers + 1 or any(tuple(layer.shape) != expected for layer in layers):
+            raise ValueError(f"elmo_hidden_states must be (batch, {self.config.num_lstm_layers + 1} layers, words, "
+                             f"{self.config.hidden_size}) to match attention_mask {tuple(attention_mask.shape)}, got "
+                             f"{[tuple(layer.shape) for layer in layers]}")
+        return layers, attention_mask.to(layers[0].device).bool()
+
+    def mixed_vectors(self, input_ids, attention_mask, word_ids=None, elmo_hidden_states=None):
+        """((B, W, F) mixed and dropped-out word vectors, (B, W) mask, the biLM layers); F = `feature_size`."""
+        layers, mask = self.elmo_layers(input_ids, attention_mask, word_ids, elmo_hidden_states)
+        mixed = self.scalar_mix(layers, mask)
+        if self.token_features is not None:
+            mixed = torch.cat([self.own_word_vectors(input_ids, mask, word_ids).to(mixed.dtype), mixed], dim=-1)
+        return self.dropout(mixed), mask, layers
+
+    def own_word_vectors(self, input_ids, mask, word_ids=None, name: str = "input_ids") -> torch.Tensor:
+        """The head's x_k of each word (zeros at padding): (B, W, P)."""
+        if input_ids is None:
+            raise ValueError(f"config.task_token_features: the head's own word vectors need {name} (character ids), "
+                             "also when the biLM layers come precomputed in elmo_hidden_states")
+        if tuple(input_ids.shape[:2]) != tuple(mask.shape):
+            raise ValueError(f"{name} must be (batch, positions, characters) with (batch, positions) = "
+                             f"{tuple(mask.shape)}, got {tuple(input_ids.shape)}")
+        input_ids, mask = input_ids.to(mask.device).long(), mask.bool()
+        if self.elmo.kernels is not None and self.elmo.kernels.runs(input_ids):  # the kernels encode real words only
+            vectors = input_ids.new_zeros(*mask.shape, self.config.projection_dim, dtype=self.dtype)
+            if mask.any():
+                selected = None if word_ids is None else word_ids.to(mask.device)[mask]
+                vectors[mask] = self.elmo.encode_tokens(self.token_features, input_ids[mask], selected).to(vectors.dtype)
+            return vectors
+        flat_word_ids = None if word_ids is None else word_ids.to(mask.device).reshape(-1)
+        vectors = self.token_features(input_ids.reshape(-1, input_ids.shape[-1]), flat_word_ids)
+        return vectors.view(*mask.shape, -1) * mask.unsqueeze(-1).to(vectors.dtype)
+
 
 @dataclass
 class ElmoTokenClassifierOutput(TokenClassifierOutput):
@@ -594,176 +1053,16 @@ class ElmoTokenClassifierOutput(TokenClassifierOutput):
     [`TokenClassifierOutput`] plus decoded tags.
 
     Args:
-        loss (`torch.FloatTensor` of shape `()`, *optional*): Mean negative log-likelihood per labelled word.
-        logits (`torch.FloatTensor` of shape `(batch_size, num_words, num_labels)`):
-            Tag scores (the CRF's emission scores when `use_crf`).
-        predictions (`torch.LongTensor` of shape `(batch_size, num_words)`, *optional*):
-            Best tag per word (Viterbi path with a CRF, argmax otherwise), -100 at padding. Returned in eval mode.
-        hidden_states (`tuple(torch.FloatTensor)`, *optional*): The biLM layers, with `output_hidden_states=True`.
+        predictions (`torch.LongTensor` of shape `(batch_size, num_positions)`, *optional*): Best tag per position
+            (Viterbi path with a CRF, argmax otherwise), -100 at padding. Returned in eval mode.
     """
 
     predictions: torch.LongTensor | None = None
 
 
-# Keyword arguments transformers' own code may pass to any model's forward; they do not apply to ELMo.
-_IGNORED_ARGUMENTS = frozenset(
-    {"output_attentions", "output_hidden_states", "token_type_ids", "position_ids", "use_cache", "num_items_in_batch"}
-)
-
-
-def _refuse_unknown_arguments(model_name: str, kwargs: dict) -> None:
-    """A misspelt argument (`initial_states=`, `return_states=`) would otherwise be ignored without a word."""
-    unknown = sorted(set(kwargs) - _IGNORED_ARGUMENTS)
-    if unknown:
-        raise TypeError(f"{model_name}.forward() got unexpected keyword arguments: {', '.join(unknown)}")
-
-
-_HEAD_INPUTS_DOCSTRING = r"""
-        Args:
-            input_ids (`torch.LongTensor` of shape `(batch_size, num_words, max_characters_per_token)`):
-                Character ids from [`ElmoTokenizer`].
-            attention_mask (`torch.Tensor` of shape `(batch_size, num_words)`, *optional*): 1 for real words.
-            word_ids (`torch.LongTensor` of shape `(batch_size, num_words)`, *optional*): Word-vocabulary ids, for
-                models with a word embedding (as [`ElmoModel`] takes them).
-            elmo_hidden_states (`torch.FloatTensor` of shape `(batch_size, num_lstm_layers + 1, num_words, 2P)`, *optional*):
-                The frozen biLM's layers (`ElmoModel.hidden_states` stacked on dim 1) computed beforehand, instead
-                of `input_ids` (which `config.task_token_features` still needs); needs `config.freeze_elmo`.
-            output_hidden_states (`bool`, *optional*): Also return the biLM layers.
-            num_items_in_batch (`int`, *optional*): Labelled items in the whole accumulated batch (`Trainer`), the
-                loss's divisor so that accumulated micro-batches add up to the large-batch loss."""
-
-
-class _ElmoHeadMixin:
-    """What both heads share: the biLM (optionally frozen), an own learned mix, optional own word vectors x_k,
-    dropout, weight init."""
-
-    def _build_elmo(self, config: ElmoConfig) -> None:
-        self.elmo = ElmoModel(config)
-        # The head's own mix, so that it trains even when the biLM is frozen.
-        self.scalar_mix = ElmoScalarMix(config.num_lstm_layers + 1, layer_norm=config.scalar_mix_layer_norm)
-        # The paper's task models keep their own context-free word vectors x_k and read [x_k; ELMo_k].
-        self.token_features = (
-            ElmoCharacterEncoder(config, with_token_cache=False) if config.task_token_features else None
-        )
-        self.feature_size = config.hidden_size + (config.projection_dim if config.task_token_features else 0)
-        self.dropout = nn.Dropout(config.classifier_dropout)
-        self.set_elmo_frozen(config.freeze_elmo)
-
-    def set_elmo_frozen(self, frozen: bool = True) -> None:
-        """Freeze (or unfreeze) the biLM; the learned mix and the head always train."""
-        self.config.freeze_elmo = bool(frozen)
-        self.elmo.requires_grad_(not frozen)
-        # The head mixes with its own `scalar_mix`; the encoder's mixes stay out of training (unused parameters
-        # that require gradients break DistributedDataParallel).
-        self.elmo.scalar_mixes.requires_grad_(False)
-
-    @classmethod
-    def from_pretrained(cls, *args, **kwargs):
-        wants_loading_info = kwargs.pop("output_loading_info", False)
-        model, loading_info = super().from_pretrained(*args, output_loading_info=True, **kwargs)
-        if model.token_features is not None and any(
-            key.startswith("token_features.") for key in loading_info["missing_keys"]
-        ):
-            # A biLM checkpoint without a task head: the head's word vectors start as the biLM's layer 0
-            # (not strict: the biLM's token-cache buffers, if any, have no counterpart in the head's copy).
-            model.token_features.load_state_dict(model.elmo.char_encoder.state_dict(), strict=False)
-        # Loading swaps in fresh parameters (requires_grad=True), so apply `freeze_elmo` again.
-        model.set_elmo_frozen(model.config.freeze_elmo)
-        return (model, loading_info) if wants_loading_info else model
-
-    def _head_inputs(self, input_ids, attention_mask, word_ids, elmo_hidden_states, return_dict, unknown_arguments):
-        """What both heads' `forward` begin with: refuse unknown arguments, resolve `return_dict`, mix the layers.
-
-        Returns (mixed vectors, mask, biLM layers) as `_mixed_representation` does, and `return_dict`."""
-        _refuse_unknown_arguments(type(self).__name__, unknown_arguments)
-        return_dict = return_dict if return_dict is not None else self.config.return_dict
-        return *self._mixed_representation(input_ids, attention_mask, word_ids, elmo_hidden_states), return_dict
-
-    def _mixed_representation(self, input_ids, attention_mask, word_ids=None, elmo_hidden_states=None):
-        """Run the biLM (without autograd when it is frozen), or take its precomputed layers, and mix them.
-
-        Returns ((B, W, F) mixed and dropped-out vectors, (B, W) bool mask, the biLM layers (L+1 tensors)).
-        F = `feature_size`: 2P, plus P for the head's own word vectors x_k (`config.task_token_features`)."""
-        if elmo_hidden_states is not None:
-            layers, mask = self._check_precomputed_layers(input_ids, attention_mask, elmo_hidden_states)
-        else:
-            if input_ids is None:
-                raise ValueError("pass input_ids (character ids) or elmo_hidden_states (precomputed biLM layers)")
-            track = torch.is_grad_enabled() and any(p.requires_grad for p in self.elmo.parameters())
-            with torch.set_grad_enabled(track):
-                outputs = self.elmo(input_ids, attention_mask=attention_mask, word_ids=word_ids, return_dict=True)
-            layers, mask = outputs.hidden_states, outputs.mask
-        mixed = self.scalar_mix(layers, mask)
-        if self.token_features is not None:
-            mixed = torch.cat([self._own_word_vectors(input_ids, mask, word_ids, like=mixed), mixed], dim=-1)
-        return self.dropout(mixed), mask, layers
-
-    def _own_word_vectors(self, input_ids, mask, word_ids, like: torch.Tensor, name: str = "input_ids") -> torch.Tensor:
-        """x_k of the words (zeros at padding): (B, W, P)."""
-        if input_ids is None:
-            raise ValueError(
-                f"config.task_token_features: the head's own word vectors need {name} (character ids), "
-                "also when the biLM layers come precomputed in elmo_hidden_states"
-            )
-        if input_ids.shape[:2] != mask.shape:
-            raise ValueError(f"{name} must be (batch, positions, characters) with (batch, positions) = "
-                             f"{tuple(mask.shape)}, got {tuple(input_ids.shape)}")
-        vectors = like.new_zeros(*mask.shape, self.config.projection_dim)
-        if mask.any():
-            selected_word_ids = None if word_ids is None else word_ids.to(mask.device)[mask]
-            vectors[mask] = self.token_features(input_ids.to(mask.device)[mask], selected_word_ids).to(like.dtype)
-        return vectors
-
-    def _check_precomputed_layers(self, input_ids, attention_mask, elmo_hidden_states):
-        # Feeding stored layers skips the biLM, which is only the same model when the biLM does not train.
-        if input_ids is not None and self.token_features is None:
-            raise ValueError("pass either input_ids or elmo_hidden_states, not both")
-        if not self.config.freeze_elmo:
-            raise ValueError("elmo_hidden_states (precomputed biLM layers) need a frozen biLM (config.freeze_elmo)")
-        if attention_mask is None:
-            raise ValueError("elmo_hidden_states need the attention_mask that says which positions are words")
-        expected = self.config.num_lstm_layers + 1
-        layers = elmo_hidden_states
-        if torch.is_tensor(layers):
-            if layers.dim() != 4 or layers.shape[1] != expected:
-                raise ValueError(
-                    f"elmo_hidden_states must be (batch, {expected} layers, words, {self.config.hidden_size}), "
-                    f"got shape {tuple(layers.shape)}"
-                )
-            layers = layers.unbind(1)
-        if len(layers) != expected:
-            raise ValueError(f"elmo_hidden_states must hold {expected} layers, got {len(layers)}")
-        mask = attention_mask.to(device=layers[0].device).bool()
-        for layer in layers:
-            if tuple(layer.shape) != (*mask.shape, self.config.hidden_size):
-                raise ValueError(
-                    f"each precomputed layer must be (batch, words, {self.config.hidden_size}) = "
-                    f"{(*mask.shape, self.config.hidden_size)} to match attention_mask, got {tuple(layer.shape)}"
-                )
-        if input_ids is not None and tuple(input_ids.shape) != (*mask.shape, self.config.max_characters_per_token):
-            raise ValueError(
-                f"input_ids must be (batch, words, {self.config.max_characters_per_token}) = "
-                f"{(*mask.shape, self.config.max_characters_per_token)} to match attention_mask, "
-                f"got {tuple(input_ids.shape)}"
-            )
-        return tuple(layers), mask
-
-    @torch.no_grad()
-    def _init_weights(self, module):
-        if isinstance(module, nn.LSTM):
-            bound = module.hidden_size**-0.5
-            for parameter in module.parameters():
-                init.uniform_(parameter, -bound, bound)
-        elif isinstance(module, ElmoCrf):
-            for parameter in module.parameters():
-                init.zeros_(parameter)
-        else:
-            super()._init_weights(module)
-
-
 class ElmoTaskBiLstm(nn.LSTM):
-    """The tagging head's bidirectional LSTM over padded batches: each row runs over its own words only
-    (packed); positions past them are zeros. (An `nn.LSTM` itself, so saved taggers keep their weight names.)"""
+    """The tagging head's bidirectional LSTM over padded batches: each row runs over its own words only (packed);
+    positions past them are zeros. (An `nn.LSTM` itself, so saved taggers keep their weight names.)"""
 
     def __init__(self, input_size: int, hidden_size: int, num_layers: int, dropout: float):
         super().__init__(input_size, hidden_size, num_layers=num_layers, bidirectional=True, batch_first=True,
@@ -771,31 +1070,22 @@ class ElmoTaskBiLstm(nn.LSTM):
 
     def forward(self, inputs: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
         """(batch, words, features), (batch, words) bool -> (batch, words, 2 * hidden_size)."""
-        if inputs.shape[1] == 0:  # every sentence empty: nothing to run
+        if inputs.shape[1] == 0:
             return inputs.new_zeros(inputs.shape[0], 0, 2 * self.hidden_size)
         # pack_padded_sequence wants host-side lengths; an empty row runs one padding step, ignored later.
-        lengths = mask.sum(dim=1).clamp(min=1).tolist()
+        lengths = mask.sum(dim=1).clamp(min=1).cpu()
         packed = nn.utils.rnn.pack_padded_sequence(inputs, lengths, batch_first=True, enforce_sorted=False)
         encoded, _ = super().forward(packed)
         return nn.utils.rnn.pad_packed_sequence(encoded, batch_first=True, total_length=inputs.shape[1])[0]
 
 
-class ElmoForTokenClassification(_ElmoHeadMixin, ElmoPreTrainedModel):
-    """ELMo with a tagging head: learned mix [; own word vectors x_k] -> dropout -> [BiLSTM] -> linear -> [CRF].
+class ElmoTagger(ElmoHeadModel):
+    """The tagging head's layers over position vectors: dropout -> [BiLSTM] -> linear -> [CRF] (the paper's NER
+    model), its loss and decoding; `ElmoForTokenClassification` tags words, the character tagger characters."""
 
-    `config.task_encoder` ("linear" / "bilstm"), `config.use_crf`, `config.task_token_features` (the head's own
-    trainable word vectors: the paper's [x_k; ELMo_k]), `config.freeze_elmo` (default). One label per word, or per
-    character with `config.label_characters`."""
-
-    accepts_loss_kwargs = True
-
-    def __init__(self, config: ElmoConfig):
+    def __init__(self, config: ElmoConfig, position_feature_size: int = 0):
         super().__init__(config)
-        self.num_labels = config.num_labels
-        self._build_elmo(config)
-        feature_size = self.feature_size + (len(WORD_POSITIONS) if config.label_characters else 0)
-        feature_size += config.projection_dim * (config.task_character_features + config.task_bigram_features)
-        feature_size += config.projection_dim * len(LEXICON_ROLES) * config.task_lexicon_features
+        feature_size = self.feature_size + position_feature_size
         self.encoder = None
         if config.task_encoder == "bilstm":
             self.encoder = ElmoTaskBiLstm(feature_size, config.task_encoder_hidden_size,
@@ -803,102 +1093,70 @@ class ElmoForTokenClassification(_ElmoHeadMixin, ElmoPreTrainedModel):
         encoded_size = 2 * config.task_encoder_hidden_size if self.encoder is not None else feature_size
         self.classifier = nn.Linear(encoded_size, config.num_labels)
         self.crf = ElmoCrf(config.num_labels) if config.use_crf else None
-        self.post_init()
 
-    @add_start_docstrings_to_model_forward(_HEAD_INPUTS_DOCSTRING)
-    def forward(
-        self, input_ids: torch.Tensor | None = None, attention_mask: torch.Tensor | None = None,
-        labels: torch.Tensor | None = None, word_ids: torch.Tensor | None = None,
-        token_word_index: torch.Tensor | None = None, token_positions: torch.Tensor | None = None,
-        character_input_ids: torch.Tensor | None = None, bigram_input_ids: torch.Tensor | None = None,
-        lexicon_input_ids: torch.Tensor | None = None, lexicon_weights: torch.Tensor | None = None,
-        lexicon_match_index: torch.Tensor | None = None,
-        output_hidden_states: bool | None = None, return_dict: bool | None = None,
-        num_items_in_batch: int | torch.Tensor | None = None, elmo_hidden_states: torch.Tensor | None = None, **kwargs,
-    ) -> ElmoTokenClassifierOutput | tuple:
-        r"""
-            token_word_index, token_positions (`torch.LongTensor` of shape `(batch_size, num_characters)`):
-                With `config.label_characters`: each character's word (-1 at padding) and position in it; labels,
-                logits and predictions are then per character (see `elmo_word_characters`).
-            character_input_ids (`torch.LongTensor` of shape `(batch_size, num_characters, max_characters_per_token)`):
-                With `config.task_character_features`: the character ids of each character read as a word alone.
-            bigram_input_ids (`torch.LongTensor` of shape `(batch_size, num_characters, max_characters_per_token)`):
-                With `config.task_bigram_features`: the character ids of each character and the next one read as one
-                word (`char_words.character_bigrams`).
-            lexicon_input_ids (`torch.LongTensor` of shape `(batch_size, num_lexicon_words, max_characters_per_token)`),
-            lexicon_weights (`torch.FloatTensor` of shape `(batch_size, num_lexicon_words)`),
-            lexicon_match_index (`torch.LongTensor` of shape `(batch_size, num_characters, 3, num_matches)`):
-                With `config.task_lexicon_features`: the dictionary words found in each sentence, their weights (0 at
-                padding) and, per character, the words it begins / is inside of / ends (-1: none); see
-                `elmo_word_characters.lexicon_vectors`.
-            labels (`torch.LongTensor` of shape `(batch_size, num_words)`, *optional*): Tag ids in `[0, num_labels)`
-                or -100 (none). Loss: the mean cross-entropy (or CRF negative log-likelihood) per labelled word.
-        """
-        mixed, mask, elmo_layers, return_dict = self._head_inputs(
-            input_ids, attention_mask, word_ids, elmo_hidden_states, return_dict, kwargs
-        )
-        mixed, mask = tagged_vectors(self.config.label_characters, mixed, mask, token_word_index, token_positions)
-        mixed = torch.cat([mixed] + self._character_vectors(character_input_ids, bigram_input_ids, mask, like=mixed)
-                          + self._lexicon_vectors(lexicon_input_ids, lexicon_weights, lexicon_match_index, like=mixed), -1)
-        logits = self.classifier(self.dropout(self.encoder(mixed, mask)) if self.encoder is not None else mixed)
+    def tag(self, vectors, mask, labels, layers, output_hidden_states, return_dict, num_items_in_batch):
+        """Logits, loss and predictions of (B, positions, F) `vectors`, as an `ElmoTokenClassifierOutput`."""
+        logits = self.classifier(self.dropout(self.encoder(vectors, mask)) if self.encoder is not None else vectors)
         loss = None if labels is None else tagging_loss(logits, labels, mask, self.crf, num_items_in_batch)
         predictions = None
         if not self.training:
             with torch.no_grad():
                 predictions = self.decode(logits, mask)
         output = ElmoTokenClassifierOutput(loss=loss, logits=logits, predictions=predictions,
-                                           hidden_states=elmo_layers if output_hidden_states else None)
-        return output if return_dict else output.to_tuple()
-
-    def _character_vectors(self, character_input_ids, bigram_input_ids, mask, like) -> list[torch.Tensor]:
-        """The head's own x_k of each character alone and of it with the next one, as the config asks for."""
-        vectors = []
-        for field, name, ids in (("task_character_features", "character_input_ids", character_input_ids),
-                                 ("task_bigram_features", "bigram_input_ids", bigram_input_ids)):
-            if getattr(self.config, field):
-                vectors.append(self.dropout(self._own_word_vectors(ids, mask, None, like=like, name=name)))
-            elif ids is not None:
-                raise ValueError(f"{name} are for taggers with config.{field}")
-        return vectors
-
-    def _lexicon_vectors(self, lexicon_input_ids, lexicon_weights, lexicon_match_index, like) -> list[torch.Tensor]:
-        """Each character's dictionary words by role, read by the head's own x_k, as the config asks for."""
-        inputs = {"lexicon_input_ids": lexicon_input_ids, "lexicon_weights": lexicon_weights,
-                  "lexicon_match_index": lexicon_match_index}
-        given = [name for name, value in inputs.items() if value is not None]
-        if given and not self.config.task_lexicon_features:
-            raise ValueError(f"{', '.join(given)} are for taggers with config.task_lexicon_features")
-        if not self.config.task_lexicon_features:
-            return []
-        if len(given) != len(inputs):
-            raise ValueError(f"config.task_lexicon_features: pass {', '.join(inputs)} (char_words.lexicon_matches of "
-                             "the hf-elmo package finds them)")
-        weights = lexicon_weights.to(like.device)
-        word_vectors = self._own_word_vectors(lexicon_input_ids, weights > 0, None, like=like, name="lexicon_input_ids")
-        return [self.dropout(lexicon_vectors(word_vectors, weights, lexicon_match_index, like.shape[1]))]
+                                           hidden_states=layers if output_hidden_states else None)
+        return output if (return_dict if return_dict is not None else self.config.return_dict) else output.to_tuple()
 
     def decode(self, logits: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
-        """Best tags (batch, words) from `logits`, -100 at padding: Viterbi with a CRF, argmax otherwise."""
+        """Best tags (batch, positions) from `logits`, -100 at padding: Viterbi with a CRF, argmax otherwise."""
         if self.crf is not None:
             return self.crf.viterbi_decode(logits, mask)
         return logits.argmax(dim=-1).masked_fill(~mask.bool(), -100)
 
     def tag_probabilities(self, logits: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
-        """p(tag | sentence) per word, (batch, words, num_labels): CRF marginals, or the softmax of `logits`."""
+        """p(tag | sentence) per position, (batch, positions, num_labels): CRF marginals, or the softmax of `logits`."""
         if self.crf is not None:
             return self.crf.marginals(logits, mask)
         return torch.softmax(logits.float(), dim=-1) * mask.unsqueeze(-1)
 
 
-class ElmoForSequenceClassification(_ElmoHeadMixin, ElmoPreTrainedModel):
-    """ELMo with a sentence classifier: learned mix -> masked mean over words -> MLP (`classifier_hidden_size`)."""
+class ElmoForTokenClassification(ElmoTagger):
+    """ELMo with a word tagger: learned mix [; own word vectors x_k] -> dropout -> [BiLSTM] -> linear -> [CRF].
 
-    accepts_loss_kwargs = True
+    `config.task_encoder` ("linear" / "bilstm"), `config.use_crf`, `config.task_token_features`, `config.freeze_elmo`
+    (default). One label per word."""
 
     def __init__(self, config: ElmoConfig):
         super().__init__(config)
-        self.num_labels = config.num_labels
-        self._build_elmo(config)
+        self.post_init()
+
+    def forward(self, input_ids=None, attention_mask=None, word_ids=None, elmo_hidden_states=None, labels=None,
+                output_hidden_states=None, return_dict=None, num_items_in_batch=None, **kwargs):
+        r"""
+        Args:
+            input_ids (`torch.LongTensor` of shape `(batch_size, num_words, max_characters_per_token)`):
+                Character ids from [`ElmoTokenizer`].
+            attention_mask (`torch.Tensor` of shape `(batch_size, num_words)`, *optional*): 1 for real words.
+            word_ids (`torch.LongTensor` of shape `(batch_size, num_words)`, *optional*): Word-vocabulary ids, for
+                models with a word embedding.
+            elmo_hidden_states (`torch.FloatTensor` of shape `(batch_size, num_lstm_layers + 1, num_words, 2P)`,
+                *optional*): the frozen biLM's layers computed beforehand, instead of `input_ids` (which
+                `config.task_token_features` still needs).
+            labels (`torch.LongTensor` of shape `(batch_size, num_words)`, *optional*): Tag ids in
+                `[0, num_labels)` or -100 (none). Loss: the mean cross-entropy (or CRF negative log-likelihood) per
+                labelled word.
+            output_hidden_states (`bool`, *optional*): also return the biLM layers.
+            num_items_in_batch (`int`, *optional*): labelled words in the whole accumulated batch (`Trainer`).
+        """
+        _refuse_unknown_arguments(type(self).__name__, kwargs)
+        vectors, mask, layers = self.mixed_vectors(input_ids, attention_mask, word_ids, elmo_hidden_states)
+        return self.tag(vectors, mask, labels, layers, output_hidden_states, return_dict, num_items_in_batch)
+
+
+class ElmoForSequenceClassification(ElmoHeadModel):
+    """ELMo with a sentence classifier: learned mix -> masked mean over words -> MLP (`classifier_hidden_size`)."""
+
+    def __init__(self, config: ElmoConfig):
+        super().__init__(config)
         if config.classifier_hidden_size:
             self.pre_classifier = nn.Linear(self.feature_size, config.classifier_hidden_size)
             classifier_input = config.classifier_hidden_size
@@ -908,54 +1166,47 @@ class ElmoForSequenceClassification(_ElmoHeadMixin, ElmoPreTrainedModel):
         self.classifier = nn.Linear(classifier_input, config.num_labels)
         self.post_init()
 
-    @add_start_docstrings_to_model_forward(_HEAD_INPUTS_DOCSTRING)
-    def forward(
-        self, input_ids: torch.Tensor | None = None, attention_mask: torch.Tensor | None = None,
-        labels: torch.Tensor | None = None, word_ids: torch.Tensor | None = None,
-        output_hidden_states: bool | None = None, return_dict: bool | None = None,
-        num_items_in_batch: int | torch.Tensor | None = None, elmo_hidden_states: torch.Tensor | None = None, **kwargs,
-    ) -> SequenceClassifierOutput | tuple:
+    def forward(self, input_ids=None, attention_mask=None, word_ids=None, elmo_hidden_states=None, labels=None,
+                output_hidden_states=None, return_dict=None, num_items_in_batch=None, **kwargs):
         r"""
+        Args: as [`ElmoForTokenClassification`], except
             labels (`torch.Tensor`, *optional*): as transformers' classification heads read them, by
                 `config.problem_type` (when unset: regression if `num_labels == 1`, else single-label for integer
-                labels and multi-label for floating-point ones):
-                * single-label classification: class ids `(batch_size,)` in `[0, num_labels)`, or -100 to leave a
-                  sentence out of the mean cross-entropy loss;
-                * regression: targets `(batch_size,)` or `(batch_size, num_labels)`, mean squared error;
-                * multi-label classification: 0/1 targets `(batch_size, num_labels)`, mean binary cross-entropy.
+                labels and multi-label for floating-point ones): class ids `(batch_size,)` (-100 leaves a sentence
+                out), regression targets, or 0/1 rows `(batch_size, num_labels)`.
         """
-        mixed, mask, elmo_layers, return_dict = self._head_inputs(
-            input_ids, attention_mask, word_ids, elmo_hidden_states, return_dict, kwargs
-        )
+        _refuse_unknown_arguments(type(self).__name__, kwargs)
+        return_dict = return_dict if return_dict is not None else self.config.return_dict
+        mixed, mask, layers = self.mixed_vectors(input_ids, attention_mask, word_ids, elmo_hidden_states)
         weights = mask.unsqueeze(-1).to(mixed.dtype)
-        pooled = (mixed * weights).sum(dim=1) / weights.sum(dim=1).clamp(min=1.0)  # (B, F)
+        pooled = (mixed * weights).sum(dim=1) / weights.sum(dim=1).clamp(min=1.0)
         if self.pre_classifier is not None:
             pooled = self.dropout(F.relu(self.pre_classifier(pooled)))
         logits = self.classifier(pooled)
-
         loss = None if labels is None else classification_loss(logits, labels, self.config.problem_type, num_items_in_batch)
-
-        hidden_states = elmo_layers if output_hidden_states else None
-        output = SequenceClassifierOutput(loss=loss, logits=logits, hidden_states=hidden_states)
+        output = SequenceClassifierOutput(loss=loss, logits=logits, hidden_states=layers if output_hidden_states else None)
         return output if return_dict else output.to_tuple()
 
 
 __all__ = [
+    "LSTM_IMPLEMENTATIONS",
     "ElmoModelOutput",
     "ElmoHighwayLayer",
     "ElmoHighway",
     "ElmoCharacterEncoder",
-    "ElmoTokenCache",
     "ElmoBiLstmLayer",
     "ElmoBiLstm",
     "ElmoScalarMix",
     "ElmoWeightShapeError",
+    "ElmoMissingWeightsError",
     "ElmoPreTrainedModel",
     "ElmoModel",
     "ElmoForPreTrainingOutput",
     "ElmoLanguageModelSoftmax",
     "ElmoForPreTraining",
     "ElmoCrf",
+    "ElmoHeadModel",
+    "ElmoTagger",
     "ElmoTokenClassifierOutput",
     "ElmoForTokenClassification",
     "ElmoForSequenceClassification",

@@ -1,14 +1,10 @@
-"""Character tokenizer for ELMo: text -> words -> (words, 50) character ids.
+"""Character tokenizer for ELMo: text -> words -> `(words, max_characters_per_token)` character ids.
 
-Words become ids with one of two schemes:
+The words come from a segmenter and their ids from a character scheme, both in `elmo_text.py`:
 
-* ``char_scheme="bytes"`` (default): the AllenNLP / bilm-tf byte scheme,
-  ``[BOW] + utf8_bytes[:48] + [EOW] + [PAD]...`` with every id shifted by +1 so that 0 marks a padded word
-  position. Needs no vocabulary file.
-* ``char_scheme="dictionary"``: ELMoForManyLangs models. Each character is looked up in a character
-  vocabulary (``char_vocab.json``; unknown characters -> ``<oov>``); a word is cut to 48 characters and written
-  ``[<eow>, chars..., <bow>, <pad>...]`` (begin/end swapped exactly as the original code does it). The
-  vocabulary stores the model's ids, which are the original ids + 1 so that 0 still marks padding. With a word
+* ``char_scheme="bytes"`` (default): the AllenNLP / bilm-tf byte scheme, ``[BOW] + utf8_bytes[:48] + [EOW] +
+  [PAD]...`` with every id shifted by +1 so that 0 marks a padded word position. Needs no vocabulary file.
+* ``char_scheme="dictionary"``: ELMoForManyLangs models, a character vocabulary (``char_vocab.json``). With a word
   vocabulary (``word_vocab.json``) the tokenizer also returns ``word_ids``, one per word (unknown -> ``<oov>``).
 
 Raw text is split into words as follows:
@@ -16,8 +12,13 @@ Raw text is split into words as follows:
 * whitespace and punctuation separate words (``tokenizers``' BERT pre-tokenizer), so English
   text splits the usual way;
 * a run of CJK characters is segmented with jieba when it is installed (``segmenter="auto"`` or
-  ``"jieba"``), otherwise each CJK character becomes its own word (``segmenter="chars"``);
+  ``"jieba"``, optionally with a jieba user dictionary, ``user_dict``), otherwise each CJK character becomes
+  its own word (``segmenter="chars"``);
 * ``segmenter="whitespace"`` splits on whitespace only.
+
+Every position of an encoding is one word: ``encoding.word_ids(i)`` is ``[0, ..., n_i - 1]`` then ``None`` per
+padded position, a word's "id" is its row of character ids (`convert_tokens_to_ids`), and padding adds all-zero
+rows (`pad`, so transformers' `DataCollatorWithPadding` and `DataCollatorForTokenClassification` work).
 
 Edge cases: an empty string is a sentence of zero words (the model still runs ``<S> </S>``);
 an empty batch is a `ValueError`; a word longer than 48 UTF-8 bytes is cut to its first 48 bytes
@@ -29,97 +30,79 @@ is joined into its character and lone surrogates (not encodable as UTF-8) are dr
 
 from __future__ import annotations
 
-import json
-import logging
+import numbers
 import os
-import re
-import uuid
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
-from tokenizers.pre_tokenizers import BertPreTokenizer
 from transformers import BatchEncoding, PreTrainedTokenizerBase
-from transformers.utils import TensorType
 
-from .field_types import BOOLEAN, INTEGER, MAPPING, TEXT, load_json_file, one_of, optional, type_problems
-
-BEGINNING_OF_WORD_CHARACTER = 258
-END_OF_WORD_CHARACTER = 259
-PADDING_CHARACTER = 260
-
-_CJK_RUN = re.compile(
-    "([\u2e80-\u2fdf\u3005\u3007\u3021-\u3029\u3038-\u303b\u3400-\u4dbf\u4e00-\u9fff"
-    "\uf900-\ufaff\U00020000-\U0002ffff\U00030000-\U0003134f]+)"
+from .elmo_text import (
+    CHAR_SCHEMES,
+    CHAR_VOCAB_FILE,
+    CHARACTER_SCHEMES,
+    DICTIONARY_CHAR_SPECIALS,
+    JIEBA_USER_DICT_FILE,
+    PAD_TOKEN,
+    PADDED_POSITION_ID,
+    SEGMENTERS,
+    WORD_VOCAB_FILE,
+    WordVocabulary,
+    make_segmenter,
 )
-logger = logging.getLogger(__name__)
+from .field_types import BOOLEAN, INTEGER, MAPPING, TEXT, one_of, optional, type_problems
 
-_SEGMENTERS = ("auto", "jieba", "chars", "whitespace")
-_SURROGATE = re.compile("[\ud800-\udfff]")
-# C0 and C1 control characters other than tab, newline, vertical tab, form feed, carriage return and NEL.
-_CONTROL = re.compile("[\x00-\x08\x0e-\x1f\x7f-\x84\x86-\x9f]")
-
-
-def _without_surrogates(text: str) -> str:
-    """Join surrogate pairs into their character and drop lone surrogates, which UTF-8 cannot encode."""
-    if _SURROGATE.search(text) is None:
-        return text
-    return text.encode("utf-16-le", "surrogatepass").decode("utf-16-le", "ignore")
-_CHAR_SCHEMES = ("bytes", "dictionary")
-
-VOCAB_FILES_NAMES = {"char_vocab_file": "char_vocab.json", "word_vocab_file": "word_vocab.json"}
-# Special entries of the dictionary scheme's vocabularies (ELMoForManyLangs' names).
-DICTIONARY_CHAR_SPECIALS = ("<bos>", "<eos>", "<oov>", "<pad>", "<bow>", "<eow>")
-DICTIONARY_WORD_SPECIALS = ("<oov>", "<pad>")
-
-
-def _load_vocabulary(path: str | os.PathLike, what: str) -> dict[str, int]:
-    vocab = load_json_file(path, f"{what} vocabulary file")
-    return _check_vocabulary(vocab, f"{what} vocabulary {path}")
-
-
-def _check_vocabulary(vocab, source: str) -> dict[str, int]:
-    if not isinstance(vocab, dict) or not all(
-        isinstance(key, str) and isinstance(value, int) and not isinstance(value, bool) for key, value in vocab.items()
-    ):
-        raise ValueError(f"{source} must map strings to integer ids")
-    return dict(vocab)
-
-
-# Entries of a dictionary-scheme row that are not characters of the word.
-_NON_CHARACTERS = {"<bow>", "<eow>", "<pad>", "<bos>", "<eos>"}
-
-
-def _check_specials(vocab, kind: str, specials, lowest_id: int, why: str = "") -> dict[str, int]:
-    """A dictionary-scheme vocabulary (`kind`: "character" or "word") with its special entries and ids from
-    `lowest_id` on."""
-    vocab = _check_vocabulary(vocab, f"the {kind} vocabulary")
-    missing = [name for name in specials if name not in vocab]
-    if missing:
-        raise ValueError(f"the {kind} vocabulary lacks the special entries {missing}")
-    if min(vocab.values()) < lowest_id:
-        raise ValueError(f"{kind} ids must be >= {lowest_id}{why}")
-    return vocab
-
-
-def _load_jieba():
-    try:
-        import jieba
-    except ImportError:
-        return None
-    jieba.setLogLevel(logging.WARNING)
-    return jieba
-
+VOCAB_FILES_NAMES = {
+    "char_vocab_file": CHAR_VOCAB_FILE, "word_vocab_file": WORD_VOCAB_FILE, "user_dict": JIEBA_USER_DICT_FILE
+}
 
 # The type of every option (a loaded tokenizer_config.json is checked against it).
 _OPTION_TYPES = {
     "char_vocab_file": optional(TEXT),
     "word_vocab_file": optional(TEXT),
     "max_characters_per_token": INTEGER,
-    "segmenter": one_of(*_SEGMENTERS),
+    "segmenter": one_of(*SEGMENTERS),
     "do_lower_case": BOOLEAN,
-    "char_scheme": one_of(*_CHAR_SCHEMES),
+    "char_scheme": one_of(*CHAR_SCHEMES),
     "char_vocab": optional(MAPPING),
     "word_vocab": optional(MAPPING),
 }
+
+# The keys this tokenizer writes with one value per word (padded by `pad`), and those never made tensors.
+_PER_WORD_KEYS = ("input_ids", "attention_mask", "word_ids")
+_TEXT_KEYS = ("words",)
+
+_ONE_ROW_PER_WORD = (
+    "ElmoTokenizer gives each word a row of max_characters_per_token character ids, not one id: pass such rows "
+    "(tokenizer.word_to_char_ids(word) is one, an encoding's input_ids one per word) or use tokenizer.decode"
+)
+
+
+class ElmoBatchEncoding(BatchEncoding):
+    """What `ElmoTokenizer` returns. Each position is one word, so `word_ids(i)` is `[0, ..., n_i - 1]` followed
+    by None for each padded position, as a fast tokenizer gives it for text of one token per word (e.g. to align
+    word labels). Not to be confused with the key `"word_ids"`, the word-vocabulary ids of models with a word
+    embedding."""
+
+    def __init__(self, data=None, tensor_type=None, sentence_lengths: list[tuple[int, int]] | None = None):
+        super().__init__(data, tensor_type=tensor_type)
+        # (words, positions) of each sentence: positions past the words are padding.
+        self._sentence_lengths = sentence_lengths
+
+    def word_ids(self, batch_index: int = 0) -> list[int | None]:
+        if self._sentence_lengths is None:
+            raise ValueError("this encoding does not know its sentences' lengths: make it with ElmoTokenizer or pad")
+        count = len(self._sentence_lengths)
+        if not -count <= batch_index < count:
+            raise IndexError(f"batch_index {batch_index} is out of range: the encoding holds {count} sentence(s)")
+        words, positions = self._sentence_lengths[batch_index]
+        return [*range(words), *[None] * (positions - words)]
+
+    def __getstate__(self):
+        return {**super().__getstate__(), "sentence_lengths": self._sentence_lengths}
+
+    def __setstate__(self, state):
+        super().__setstate__(state)
+        self._sentence_lengths = state.get("sentence_lengths")
 
 
 class ElmoTokenizer(PreTrainedTokenizerBase):
@@ -140,6 +123,11 @@ class ElmoTokenizer(PreTrainedTokenizerBase):
         char_scheme (`str`, defaults to `"bytes"`): ``"bytes"`` or ``"dictionary"`` (see the module docstring).
         char_vocab (`dict[str, int]`, *optional*): the character vocabulary itself, instead of `char_vocab_file`.
         word_vocab (`dict[str, int]`, *optional*): the word vocabulary itself, instead of `word_vocab_file`.
+        user_dict (`str` or `os.PathLike`, *optional*):
+            A jieba user dictionary (jieba's format: ``word [frequency] [tag]`` a line, UTF-8), used by this
+            tokenizer only and saved beside it as ``jieba_user_dict.txt``. Needs jieba.
+        pad_token (`str`, defaults to `"<pad>"`):
+            The name of a padded word position, whose row of character ids is all `pad_token_id` (0).
     """
 
     vocab_files_names = VOCAB_FILES_NAMES
@@ -157,6 +145,8 @@ class ElmoTokenizer(PreTrainedTokenizerBase):
         char_scheme: str = "bytes",
         char_vocab: dict[str, int] | None = None,
         word_vocab: dict[str, int] | None = None,
+        user_dict: str | os.PathLike | None = None,
+        pad_token: str = PAD_TOKEN,
         **kwargs,
     ):
         problems = type_problems(locals(), _OPTION_TYPES)
@@ -165,83 +155,47 @@ class ElmoTokenizer(PreTrainedTokenizerBase):
         if max_characters_per_token < 3:
             raise ValueError("max_characters_per_token must be >= 3")
         self.max_characters_per_token = max_characters_per_token
-        self.segmenter = segmenter
         self.do_lower_case = do_lower_case
         self.char_scheme = char_scheme
-        if char_vocab is None and char_vocab_file is not None:
-            char_vocab = _load_vocabulary(char_vocab_file, "character")
-        if word_vocab is None and word_vocab_file is not None:
-            word_vocab = _load_vocabulary(word_vocab_file, "word")
-        self._set_vocabularies(char_vocab, word_vocab)
+        self._characters = CHARACTER_SCHEMES[char_scheme].from_options(
+            max_characters_per_token, char_vocab, char_vocab_file
+        )
+        self._words = WordVocabulary.from_options(self._characters, word_vocab, word_vocab_file)
+        # What "auto" chose is what the tokenizer is from now on, and what gets saved: a model is always used with
+        # the segmentation it was trained or fine-tuned with, and a saved "jieba" refuses to load where jieba is
+        # missing.
+        self._segmenter = make_segmenter(segmenter, user_dict)
+        self.segmenter = self._segmenter.name
         # Derived from the vocabularies, never taken from a saved config; and how a folder was found is no
         # property of the tokenizer (transformers passes these to __init__, which would save them).
         for name in ("model_input_names", "is_local", "local_files_only"):
             kwargs.pop(name, None)
-        self._jieba = None
-        if segmenter == "jieba":
-            self._jieba = _load_jieba()
-            if self._jieba is None:
-                raise ImportError(
-                    "this tokenizer segments Chinese with jieba (segmenter='jieba'), which is not installed here: "
-                    "pip install jieba (splitting into single characters instead would change every result)"
-                )
-        elif segmenter == "auto":
-            self._jieba = _load_jieba()
-            if self._jieba is None:
-                logger.warning("segmenter='auto' without jieba installed: Chinese text is split into single characters")
-            # What "auto" chose is what the tokenizer is from now on, and what gets saved: a model is always used
-            # with the segmentation it was trained or fine-tuned with, and a saved "jieba" refuses to load
-            # where jieba is missing.
-            self.segmenter = segmenter = "jieba" if self._jieba is not None else "chars"
-        self._pre_tokenizer = BertPreTokenizer()
         super().__init__(
             max_characters_per_token=max_characters_per_token,
-            segmenter=segmenter,
+            segmenter=self.segmenter,
             do_lower_case=do_lower_case,
             char_scheme=char_scheme,
+            pad_token=PAD_TOKEN if pad_token is None else pad_token,
             **kwargs,
         )
-        if self.word_vocab is not None:
+        _check_padding_side(self.padding_side)
+        if self._words is not None:
             self.model_input_names = ["input_ids", "attention_mask", "word_ids"]
 
-    def _set_vocabularies(self, char_vocab: dict[str, int] | None, word_vocab: dict[str, int] | None) -> None:
-        self.char_vocab = self.word_vocab = None
-        if self.char_scheme == "bytes":
-            if char_vocab is not None or word_vocab is not None:
-                raise ValueError("the byte scheme has no vocabularies: pass char_scheme='dictionary' to use them")
-            return
-        if char_vocab is None:
-            raise ValueError("char_scheme='dictionary' needs a character vocabulary (char_vocab_file or char_vocab)")
-        char_vocab = _check_specials(char_vocab, "character", DICTIONARY_CHAR_SPECIALS, 1, " (0 marks a padded word position)")
-        self.char_vocab = char_vocab
-        self._id_to_char = {index: char for char, index in char_vocab.items()}
-        self._bow_id, self._eow_id = char_vocab["<bow>"], char_vocab["<eow>"]
-        self._char_pad_id, self._char_oov_id = char_vocab["<pad>"], char_vocab["<oov>"]
-        if word_vocab is not None:
-            word_vocab = _check_specials(word_vocab, "word", DICTIONARY_WORD_SPECIALS, 0)
-            self.word_vocab = word_vocab
-            self._word_oov_id, self._word_pad_id = word_vocab["<oov>"], word_vocab["<pad>"]
+    @property
+    def char_vocab(self) -> dict[str, int] | None:
+        """The character vocabulary of the dictionary scheme (character -> model id); None for the byte scheme."""
+        return self._characters.vocabulary
 
-    def __getstate__(self):
-        # A module cannot be pickled (DataLoader workers started with "spawn", copy.deepcopy): keep whether
-        # jieba was in use and import it again on the other side.
-        state = self.__dict__.copy()
-        state["_jieba"] = state["_jieba"] is not None
-        return state
-
-    def __setstate__(self, state):
-        uses_jieba = state.pop("_jieba")
-        self.__dict__.update(state)
-        self._jieba = _load_jieba() if uses_jieba else None
-        if uses_jieba and self._jieba is None:
-            raise ImportError("this tokenizer segments Chinese with jieba, which is not installed here: pip install jieba")
+    @property
+    def word_vocab(self) -> dict[str, int] | None:
+        """The word vocabulary of a model with a word embedding, else None."""
+        return None if self._words is None else self._words.vocabulary
 
     @property
     def chinese_segmentation(self) -> str:
         """Which Chinese segmentation raw text gets: `"jieba"`, `"chars"` or `"none"`."""
-        if self.segmenter == "whitespace":
-            return "none"
-        return "jieba" if self._jieba is not None else "chars"
+        return self._segmenter.chinese_segmentation
 
     # text -> words ------------------------------------------------------------------------
 
@@ -249,68 +203,31 @@ class ElmoTokenizer(PreTrainedTokenizerBase):
         """Split raw text into words (see the module docstring for the rules)."""
         if not isinstance(text, str):
             raise TypeError(f"text must be a string, got {type(text).__name__}")
-        # The Rust pre-tokenizer cannot take surrogates, and control characters should not glue words.
-        text = _CONTROL.sub(" ", _without_surrogates(text))
-        if self.segmenter == "whitespace":
-            pieces = text.split()
-        else:
-            pieces = [piece for piece, _ in self._pre_tokenizer.pre_tokenize_str(text)]
-        words = []
-        for piece in pieces:
-            if self.segmenter == "whitespace" or not _CJK_RUN.search(piece):
-                words.append(piece)
-                continue
-            for part in _CJK_RUN.split(piece):
-                if not part:
-                    continue
-                if _CJK_RUN.fullmatch(part):
-                    words.extend(self._jieba.lcut(part) if self._jieba is not None else list(part))
-                else:
-                    words.append(part)
-        if self.do_lower_case:
-            words = [word.lower() for word in words]
-        return words
+        words = self._segmenter(text)
+        return [word.lower() for word in words] if self.do_lower_case else words
 
     # words -> character ids ------------------------------------------------------------------
 
     def word_to_char_ids(self, word: str) -> list[int]:
-        """The `max_characters_per_token` ids of one word (already shifted by +1)."""
-        if self.do_lower_case:
-            word = word.lower()
-        if self.char_scheme == "dictionary":
-            return self._dictionary_char_ids(word)
-        data = _without_surrogates(word).encode("utf-8")[: self.max_characters_per_token - 2]
-        ids = [BEGINNING_OF_WORD_CHARACTER + 1] + [byte + 1 for byte in data] + [END_OF_WORD_CHARACTER + 1]
-        return ids + [PADDING_CHARACTER + 1] * (self.max_characters_per_token - len(ids))
-
-    def _dictionary_char_ids(self, word: str) -> list[int]:
-        # ELMoForManyLangs writes `<eow>` first and `<bow>` last (its variables are swapped); the model was
-        # trained that way, so it is reproduced. A word spelled "<bos>"/"<eos>" becomes the sentence-boundary
-        # row there too.
-        if word in ("<bos>", "<eos>"):
-            chars = [self.char_vocab[word]]
-        else:
-            chars = [self.char_vocab.get(char, self._char_oov_id) for char in self._cut(word)]
-        ids = [self._eow_id] + chars + [self._bow_id]
-        return ids + [self._char_pad_id] * (self.max_characters_per_token - len(ids))
-
-    def _cut(self, word: str) -> str:
-        """Words are cut to `max_characters_per_token - 2` characters before both lookups (dictionary scheme)."""
-        return word[: self.max_characters_per_token - 2]
+        """The `max_characters_per_token` ids of one word (as the model reads them: 0 is never one)."""
+        return self._characters.word_ids(word.lower() if self.do_lower_case else word)
 
     def word_to_id(self, word: str) -> int:
         """The word-vocabulary id of one word (models with a word embedding; unknown words -> `<oov>`)."""
-        if self.word_vocab is None:
+        if self._words is None:
             raise ValueError("this tokenizer has no word vocabulary")
-        if self.do_lower_case:
-            word = word.lower()
-        return self.word_vocab.get(self._cut(word), self._word_oov_id)
+        return self._words.word_id(word.lower() if self.do_lower_case else word)
+
+    def sentence_boundary_char_ids(self) -> tuple[list[int], list[int]]:
+        """The rows of `<S>` and `</S>` that the model adds around each sentence (its config's
+        `bos_char_ids` / `eos_char_ids` for this scheme)."""
+        return self._characters.sentence_boundary_ids()
 
     def batch_to_ids(self, sentences: Sequence[Sequence[str]]):
         """Pre-split sentences -> `torch.LongTensor` (batch, max_words, max_characters_per_token), zero-padded."""
         return self(list(sentences), is_split_into_words=True, padding=True, return_tensors="pt")["input_ids"]
 
-    # the HF entry point ------------------------------------------------------------------------
+    # the HF entry points ------------------------------------------------------------------------
 
     def __call__(
         self,
@@ -319,11 +236,12 @@ class ElmoTokenizer(PreTrainedTokenizerBase):
         padding: bool | str = False,
         truncation: bool | str | None = None,
         max_length: int | None = None,
-        return_tensors: str | TensorType | None = None,
+        return_tensors: str | None = None,
         return_attention_mask: bool | None = True,
         return_words: bool = False,
+        pad_to_multiple_of: int | None = None,
         **kwargs,
-    ) -> BatchEncoding:
+    ) -> ElmoBatchEncoding:
         """Encode one sentence or a batch.
 
         Args:
@@ -332,118 +250,86 @@ class ElmoTokenizer(PreTrainedTokenizerBase):
             padding: `True`/`"longest"` pads to the longest sentence, `"max_length"` to `max_length`.
             truncation: keep at most `max_length` words per sentence.
             return_tensors: `"pt"` (or `"np"`) for arrays of shape (batch, words, max_characters_per_token).
+            pad_to_multiple_of: with padding, round the number of words up to a multiple of this.
 
         Returns:
-            `BatchEncoding` with `input_ids` (words x character ids per sentence), `attention_mask`
+            `ElmoBatchEncoding` with `input_ids` (words x character ids per sentence), `attention_mask`
             (1 per real word), `word_ids` when the tokenizer has a word vocabulary (padded with the `<pad>` word id)
             and, with `return_words=True`, `words` (the words each position holds).
         """
         unknown = set(kwargs) - {"add_special_tokens", "verbose", "text_target", "return_token_type_ids"}
         if unknown:
             raise TypeError(f"ElmoTokenizer got unexpected arguments {sorted(unknown)}")
-        if max_length is not None and (isinstance(max_length, bool) or not isinstance(max_length, int) or max_length < 0):
+        if max_length is not None and (not _is_id(max_length) or max_length < 0):
             raise ValueError(f"max_length must be a whole number of words >= 0, got {max_length!r}")
-        sentences, batched = self._as_word_lists(text, is_split_into_words)
+        sentences, batched = _as_word_lists(text, is_split_into_words, self.tokenize)
         if truncation and truncation != "do_not_truncate":
             limit = max_length if max_length is not None else self.model_max_length
             sentences = [words[:limit] for words in sentences]
-        input_ids = [[self.word_to_char_ids(word) for word in words] for words in sentences]
-        masks = [[1] * len(words) for words in sentences]
-        word_ids = None
-        if self.word_vocab is not None:
-            word_ids = [[self.word_to_id(word) for word in words] for words in sentences]
-
-        target = self._padded_length(input_ids, padding, max_length, return_tensors)
-        if target is not None:
-            pad_word = [0] * self.max_characters_per_token
-            input_ids = [ids + [pad_word] * (target - len(ids)) for ids in input_ids]
-            masks = [mask + [0] * (target - len(mask)) for mask in masks]
-            if word_ids is not None:
-                word_ids = [ids + [self._word_pad_id] * (target - len(ids)) for ids in word_ids]
-
-        data = {"input_ids": input_ids if batched else input_ids[0]}
+        features = {"input_ids": [[self.word_to_char_ids(word) for word in words] for words in sentences]}
         if return_attention_mask is not False:
-            data["attention_mask"] = masks if batched else masks[0]
-        if word_ids is not None:
-            data["word_ids"] = word_ids if batched else word_ids[0]
-        encoding = BatchEncoding(data)
-        if return_tensors is not None:
-            encoding = self._to_tensors(encoding, return_tensors, batched)
+            features["attention_mask"] = [[1] * len(words) for words in sentences]
+        if self._words is not None:
+            features["word_ids"] = [[self.word_to_id(word) for word in words] for words in sentences]
+        word_counts = [len(words) for words in sentences]
+        encoding = self._padded_encoding(
+            features, word_counts, batched, padding, max_length, pad_to_multiple_of, return_tensors
+        )
         if return_words:
             encoding["words"] = sentences if batched else sentences[0]
         return encoding
 
-    @staticmethod
-    def _padded_length(input_ids: list, padding, max_length: int | None, return_tensors) -> int | None:
-        """How many words every sentence is padded to, or None for no padding."""
-        if padding is True or padding == "longest":
-            return max(len(ids) for ids in input_ids)
-        if padding == "max_length":
-            if max_length is None:
-                raise ValueError("padding='max_length' needs max_length")
-            longest = max(len(ids) for ids in input_ids)
-            if longest > max_length:
-                raise ValueError(
-                    f"a sentence has {longest} words, more than max_length={max_length}: pass truncation=True"
-                )
-            return max_length
-        if padding not in (False, None, "do_not_pad"):
-            raise ValueError(f"padding must be True, False, 'longest' or 'max_length', got {padding!r}")
-        if return_tensors is not None and len({len(ids) for ids in input_ids}) > 1:
-            raise ValueError("sentences have different numbers of words: pass padding=True to make a tensor")
-        return None
+    def pad(
+        self,
+        encoded_inputs,
+        padding: bool | str = True,
+        max_length: int | None = None,
+        pad_to_multiple_of: int | None = None,
+        padding_side: str | None = None,
+        return_attention_mask: bool | None = None,
+        return_tensors: str | None = None,
+        verbose: bool = True,
+    ) -> ElmoBatchEncoding:
+        """Pad encodings of this tokenizer to one number of words: a padded position is an all-zero row of
+        character ids, attention 0 and, with a word vocabulary, the `<pad>` word id.
 
-    def _to_tensors(self, encoding: BatchEncoding, return_tensors, batched: bool) -> BatchEncoding:
-        import numpy as np
+        Takes what `__call__` returns (one sentence or a batch, lists, arrays or tensors) or a list of such
+        encodings, one per sentence (what data collators pass); other keys (e.g. `label`) are kept as they are.
+        Arguments as transformers' `pad`; padding is on the right only."""
+        _check_padding_side(padding_side or "right")
+        features, batched, input_tensors = _features_to_pad(encoded_inputs, self.max_characters_per_token)
+        if return_attention_mask is not False and "attention_mask" not in features:
+            features["attention_mask"] = [[1] * len(rows) for rows in features["input_ids"]]
+        word_counts = [sum(1 for row in rows if any(row)) for rows in features["input_ids"]]
+        return self._padded_encoding(
+            features, word_counts, batched, padding, max_length, pad_to_multiple_of, return_tensors or input_tensors
+        )
 
-        width = self.max_characters_per_token
-        tensors = {}
-        for key, value in encoding.items():
-            array = np.asarray(value if batched else [value], dtype=np.int64)
-            if key == "input_ids":
-                array = array.reshape(array.shape[0], -1, width)
-            else:
-                array = array.reshape(array.shape[0], -1)
-            tensors[key] = array
-        if str(return_tensors) in ("pt", str(TensorType.PYTORCH)):
-            import torch
+    def _padded_encoding(
+        self, features: dict[str, list], word_counts: list[int], batched: bool, padding, max_length,
+        pad_to_multiple_of, return_tensors,
+    ) -> ElmoBatchEncoding:
+        """The encoding of `features` (key -> one value per sentence), padded as `padding` says."""
+        _check_padding_side(self.padding_side)
+        lengths = [len(rows) for rows in features["input_ids"]]
+        target = _padded_length(lengths, padding, max_length, pad_to_multiple_of, return_tensors)
+        if target is not None:
+            word_pad_id = PADDED_POSITION_ID if self._words is None else self._words.pad_id
+            _pad_per_word_values(features, target, self.max_characters_per_token, word_pad_id)
+        sentence_lengths = list(zip(word_counts, lengths if target is None else [target] * len(lengths)))
+        data = features if batched else {key: value[0] for key, value in features.items()}
+        if return_tensors is None:
+            return ElmoBatchEncoding(data, sentence_lengths=sentence_lengths)
+        return _to_tensors(data, return_tensors, batched, self.max_characters_per_token, sentence_lengths)
 
-            tensors = {key: torch.from_numpy(value) for key, value in tensors.items()}
-        elif str(return_tensors) not in ("np", str(TensorType.NUMPY)):
-            raise ValueError(f"return_tensors must be 'pt' or 'np', got {return_tensors!r}")
-        return BatchEncoding(tensors)
-
-    def _as_word_lists(self, text, is_split_into_words: bool) -> tuple[list[list[str]], bool]:
-        def check_words(words) -> list[str]:
-            if not all(isinstance(word, str) for word in words):
-                raise TypeError("pre-split sentences must be lists of strings")
-            return list(words)
-
-        if isinstance(text, str):
-            if is_split_into_words:
-                raise TypeError("is_split_into_words=True needs a list of words, got a string")
-            return [self.tokenize(text)], False
-        if not isinstance(text, (list, tuple)):
-            raise TypeError(f"text must be a string or a list, got {type(text).__name__}")
-        if len(text) == 0:
-            raise ValueError("empty batch: got an empty list of sentences")
-        if is_split_into_words:
-            if all(isinstance(item, str) for item in text):
-                return [check_words(text)], False
-            if all(isinstance(item, (list, tuple)) for item in text):
-                return [check_words(words) for words in text], True
-            raise TypeError("with is_split_into_words=True pass a list of words or a list of word lists")
-        if all(isinstance(item, str) for item in text):
-            return [self.tokenize(sentence) for sentence in text], True
-        raise TypeError("a batch of raw text must be a list of strings (use is_split_into_words=True for word lists)")
+    # ids -> words -------------------------------------------------------------------------------
 
     def decode(self, token_ids, **kwargs) -> str | list[str]:
         """Words back from character ids: one sentence `(words, max_characters_per_token)` -> a string, a batch
         `(batch, words, max_characters_per_token)` -> a list of strings (what `batch_decode` passes).
 
         Unknown characters come back as U+FFFD (dictionary scheme), cut bytes are replaced (byte scheme)."""
-        if hasattr(token_ids, "tolist"):  # tensors and arrays
-            token_ids = token_ids.tolist()
+        token_ids = _as_lists(token_ids)
         depth, probe = 0, token_ids
         while isinstance(probe, (list, tuple)) and probe:
             depth, probe = depth + 1, probe[0]
@@ -454,27 +340,39 @@ class ElmoTokenizer(PreTrainedTokenizerBase):
                 "decode takes the character ids of a sentence, shape (words, max_characters_per_token), or of a "
                 "batch of sentences; got a flat list of ids"
             )
-        words = []
-        for ids in token_ids:
-            ids = [int(i) for i in ids]
-            if not any(ids):
-                continue
-            if self.char_scheme == "dictionary":
-                chars = [self._id_to_char.get(i, "\ufffd") for i in ids]
-                words.append("".join(c if len(c) == 1 else "\ufffd" for c in chars if c not in _NON_CHARACTERS))
-            else:
-                data = bytes(i - 1 for i in ids if 1 <= i <= 256)
-                words.append(data.decode("utf-8", "replace"))
-        return " ".join(words)
+        rows = ([int(i) for i in ids] for ids in token_ids)
+        return " ".join(self._characters.decode_word(ids) for ids in rows if any(ids))
 
-    # HF plumbing: the vocabularies of the dictionary scheme, nothing else beyond tokenizer_config.json ---
+    def convert_ids_to_tokens(self, ids, skip_special_tokens: bool = False) -> str | list[str]:
+        """A word's "id" is its row of `max_characters_per_token` character ids: a row -> its word, a sentence's
+        rows -> its words. An all-zero row (a padded position) is `pad_token`, left out with
+        `skip_special_tokens=True`."""
+        rows, one_word = _id_rows(ids, self.max_characters_per_token)
+        if one_word:
+            return self._row_to_word(rows[0])
+        return [self._row_to_word(row) for row in rows if any(row) or not skip_special_tokens]
+
+    def _row_to_word(self, row: list[int]) -> str:
+        return self._characters.decode_word([int(i) for i in row]) if any(row) else self.pad_token
+
+    def convert_tokens_to_ids(self, tokens: str | Sequence[str]) -> list[int] | list[list[int]]:
+        """A word -> its row of `max_characters_per_token` character ids; a list of words -> one row each (as
+        `__call__` encodes pre-split words)."""
+        if isinstance(tokens, str):
+            return self.word_to_char_ids(tokens)
+        if not isinstance(tokens, (list, tuple)) or not all(isinstance(token, str) for token in tokens):
+            raise TypeError(f"convert_tokens_to_ids takes a word or a list of words; {_ONE_ROW_PER_WORD}")
+        return [self.word_to_char_ids(token) for token in tokens]
+
+    def convert_tokens_to_string(self, tokens: list[str]) -> str:
+        return " ".join(tokens)
+
+    # HF plumbing: the vocabularies of the dictionary scheme, the user dictionary, nothing else ------------
 
     @property
     def vocab_size(self) -> int:
         """Size of the character id space (including the padding id 0)."""
-        if self.char_vocab is not None:
-            return max(self.char_vocab.values()) + 1
-        return 262
+        return self._characters.vocab_size
 
     def __len__(self) -> int:
         return self.vocab_size
@@ -484,7 +382,11 @@ class ElmoTokenizer(PreTrainedTokenizerBase):
         """0, the id of every character of a padded word position (`attention_mask` marks those positions).
         Code that pads `input_ids` with the tokenizer's pad id, like the stock pipelines' batching, then
         writes exactly the rows this tokenizer pads with."""
-        return 0
+        return PADDED_POSITION_ID
+
+    @property
+    def all_special_ids(self) -> list[int]:
+        return [self.pad_token_id]
 
     def get_vocab(self) -> dict[str, int]:
         return dict(self.char_vocab) if self.char_vocab is not None else {}
@@ -498,24 +400,182 @@ class ElmoTokenizer(PreTrainedTokenizerBase):
         return {}
 
     def save_vocabulary(self, save_directory: str, filename_prefix: str | None = None) -> tuple[str, ...]:
-        saved = []
-        for key, vocab in (("char_vocab_file", self.char_vocab), ("word_vocab_file", self.word_vocab)):
-            if vocab is None:
-                continue
-            name = (filename_prefix + "-" if filename_prefix else "") + VOCAB_FILES_NAMES[key]
-            path = os.path.join(save_directory, name)
-            # Written beside and renamed into place, so a killed save never leaves half a vocabulary; the name is
-            # the temporary pattern of hf-elmo's file_io (its stale-temporary sweep recognises it).
-            temporary = os.path.join(save_directory, f".{name}.tmp-{os.getpid()}-0-{uuid.uuid4().hex}")
-            try:
-                with open(temporary, "w", encoding="utf-8") as handle:
-                    json.dump(vocab, handle, ensure_ascii=False, indent=0)
-                os.replace(temporary, path)
-            finally:
-                if os.path.exists(temporary):
-                    os.remove(temporary)
-            saved.append(path)
-        return tuple(saved)
+        saved = self._characters.save(save_directory, filename_prefix)
+        if self._words is not None:
+            saved += self._words.save(save_directory, filename_prefix)
+        return saved + self._segmenter.save(save_directory, filename_prefix)
 
 
-__all__ = ["ElmoTokenizer"]
+# what __call__ and pad take and give ----------------------------------------------------------------
+
+
+def _as_word_lists(text, is_split_into_words: bool, tokenize) -> tuple[list[list[str]], bool]:
+    """The sentences of `__call__`'s input as word lists, and whether it was a batch."""
+
+    def check_words(words) -> list[str]:
+        if not all(isinstance(word, str) for word in words):
+            raise TypeError("pre-split sentences must be lists of strings")
+        return list(words)
+
+    if isinstance(text, str):
+        if is_split_into_words:
+            raise TypeError("is_split_into_words=True needs a list of words, got a string")
+        return [tokenize(text)], False
+    if not isinstance(text, (list, tuple)):
+        raise TypeError(f"text must be a string or a list, got {type(text).__name__}")
+    if len(text) == 0:
+        raise ValueError("empty batch: got an empty list of sentences")
+    if is_split_into_words:
+        if all(isinstance(item, str) for item in text):
+            return [check_words(text)], False
+        if all(isinstance(item, (list, tuple)) for item in text):
+            return [check_words(words) for words in text], True
+        raise TypeError("with is_split_into_words=True pass a list of words or a list of word lists")
+    if all(isinstance(item, str) for item in text):
+        return [tokenize(sentence) for sentence in text], True
+    raise TypeError("a batch of raw text must be a list of strings (use is_split_into_words=True for word lists)")
+
+
+def _features_to_pad(encoded_inputs, width: int) -> tuple[dict[str, list], bool, str | None]:
+    """(key -> one value per sentence, per-word values as lists; whether a batch came in; "pt"/"np" when the
+    input ids were tensors or arrays)."""
+    if isinstance(encoded_inputs, (list, tuple)):
+        if not encoded_inputs:
+            raise ValueError("nothing to pad: got an empty list of encodings")
+        if not all(isinstance(example, Mapping) for example in encoded_inputs):
+            raise TypeError("pad takes an encoding or a list of encodings (mappings holding input_ids)")
+        keys = list(encoded_inputs[0])
+        if any(set(example) != set(keys) for example in encoded_inputs):
+            raise ValueError(f"the encodings to pad have different keys; the first has {keys}")
+        features = {key: [example[key] for example in encoded_inputs] for key in keys}
+        batched = True
+    elif isinstance(encoded_inputs, Mapping):
+        features, batched = dict(encoded_inputs), None
+    else:
+        raise TypeError(f"pad takes an encoding or a list of encodings, got {type(encoded_inputs).__name__}")
+    if "input_ids" not in features:
+        raise ValueError(f"pad needs input_ids, the encodings hold {list(features)}")
+    input_tensors = _tensor_kind(features["input_ids"])
+    for key in _PER_WORD_KEYS:
+        if key in features:
+            features[key] = _as_lists(features[key])
+    if batched is None:
+        batched = _holds_sentences(features["input_ids"])
+        if not batched:
+            features = {key: [value] for key, value in features.items()}
+    for rows in features["input_ids"]:
+        if not isinstance(rows, list) or any(not isinstance(row, list) or len(row) != width for row in rows):
+            raise ValueError(
+                f"input_ids must hold one row of {width} character ids per word (what ElmoTokenizer writes)"
+            )
+    return features, batched, input_tensors
+
+
+def _to_tensors(data: dict, return_tensors, batched: bool, width: int, sentence_lengths) -> ElmoBatchEncoding:
+    """The per-word values as int64 arrays `(batch, words[, width])`, other keys converted as transformers does
+    it, the words left as lists."""
+    import numpy as np
+
+    kind = getattr(return_tensors, "value", return_tensors)
+    if kind not in ("pt", "np"):
+        raise ValueError(f"return_tensors must be 'pt' or 'np', got {return_tensors!r}")
+    others = {key: value for key, value in data.items() if key not in _PER_WORD_KEYS + _TEXT_KEYS}
+    encoding = ElmoBatchEncoding(others, tensor_type=kind, sentence_lengths=sentence_lengths)
+    for key in _PER_WORD_KEYS:
+        if key in data:
+            array = np.asarray(data[key] if batched else [data[key]], dtype=np.int64)
+            words_axis = (-1, width) if key == "input_ids" else (-1,)
+            array = array.reshape(array.shape[0], *words_axis)
+            if kind == "pt":
+                import torch
+
+                array = torch.from_numpy(array)
+            encoding[key] = array
+    for key in _TEXT_KEYS:
+        if key in data:
+            encoding[key] = data[key]
+    return encoding
+
+
+def _check_padding_side(side: str) -> None:
+    if side != "right":
+        raise ValueError(
+            f"ElmoTokenizer pads on the right only (the model reads each sentence from its first position), "
+            f"got padding_side={side!r}"
+        )
+
+
+def _pad_per_word_values(features: dict[str, list], target: int, width: int, word_pad_id: int) -> None:
+    """Pad every sentence's per-word values to `target` words: all-zero rows, attention 0, the `<pad>` word."""
+    fill = {"input_ids": [PADDED_POSITION_ID] * width, "attention_mask": 0, "word_ids": word_pad_id}
+    for key in _PER_WORD_KEYS:
+        if key in features:
+            features[key] = [values + [fill[key]] * (target - len(values)) for values in features[key]]
+
+
+def _as_lists(value):
+    """Tensors and arrays as nested lists; a list of them too (a batch of per-sentence tensors)."""
+    if hasattr(value, "tolist"):
+        return value.tolist()
+    if isinstance(value, (list, tuple)):
+        return [_as_lists(item) for item in value]
+    return value
+
+
+def _is_id(value) -> bool:
+    return isinstance(value, numbers.Integral) and not isinstance(value, bool)
+
+
+def _id_rows(ids, width: int) -> tuple[list[list[int]], bool]:
+    """`ids` as rows of character ids, and whether it was one row; anything else is refused naming the rows."""
+    ids = _as_lists(ids)
+
+    def is_row(value) -> bool:
+        return isinstance(value, list) and len(value) == width and all(map(_is_id, value))
+
+    if is_row(ids):
+        return [ids], True
+    if isinstance(ids, list) and all(map(is_row, ids)):
+        return ids, False
+    raise ValueError(_ONE_ROW_PER_WORD)
+
+
+def _tensor_kind(value) -> str | None:
+    """"pt" / "np" when `value` is, or is a list of, torch tensors / numpy arrays."""
+    probe = value[0] if isinstance(value, (list, tuple)) and value else value
+    module = type(probe).__module__.split(".")[0]
+    return {"torch": "pt", "numpy": "np"}.get(module)
+
+
+def _holds_sentences(input_ids: list) -> bool:
+    """Whether `input_ids` are a batch (a list of sentences, each a list of rows) or one sentence (rows)."""
+    first = input_ids[0] if input_ids else None
+    return isinstance(first, list) and (not first or isinstance(first[0], list))
+
+
+def _padded_length(
+    lengths: list[int], padding, max_length: int | None, pad_to_multiple_of: int | None, return_tensors
+) -> int | None:
+    """How many words every sentence is padded to, or None for no padding."""
+    if padding is True or padding == "longest":
+        target = max(lengths)
+    elif padding == "max_length":
+        if max_length is None:
+            raise ValueError("padding='max_length' needs max_length")
+        if max(lengths) > max_length:
+            raise ValueError(
+                f"a sentence has {max(lengths)} words, more than max_length={max_length}: pass truncation=True"
+            )
+        target = max_length
+    elif padding not in (False, None, "do_not_pad"):
+        raise ValueError(f"padding must be True, False, 'longest' or 'max_length', got {padding!r}")
+    else:
+        if return_tensors is not None and len(set(lengths)) > 1:
+            raise ValueError("sentences have different numbers of words: pass padding=True to make a tensor")
+        return None
+    if pad_to_multiple_of:
+        target = -(-target // pad_to_multiple_of) * pad_to_multiple_of
+    return target
+
+
+__all__ = ["DICTIONARY_CHAR_SPECIALS", "ElmoBatchEncoding", "ElmoTokenizer"]

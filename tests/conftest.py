@@ -25,12 +25,15 @@ torch.set_num_threads(1)
 
 @pytest.fixture(params=["onednn", "torch"])
 def products(request, monkeypatch):
-    """Runs a test with each library hf_elmo.matrix_products can multiply with: oneDNN (the CPU float32 default
-    where torch has it) and torch's own products."""
-    import hf_elmo.matrix_products as matrix_products
+    """Runs a test with each library hf_elmo's kernels can multiply with (hf_elmo/kernels/matrix_products.py):
+    oneDNN (the CPU float32 default where torch has it) and torch's own products."""
+    import hf_elmo.kernels.bilstm as bilstm
+    import hf_elmo.kernels.matrix_products as matrix_products
 
     if request.param == "onednn" and not matrix_products.onednn_available():
         pytest.skip("this torch build has no oneDNN inner product")
     if request.param == "torch":
-        monkeypatch.setattr(matrix_products, "onednn_available", lambda: False)
+        # bilstm.py holds its own reference to the function (it picks the oneDNN inference path with it).
+        for module in (matrix_products, bilstm):
+            monkeypatch.setattr(module, "onednn_available", lambda: False)
     return request.param

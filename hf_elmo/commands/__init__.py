@@ -22,7 +22,7 @@ from collections.abc import Sequence
 
 from .errors import CommandError
 
-COMMANDS = ("embed", "similar", "convert", "info", "corpus", "pretrain", "finetune")
+COMMANDS = ("embed", "similar", "convert", "info", "corpus", "pretrain", "finetune", "export")
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -1,5 +1,6 @@
 """docs/architecture.md's size limits hold: every module, function or class over its limit is in the table of
-exceptions, with its current size (so the table cannot go stale either)."""
+exceptions (by name, without sizes that every refactor would have to edit), and nothing in the table is within the
+limits any more."""
 
 import ast
 import re
@@ -46,17 +47,15 @@ def _over_limits():
 def _documented_exceptions():
     text = (ROOT / "docs" / "architecture.md").read_text(encoding="utf-8")
     section = text.split("## Size limits and their exceptions", 1)[1]
-    rows = re.findall(r"^\| `([^`]+)` \| (\d+) \|", section, flags=re.M)
-    return {name: int(lines) for name, lines in rows}
+    return set(re.findall(r"^\| `([^`]+)` \|", section, flags=re.M))
 
 
-def test_everything_over_a_size_limit_is_a_documented_exception_with_its_size():
+def test_everything_over_a_size_limit_is_a_documented_exception():
     documented = _documented_exceptions()
     assert documented, "the table of exceptions was not found in docs/architecture.md"
     over = _over_limits()
     for kind, name, lines in over:
         assert name in documented, f"{kind} {name} has {lines} lines, over {LIMITS[kind]}, and is not in docs/architecture.md"
-        assert documented[name] == lines, f"{kind} {name} has {lines} lines; docs/architecture.md says {documented[name]}"
     stale = set(documented) - {name for _, name, _ in over}
     assert not stale, f"docs/architecture.md lists exceptions that are within the limits now: {sorted(stale)}"
 

@@ -1,15 +1,28 @@
-"""ElmoConfig: standard defaults, reading AllenNLP / bilm-tf options.json, rejecting inconsistent options."""
+"""ElmoConfig: standard defaults, reading AllenNLP / bilm-tf options.json, rejecting inconsistent options (types
+through huggingface_hub's `@strict` dataclass validation, ranges and sizes by `check_values`), and what its
+config.json holds: the architecture, plus a head's own fields; never how the model computes."""
 
 import copy
 import json
+from pathlib import Path
 
 import pytest
+from huggingface_hub.errors import StrictDataclassFieldValidationError
 
-from hf_elmo import ElmoConfig
+import hf_elmo
+import hf_elmo.modeling_elmo as modeling_elmo
+from hf_elmo import ElmoConfig, ElmoForTokenClassification, ElmoModel
 from hf_elmo.bilm_format import allennlp_options, config_from_allennlp_options
+from hf_elmo.configuration_elmo import HEAD_FIELDS
 from reference_fixtures import ALLENNLP, BILM_TF, FIXTURES
-from small_models import tiny_config_kwargs
+from small_models import tiny_config, tiny_config_kwargs
 from transformers import AutoConfig
+
+# What older hf-elmo versions wrote into config.json about how the model computed (now the loader's choice).
+RUNTIME_KEYS = ("lstm_implementation", "lstm_keep_inference_copies", "token_cache_size")
+REMOVED_FEATURES = ("label_characters", "task_bigram_features", "task_lexicon_features")
+# A value of the wrong type is refused by the typed dataclass naming the field; a value out of range by ElmoConfig.
+CONFIG_ERRORS = (ValueError, StrictDataclassFieldValidationError)
 
 ALLENNLP_OPTIONS = json.loads((ALLENNLP / "options.json").read_text())
 
@@ -107,11 +120,11 @@ BAD_OPTIONS = {
         "width 60 exceeds max_characters_per_token 50",
     ),
     "filters not pairs": (lambda o: o["char_cnn"].__setitem__("filters", [[1, 4, 5]]), "list of \\[width, count\\] pairs"),
-    "filter not integer": (lambda o: o["char_cnn"].__setitem__("filters", [[1, "4"]]), "integer pairs"),
+    "filter not integer": (lambda o: o["char_cnn"].__setitem__("filters", [[1, "4"]]), "char_cnn_filters.*'4'"),
     "bidirectional false": (lambda o: o.__setitem__("bidirectional", False), "'bidirectional' is False"),
-    "bad activation": (lambda o: o["char_cnn"].__setitem__("activation", "gelu"), "one of 'relu', 'tanh', got 'gelu'"),
-    "string size": (lambda o: o["lstm"].__setitem__("dim", "64"), "lstm_cell_dim must be an integer, got '64'"),
-    "float size": (lambda o: o["lstm"].__setitem__("projection_dim", 16.5), "projection_dim must be an integer"),
+    "bad activation": (lambda o: o["char_cnn"].__setitem__("activation", "gelu"), "char_cnn_activation.*gelu"),
+    "string size": (lambda o: o["lstm"].__setitem__("dim", "64"), "lstm_cell_dim.*'64'"),
+    "float size": (lambda o: o["lstm"].__setitem__("projection_dim", 16.5), "projection_dim.*16.5"),
     "negative size": (lambda o: o["lstm"].__setitem__("projection_dim", -1), "projection_dim must be positive"),
     "bad clip": (lambda o: o["lstm"].__setitem__("cell_clip", -3), "cell_clip must be a non-negative number"),
     "bad skip flag": (lambda o: o["lstm"].__setitem__("use_skip_connections", "yes"), "true or false"),
@@ -121,7 +134,7 @@ BAD_OPTIONS = {
 @pytest.mark.parametrize("case", sorted(BAD_OPTIONS))
 def test_inconsistent_options_rejected(case):
     change, message = BAD_OPTIONS[case]
-    with pytest.raises(ValueError, match=message):
+    with pytest.raises(CONFIG_ERRORS, match=message):
         config_from_allennlp_options(mutated(change))
 
 
@@ -155,7 +168,7 @@ def test_error_names_the_file(tmp_path):
 def test_direct_construction_is_validated():
     with pytest.raises(ValueError, match="char_vocab_size >= 262"):
         ElmoConfig(char_vocab_size=100)
-    with pytest.raises(ValueError, match="lm_softmax"):
+    with pytest.raises(StrictDataclassFieldValidationError, match="lm_softmax.*hierarchical"):
         ElmoConfig(lm_softmax="hierarchical")
     with pytest.raises(ValueError, match="lm_num_sampled must be >= 1"):
         ElmoConfig(lm_softmax="sampled", lm_num_sampled=0)
@@ -172,29 +185,134 @@ def test_save_and_load(tmp_path):
 
 
 MISTYPED_CONFIG_VALUES = {
-    "use_skip_connections": ("false", "use_skip_connections must be true or false, got 'false'"),
-    "scalar_mix_layer_norm": ("yes", "scalar_mix_layer_norm must be true or false, got 'yes'"),
-    "lm_vocab": (5, "lm_vocab must be a list of strings or null, got 5"),
-    "dtype": ("float99", "dtype must name a torch dtype such as 'float32' or 'bfloat16', got 'float99'"),
-    "bos_char_ids": ("abc", "bos_char_ids must be a list of integers or null, got 'abc'"),
-    "projection_dim": (16.0, "projection_dim must be an integer, got 16.0"),
-    "cell_clip": ("3", "cell_clip must be a number or null, got '3'"),
+    "use_skip_connections": "false",
+    "scalar_mix_layer_norm": "yes",
+    "lm_vocab": 5,
+    "dtype": "float99",
+    "bos_char_ids": "abc",
+    "projection_dim": 16.0,
+    "cell_clip": "3",
 }
 
 
 @pytest.mark.parametrize("field", sorted(MISTYPED_CONFIG_VALUES))
 def test_a_mistyped_config_json_value_is_refused_naming_the_field(field, tmp_path):
-    """Nothing that is not a boolean is read as one (a non-empty string was true), and nothing fails deep inside."""
-    from hf_elmo import ElmoModel
-
+    """Nothing that is not a boolean is read as one (a non-empty string was true), and nothing fails deep inside:
+    the error names the field and the value."""
     ElmoModel(ElmoConfig(**tiny_config_kwargs())).save_pretrained(tmp_path)
     config = json.loads((tmp_path / "config.json").read_text())
-    value, message = MISTYPED_CONFIG_VALUES[field]
+    value = MISTYPED_CONFIG_VALUES[field]
     config[field] = value
     (tmp_path / "config.json").write_text(json.dumps(config))
-    with pytest.raises(ValueError) as error:
+    with pytest.raises(CONFIG_ERRORS) as error:
         ElmoModel.from_pretrained(tmp_path)
-    assert message in str(error.value)
+    assert field in str(error.value) and repr(value) in str(error.value), str(error.value)
+
+
+@pytest.mark.parametrize("setting, message", [
+    (dict(num_labels="3"), "num_labels must be a positive integer, got '3'"),
+    (dict(num_labels=0), "num_labels must be a positive integer, got 0"),
+    (dict(id2label=["O", "B-PER"]), r"id2label must be an object \{id: label\}, got \['O', 'B-PER'\]"),
+])
+def test_mistyped_label_settings_are_refused_naming_them(setting, message, tmp_path):
+    with pytest.raises(ValueError, match=message):
+        tiny_config(**setting)
+    ElmoModel(tiny_config()).save_pretrained(tmp_path)
+    with pytest.raises(ValueError, match=message):  # the same values as from_pretrained's overrides
+        ElmoForTokenClassification.from_pretrained(tmp_path, **setting)
+    if "id2label" in setting:
+        config = json.loads((tmp_path / "config.json").read_text())
+        (tmp_path / "config.json").write_text(json.dumps({**config, **setting}))
+        with pytest.raises(ValueError, match=message):
+            ElmoForTokenClassification.from_pretrained(tmp_path)
+
+
+HUGE = {
+    "num_lstm_layers": 10**6,
+    "num_highway_layers": 10**6,
+    "num_output_representations": 10**6,
+    "lstm_cell_dim": 10**9,
+    "char_cnn_filters": [[1, 10**6]],
+}
+
+
+@pytest.fixture
+def no_module_is_built(monkeypatch):
+    """Fails the test if a model starts building its layers (a huge one would allocate for minutes)."""
+    def refuse(*args, **kwargs):
+        raise AssertionError("a module was built before the configuration was refused")
+
+    for name in ("ElmoCharacterEncoder", "ElmoBiLstm", "ElmoScalarMix"):
+        monkeypatch.setattr(getattr(modeling_elmo, name), "__init__", refuse)
+
+
+@pytest.mark.parametrize("field", sorted(HUGE))
+def test_huge_sizes_are_refused_before_any_module_is_built(field, tmp_path, no_module_is_built):
+    with pytest.raises(ValueError, match=f"Invalid ElmoConfig: .*{'weights' if field in ('lstm_cell_dim', 'char_cnn_filters') else field}"):
+        tiny_config(**{field: HUGE[field]})
+    # A config.json asking for them, an argument of from_pretrained, or a field changed after creation.
+    config = tiny_config()
+    config.save_pretrained(tmp_path)
+    saved = json.loads((tmp_path / "config.json").read_text())
+    (tmp_path / "config.json").write_text(json.dumps({**saved, field: HUGE[field]}))
+    with pytest.raises(ValueError, match="Invalid ElmoConfig"):
+        ElmoModel.from_pretrained(tmp_path)
+    setattr(config, field, HUGE[field])
+    with pytest.raises(ValueError, match="Invalid ElmoConfig"):
+        ElmoModel(config)
+
+
+def test_the_largest_allowed_sizes_are_accepted():
+    """The bounds are not below what real models use: the standard English model, 64 layers of a tiny one."""
+    ElmoConfig()
+    tiny_config(num_lstm_layers=64, num_highway_layers=64, num_output_representations=64)
+
+
+def test_an_encoders_config_json_holds_the_architecture_only(tmp_path):
+    """No runtime keys (how the model computes is the loader's choice) and no head fields, even when the config
+    object holds non-default ones; a head's config.json keeps its non-default fields and only those."""
+    head_values = dict(task_encoder="bilstm", use_crf=True, freeze_elmo=False, lm_dropout=0.2, classifier_hidden_size=8)
+    config = tiny_config(**head_values, num_labels=3)
+    encoder = ElmoModel(config)
+    encoder.set_lstm_implementation("reference")
+    encoder.save_pretrained(tmp_path / "encoder")
+    saved = json.loads((tmp_path / "encoder" / "config.json").read_text())
+    assert not set(saved) & set(RUNTIME_KEYS + HEAD_FIELDS), set(saved) & set(RUNTIME_KEYS + HEAD_FIELDS)
+    assert saved["lstm_cell_dim"] == config.lstm_cell_dim and saved["architectures"] == ["ElmoModel"]
+    ElmoForTokenClassification(tiny_config(**head_values, num_labels=3)).save_pretrained(tmp_path / "tagger")
+    tagger = json.loads((tmp_path / "tagger" / "config.json").read_text())
+    assert {name: tagger[name] for name in HEAD_FIELDS if name in tagger} == head_values
+    assert not set(tagger) & set(RUNTIME_KEYS)
+    reloaded = ElmoConfig.from_pretrained(tmp_path / "tagger")
+    assert all(getattr(reloaded, name) == value for name, value in head_values.items())
+
+
+def test_the_shipped_config_json_holds_no_runtime_or_head_keys():
+    shipped = json.loads((Path(hf_elmo.DEFAULT_MODEL) / "config.json").read_text(encoding="utf-8"))
+    assert not set(shipped) & set(RUNTIME_KEYS + HEAD_FIELDS + REMOVED_FEATURES)
+
+
+def test_an_older_config_json_with_runtime_keys_still_loads_without_them(tmp_path):
+    ElmoModel(tiny_config()).save_pretrained(tmp_path)
+    config = json.loads((tmp_path / "config.json").read_text())
+    older = {**config, "lstm_implementation": "int8", "lstm_keep_inference_copies": False, "token_cache_size": 7,
+             **{name: False for name in REMOVED_FEATURES}}
+    (tmp_path / "config.json").write_text(json.dumps(older))
+    model = ElmoModel.from_pretrained(tmp_path)
+    assert model.lstm_implementation == "auto"  # the recipient's choice, not the file's
+    for key in RUNTIME_KEYS + REMOVED_FEATURES:
+        assert not hasattr(model.config, key), key
+    model.save_pretrained(tmp_path / "again")
+    assert not set(json.loads((tmp_path / "again" / "config.json").read_text())) & set(RUNTIME_KEYS + REMOVED_FEATURES)
+
+
+@pytest.mark.parametrize("feature", REMOVED_FEATURES)
+def test_an_older_config_json_with_a_removed_feature_switched_on_is_refused_by_name(feature, tmp_path):
+    ElmoModel(tiny_config()).save_pretrained(tmp_path)
+    config = json.loads((tmp_path / "config.json").read_text())
+    (tmp_path / "config.json").write_text(json.dumps({**config, feature: True}))
+    with pytest.raises(ValueError, match=f"Invalid ElmoConfig: {feature} is no longer supported"):
+        ElmoForTokenClassification.from_pretrained(tmp_path)
 
 
 def test_a_mistyped_tokenizer_option_is_refused_naming_it(tmp_path):
@@ -212,7 +330,7 @@ def test_the_command_line_reports_a_mistyped_config_in_one_line(tmp_path):
     import subprocess
     import sys
 
-    from hf_elmo import ElmoModel, ElmoTokenizer
+    from hf_elmo import ElmoTokenizer
     from paths import REPO_ROOT
 
     ElmoModel(ElmoConfig(**tiny_config_kwargs())).save_pretrained(tmp_path)
@@ -224,4 +342,4 @@ def test_the_command_line_reports_a_mistyped_config_in_one_line(tmp_path):
                             capture_output=True, text=True, cwd=REPO_ROOT, timeout=120)
     assert result.returncode == 2
     lines = result.stderr.strip().splitlines()
-    assert len(lines) == 1 and "use_skip_connections must be true or false, got 'false'" in lines[0], lines
+    assert len(lines) == 1 and "use_skip_connections" in lines[0] and "'false'" in lines[0], lines

@@ -51,8 +51,20 @@ def test_layer_0_equals_token_embeddings(model):
         assert model.token_embeddings(words.view(3, 3, 50)).shape == (3, 3, 8)
     with pytest.raises(ValueError, match="50"):
         model.token_embeddings(words[:, :10])
-    with pytest.raises(ValueError, match="outside"):
-        model.token_embeddings(words + 1000)
+    with pytest.raises(ValueError, match="outside"):  # values are checked on request
+        model.validate_inputs((words + 1000).unsqueeze(0))
+
+
+def test_hidden_states_on_request_and_no_attentions(model):
+    inputs = encode(SENTENCES[:2])
+    with torch.no_grad():
+        everything = model(**inputs)
+        top_only = model(**inputs, output_hidden_states=False)
+    assert top_only.hidden_states is None
+    assert torch.equal(top_only.last_hidden_state, everything.last_hidden_state)
+    assert all(torch.equal(a, b) for a, b in zip(top_only.elmo_representations, everything.elmo_representations))
+    with pytest.raises(ValueError, match="no attention layers: output_attentions=True cannot be honoured"):
+        model(**inputs, output_attentions=True)
 
 
 def test_sentence_boundaries_kept_on_request(model):
@@ -168,10 +180,14 @@ def test_float64_and_bfloat16(model, tmp_path):
 
 
 def test_no_cpu_only_code():
-    """No hard-coded device in the model file: every tensor it creates follows its inputs or weights."""
-    source = inspect.getsource(modeling_elmo)
-    for pattern in ('"cpu"', "'cpu'", ".cpu()", ".numpy()", "cuda"):
-        assert pattern not in source, pattern
+    """No hard-coded device in the modelling files: every tensor they create follows its inputs or weights (host
+    values a torch API wants, such as pack_padded_sequence's lengths, are read with `.tolist()`)."""
+    import hf_elmo.modeling_elmo_character_tagging as character_tagging
+
+    for module in (modeling_elmo, character_tagging):
+        source = inspect.getsource(module)
+        for pattern in ('"cpu"', "'cpu'", ".cpu()", ".numpy()", "cuda"):
+            assert pattern not in source, (module.__name__, pattern)
 
 
 def test_integer_dtypes_accepted(model):
@@ -186,28 +202,22 @@ def test_integer_dtypes_accepted(model):
     assert torch.equal(as_uint8.last_hidden_state, expected.last_hidden_state)
 
 
-# Bad input -------------------------------------------------------------------------------------
+# Bad input ---------------------------------------------------------------------------------------
 
 
-def test_bad_inputs(model):
+def test_forward_refuses_inputs_of_the_wrong_shape_or_type(model):
     inputs = encode(SENTENCES[:2])
     ids, mask = inputs["input_ids"], inputs["attention_mask"]
-    config = model.config
     cases = [
         (ValueError, "shape", dict(input_ids=ids[0])),  # rank 2
         (ValueError, "shape", dict(input_ids=ids.unsqueeze(0))),  # rank 4
         (ValueError, r"\(batch, words, 50\)", dict(input_ids=ids[..., :10])),
-        (ValueError, "261", dict(input_ids=ids + 300)),
-        (ValueError, r"character id -1, outside \[0, 261\]", dict(input_ids=torch.where(ids > 0, ids, -1))),
         (TypeError, "integer", dict(input_ids=ids.float())),
         (TypeError, "integer", dict(input_ids=ids > 0)),
         (TypeError, "torch.Tensor", dict(input_ids=ids.tolist())),
         (ValueError, "empty batch", dict(input_ids=ids[:0])),
-        (ValueError, "ones then zeros", dict(input_ids=ids, attention_mask=mask.flip(1))),
         (ValueError, "attention_mask must have shape", dict(input_ids=ids, attention_mask=mask[:, :1])),
-        (ValueError, "padded .* as a real word", dict(input_ids=ids, attention_mask=torch.ones_like(mask))),
-        (ValueError, "only 0 .* and 1", dict(input_ids=ids, attention_mask=mask * 0.5)),
-        (ValueError, "only 0 .* and 1", dict(input_ids=ids, attention_mask=mask * 2)),
+        (ValueError, "no word embedding: word_ids must be None", dict(input_ids=ids, word_ids=mask)),
         (ValueError, "pair", dict(input_ids=ids, initial_state=torch.zeros(3))),
         (
             ValueError,
@@ -217,18 +227,78 @@ def test_bad_inputs(model):
         (
             ValueError,
             "initial_state shapes",
-            dict(input_ids=ids, initial_state=(torch.zeros(2, 2, 2, 8), torch.zeros(2, 2, 2, config.projection_dim))),
+            dict(input_ids=ids, initial_state=(torch.zeros(2, 2, 2, 8), torch.zeros(2, 2, 2, model.config.projection_dim))),
         ),
         (TypeError, "h must be a floating-point torch.Tensor, got ndarray",
          dict(input_ids=ids, initial_state=(torch.zeros(2, 2, 2, 8).numpy(), torch.zeros(2, 2, 2, 16)))),
         (TypeError, "c must be a floating-point torch.Tensor, got torch.int64",
          dict(input_ids=ids, initial_state=(torch.zeros(2, 2, 2, 8), torch.zeros(2, 2, 2, 16, dtype=torch.long)))),
-        (ValueError, "NaN or infinite",
-         dict(input_ids=ids, initial_state=(torch.full((2, 2, 2, 8), float("nan")), torch.zeros(2, 2, 2, 16)))),
     ]
     for error, message, kwargs in cases:
         with pytest.raises(error, match=message):
             model(**kwargs)
+
+
+def test_validate_inputs_refuses_values_forward_does_not_read(model):
+    """forward() checks shapes only (reading values would synchronise with an accelerator); validate_inputs
+    checks the values on request, naming the first problem."""
+    inputs = encode(SENTENCES[:2])
+    ids, mask = inputs["input_ids"], inputs["attention_mask"]
+    model.validate_inputs(ids, mask)  # the tokenizer's outputs pass
+    model.validate_inputs(ids)
+    cases = [
+        ("261", dict(input_ids=ids + 300)),
+        (r"character id -1, outside \[0, 261\]", dict(input_ids=torch.where(ids > 0, ids, -1))),
+        ("ones then zeros", dict(input_ids=ids, attention_mask=mask.flip(1))),
+        ("padded .* as a real word", dict(input_ids=ids, attention_mask=torch.ones_like(mask))),
+        ("only 0 .* and 1", dict(input_ids=ids, attention_mask=mask * 0.5)),
+        ("only 0 .* and 1", dict(input_ids=ids, attention_mask=mask * 2)),
+    ]
+    words_after_padding = ids.clone()
+    words_after_padding[1, 0] = 0  # row 1 ("hello world"): padding, then a word
+    cases.append(("ones then zeros", dict(input_ids=words_after_padding)))
+    cases.append(("attention_mask must have shape", dict(input_ids=ids, attention_mask=mask[:, :1])))
+    for message, kwargs in cases:
+        with pytest.raises(ValueError, match=message):
+            model.validate_inputs(**kwargs)
+    with torch.no_grad():  # forward itself does not look: the mask says which positions are words
+        model(ids, attention_mask=mask.flip(1))
+
+
+def test_validate_inputs_checks_the_word_ids_of_a_word_embedding():
+    model = make_model(word_vocab_size=6, word_embedding_dim=3, bos_word_id=0, eos_word_id=1)
+    inputs = encode(SENTENCES[:2])
+    ids, mask = inputs["input_ids"], inputs["attention_mask"]
+    word_ids = torch.full(mask.shape, 2) * mask
+    model.validate_inputs(ids, mask, word_ids)
+    with pytest.raises(ValueError, match=r"word_ids contains word id 6, outside \[0, 5\]"):
+        model.validate_inputs(ids, mask, word_ids.masked_fill(mask.bool(), 6))
+    with pytest.raises(ValueError, match="this model has a word embedding: pass word_ids"):
+        model.validate_inputs(ids, mask)
+    with pytest.raises(ValueError, match="this model has a word embedding: pass `word_ids`"):
+        model(ids, attention_mask=mask)
+    word_ids[1, -1] = 99  # at padding: never read
+    model.validate_inputs(ids, mask, word_ids)
+
+
+@pytest.mark.parametrize("kind", ["encoder", "tagger"])
+def test_forward_reads_no_tensor_values(kind):
+    """No host synchronisation in the default forward (issue 34): on the meta device every read of a value
+    (`bool(t)`, `int(t)`, `t.tolist()`, `torch.equal`) raises, so a forward that completes there reads none."""
+    from hf_elmo import ElmoForTokenClassification
+    from small_models import tiny_config
+
+    inputs = encode(SENTENCES)
+    if kind == "encoder":
+        model = make_model(num_output_representations=2, scalar_mix_layer_norm=True)
+    else:
+        model = ElmoForTokenClassification(tiny_config(num_labels=3, use_crf=True)).eval()
+    model.to("meta")
+    output = model(inputs["input_ids"].to("meta"), attention_mask=inputs["attention_mask"].to("meta"),
+                   **({"return_state": True} if kind == "encoder" else {}))
+    assert output[0].device.type == "meta" and output[0].shape[:2] == (4, 9)
+    with pytest.raises((RuntimeError, NotImplementedError)):  # the check has teeth
+        bool(output[0].sum())
 
 
 def test_no_words_at_all(model):

@@ -1,4 +1,5 @@
-"""Parity with the reference implementations' own numbers (AllenNLP and bilm-tf fixtures)."""
+"""Parity with the reference implementations' own numbers (AllenNLP and bilm-tf fixtures), for the plain PyTorch
+of modeling_elmo.py ("reference") and for the package's default path on hf-elmo's kernels ("auto")."""
 
 import h5py
 import numpy as np
@@ -13,10 +14,16 @@ from reference_fixtures import ALLENNLP, REFERENCES
 pytestmark = pytest.mark.numerics  # also run under forced AVX2 kernels by .ci/run
 
 
-@pytest.fixture(scope="module", params=REFERENCES, ids=lambda reference: reference.name)
+IMPLEMENTATIONS = ("reference", "auto")
+
+
+@pytest.fixture(scope="module", params=[(reference, implementation) for reference in REFERENCES
+                                        for implementation in IMPLEMENTATIONS],
+                ids=lambda param: f"{param[0].name}-{param[1]}")
 def reference(request):
-    reference = request.param
+    reference, implementation = request.param
     model = load_model_from_bilm(reference.options, reference.weights)
+    model.set_lstm_implementation(implementation)
     return reference, model
 
 
@@ -96,8 +103,9 @@ def test_tolerance_accepts_rounding_and_rejects_real_errors(reference, change, p
     """The derived tolerance is not a blanket: one ulp on every weight stays inside it, and an implementation
     with the input and forget gates swapped, or without the cell clip, fails the same comparison (by at least
     ten times the tolerance, so the margin does not depend on the processor either)."""
-    reference, _ = reference
+    reference, loaded = reference
     model = load_model_from_bilm(reference.options, reference.weights)
+    model.set_lstm_implementation(loaded.lstm_implementation)
     change(model)
     worst = max(errors_with_carried_state(model, reference))
     if passes:
@@ -123,9 +131,11 @@ def test_zero_state_does_not_reproduce_later_batches(reference):
         assert max_error(run(model, words), reference, batch_index, words) > 1e-2
 
 
-def test_vocabulary_token_embeddings():
+@pytest.mark.parametrize("implementation", IMPLEMENTATIONS)
+def test_vocabulary_token_embeddings(implementation):
     """Layer 0 of the 458 vocabulary words (incl. <S>, </S>, <UNK> and a non-ASCII word)."""
     model = load_model_from_bilm(ALLENNLP / "options.json", ALLENNLP / "lm_weights.hdf5")
+    model.set_lstm_implementation(implementation)
     tokenizer = ElmoTokenizer()
     words = (ALLENNLP / "vocab_test.txt").read_text(encoding="utf-8").splitlines()
     assert len(words) == 458 and not words[0].isspace()
@@ -148,7 +158,8 @@ def test_vocabulary_token_embeddings():
     assert float(np.abs(vectors.numpy() - expected).max()) <= float32_tolerance(magnitude(expected), filters, stages)
 
 
-def test_layer_normalised_mix_matches_allennlp():
+@pytest.mark.parametrize("implementation", IMPLEMENTATIONS)
+def test_layer_normalised_mix_matches_allennlp(implementation):
     """`Elmo(do_layer_norm=True)`: AllenNLP normalises each layer with the <S>/</S> positions still in the
     mask and strips them afterwards; expected outputs written by AllenNLP itself (see make_fixture.py)."""
     import json
@@ -157,6 +168,7 @@ def test_layer_normalised_mix_matches_allennlp():
     inputs = json.loads((folder / "inputs.json").read_text(encoding="utf-8"))
     expected = np.load(folder / "expected.npz", allow_pickle=False)
     model = load_model_from_bilm(ALLENNLP / "options.json", ALLENNLP / "lm_weights.hdf5", scalar_mix_layer_norm=True)
+    model.set_lstm_implementation(implementation)
     with torch.no_grad():
         model.scalar_mixes[0].scalar_parameters.copy_(torch.tensor(inputs["mix_weights"]))
     encoded = ElmoTokenizer(segmenter="whitespace")(

@@ -3,13 +3,16 @@
 from __future__ import annotations
 
 import json
+import re
+import sys
 from pathlib import Path
 
 import transformers
 from safetensors.torch import load_file
 
 import hf_elmo
-from remote_code_files import CODE_FILES
+
+from remote_code_files import CHARACTER_TAGGER_FILE, CODE_FILES, MAX_CODE_FILES, MAX_CODE_LINES
 from hub_helpers import (
     assert_same_outputs,
     encoder_outputs,
@@ -52,6 +55,7 @@ def test_auto_model_classes_cover_every_head_and_are_registered():
         and issubclass(value, hf_elmo.ElmoPreTrainedModel)
         and value is not hf_elmo.ElmoPreTrainedModel
         and value.__module__ == hf_elmo.modeling_elmo.__name__
+        and "forward" in vars(value)  # not the heads' shared bases (ElmoHeadModel, ElmoTagger)
     }
     assert heads <= set(hf_elmo.AUTO_MODEL_CLASSES.values()), heads - set(hf_elmo.AUTO_MODEL_CLASSES.values())
 
@@ -69,13 +73,42 @@ def test_saved_folder_carries_identical_code_and_complete_auto_map(tmp_path):
 
 
 def test_shipped_modelling_files_import_nothing_of_the_package():
-    for name in CODE_FILES:
+    """Remote code imports only the standard library, torch, transformers and what they need, jieba and itself; hf-elmo's kernels
+    and checksums are looked up by name at run time, where an ImportError means the plain path."""
+    allowed = {"torch", "transformers", "tokenizers", "huggingface_hub", "numpy", "jieba"}
+    for name in (*CODE_FILES, CHARACTER_TAGGER_FILE):
         source = (PACKAGE / name).read_text(encoding="utf-8")
-        assert "hf_elmo" not in source, f"{name} mentions hf_elmo: remote code cannot import the package"
+        for match in re.finditer(r"^\s*(?:from|import)\s+([\w.]+)", source, flags=re.MULTILINE):
+            module = match.group(1)
+            assert module.startswith(".") or module.split(".")[0] in allowed | sys.stdlib_module_names, (
+                f"{name} imports {module}"
+            )
+        assert not re.search(r"^\s*(?:from|import)\s+hf_elmo", source, flags=re.MULTILINE), name
+
+
+def test_saved_folders_carry_few_short_code_files(tmp_path):
+    """Issue 34: at most MAX_CODE_FILES .py files of at most MAX_CODE_LINES lines together, for every model kind."""
+    from hf_elmo import ElmoConfig, ElmoForCharacterTagging, ElmoForSequenceClassification, ElmoForTokenClassification
+
+    config = ElmoConfig(**hf_elmo.ElmoConfig.to_dict(tiny_model(seed=0).config), num_labels=3)
+    for index, model in enumerate((tiny_model(seed=0), ElmoForTokenClassification(config),
+                                   ElmoForSequenceClassification(config), ElmoForCharacterTagging(config))):
+        folder = tmp_path / str(index)
+        model.save_pretrained(folder)
+        tiny_tokenizer().save_pretrained(folder)
+        files = sorted(folder.glob("*.py"))
+        lines = sum(len(path.read_text(encoding="utf-8").splitlines()) for path in files)
+        assert len(files) <= MAX_CODE_FILES and lines <= MAX_CODE_LINES, (type(model).__name__, len(files), lines)
+        for path in files:
+            assert path.read_bytes() == (PACKAGE / path.name).read_bytes(), path.name
+    tagger_map = json.loads((tmp_path / "3" / "config.json").read_text())["auto_map"]
+    assert tagger_map["AutoModelForTokenClassification"] == "modeling_elmo_character_tagging.ElmoForCharacterTagging"
 
 
 def test_remote_code_loads_without_the_package(hub, tmp_path):
+    """The plain path of the remote files gives exactly the package's reference path (the same file)."""
     model, tokenizer = tiny_model(seed=4), tiny_tokenizer()
+    model.set_lstm_implementation("reference")
     expected = encoder_outputs(model, tokenizer)
     folder = tmp_path / "folder"
     model.save_pretrained(folder)

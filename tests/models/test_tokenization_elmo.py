@@ -7,7 +7,7 @@ import pytest
 import torch
 
 import hf_elmo
-import hf_elmo.tokenization_elmo as tokenization_elmo
+import hf_elmo.elmo_text as elmo_text
 from hf_elmo import ElmoConfig, ElmoModel, ElmoTokenizer
 from small_models import tiny_config_kwargs
 from transformers import AutoTokenizer
@@ -201,12 +201,12 @@ def test_a_failed_vocabulary_save_keeps_the_old_file_and_leaves_no_temporary(tmp
         real_dump(dict(list(value.items())[:10]), handle, **kwargs)
         raise OSError(28, "No space left on device")
 
-    monkeypatch.setattr(tokenization_elmo.json, "dump", dump_half_then_fail)
+    monkeypatch.setattr(elmo_text.json, "dump", dump_half_then_fail)
     with pytest.raises(OSError, match="No space left"):
         tokenizer.save_vocabulary(str(tmp_path))
     assert (tmp_path / "char_vocab.json").read_bytes() == before
     assert sorted(path.name for path in tmp_path.iterdir() if path.name.startswith(".")) == []
-    monkeypatch.setattr(tokenization_elmo.json, "dump", real_dump)
+    monkeypatch.setattr(elmo_text.json, "dump", real_dump)
     assert tokenizer.save_vocabulary(str(tmp_path)) == (str(tmp_path / "char_vocab.json"),)
     assert (tmp_path / "char_vocab.json").read_bytes() == before
 
@@ -254,7 +254,7 @@ def test_chinese_characters_fallback(monkeypatch):
     assert chars.chinese_segmentation == "chars"
     assert chars.tokenize("我爱北京，NLP和Python3") == ["我", "爱", "北", "京", "，", "NLP", "和", "Python3"]
     # Without jieba installed, "auto" falls back to one word per CJK character and "jieba" refuses.
-    monkeypatch.setattr(tokenization_elmo, "_load_jieba", lambda: None)
+    monkeypatch.setattr(elmo_text, "_load_jieba", lambda: None)
     auto = ElmoTokenizer()
     assert auto.chinese_segmentation == "chars"
     assert auto.tokenize("我爱北京") == ["我", "爱", "北", "京"]
@@ -380,3 +380,203 @@ def test_a_saved_tokenizer_config_holds_no_loading_options(tmp_path):
         saved = json.loads((Path(source) / "tokenizer_config.json").read_text())
         assert not {"is_local", "local_files_only"} & set(saved), saved
         assert saved["segmenter"] == "jieba"
+
+
+# transformers' own tools (issue 36): collators, pad, token <-> id conversion, word_ids ------------------
+
+
+def dictionary_tokenizer():
+    """A dictionary-scheme tokenizer with a word vocabulary whose `<pad>` word id is not 0."""
+    entries = ("<bos>", "<eos>", "<oov>", "<pad>", "<bow>", "<eow>", "我", "爱")
+    chars = {entry: index for index, entry in enumerate(entries, 1)}
+    words = {"<oov>": 0, "<pad>": 1, "我": 2}
+    return ElmoTokenizer(char_scheme="dictionary", char_vocab=chars, word_vocab=words, segmenter="chars",
+                         max_characters_per_token=8)
+
+
+def test_the_tokenizer_has_a_pad_token_and_pad_id_0_also_after_reload(tmp_path):
+    tokenizer = ElmoTokenizer(segmenter="chars")
+    assert tokenizer.pad_token == "<pad>" and tokenizer.pad_token_id == 0
+    tokenizer.save_pretrained(tmp_path)
+    for loaded in (ElmoTokenizer.from_pretrained(tmp_path), ElmoTokenizer.from_pretrained(hf_elmo.DEFAULT_MODEL)):
+        assert loaded.pad_token == "<pad>" and loaded.pad_token_id == 0
+
+
+def test_stock_data_collator_with_padding_adds_all_zero_word_rows():
+    from transformers import DataCollatorWithPadding
+
+    tokenizer = ElmoTokenizer(segmenter="chars")
+    texts = ["我爱北京", "Hi !", "x"]
+    encoded = tokenizer(texts)
+    features = [{"input_ids": ids, "attention_mask": mask, "label": label}
+                for ids, mask, label in zip(encoded["input_ids"], encoded["attention_mask"], (2, 0, 1))]
+    batch = DataCollatorWithPadding(tokenizer)(features)
+    expected = tokenizer(texts, padding=True, return_tensors="pt")
+    assert torch.equal(batch["input_ids"], expected["input_ids"]) and batch["input_ids"].shape == (3, 4, 50)
+    assert torch.equal(batch["attention_mask"], expected["attention_mask"])
+    assert not batch["input_ids"][2, 1:].any()
+    assert batch["labels"].tolist() == [2, 0, 1]
+
+
+def test_stock_token_classification_collator_pads_labels_with_minus_100():
+    from transformers import DataCollatorForTokenClassification
+
+    tokenizer = ElmoTokenizer(segmenter="chars")
+    sentences = [["张", "伟", "住", "在", "南京"], ["我"]]
+    tags = [[1, 2, 0, 0, 3], [0]]
+    features = []
+    for words, labels in zip(sentences, tags):  # as run_ner.py aligns labels, through word_ids
+        encoded = tokenizer(words, is_split_into_words=True)
+        features.append({**encoded, "labels": [labels[index] for index in encoded.word_ids(0)]})
+    batch = DataCollatorForTokenClassification(tokenizer)(features)
+    assert batch["input_ids"].shape == (2, 5, 50)
+    assert batch["labels"].tolist() == [[1, 2, 0, 0, 3], [0, -100, -100, -100, -100]]
+    assert batch["attention_mask"].tolist() == [[1, 1, 1, 1, 1], [1, 0, 0, 0, 0]]
+    assert torch.equal(batch["input_ids"], tokenizer(sentences, is_split_into_words=True, padding=True,
+                                                     return_tensors="pt")["input_ids"])
+
+
+def test_pad_takes_lists_arrays_tensors_and_whole_encodings():
+    tokenizer = ElmoTokenizer(segmenter="chars")
+    texts = ["a b c", "d", ""]
+    expected = tokenizer(texts, padding=True, return_tensors="np")
+    unpadded = tokenizer(texts)
+    padded = tokenizer.pad(unpadded)  # a batch as __call__ returns it, lists stay lists
+    assert padded["input_ids"] == expected["input_ids"].tolist()
+    assert padded["attention_mask"] == expected["attention_mask"].tolist()
+    per_sentence = [tokenizer(text, return_tensors="pt") for text in texts]
+    from_tensors = tokenizer.pad([{key: value[0] for key, value in one.items()} for one in per_sentence])
+    assert isinstance(from_tensors["input_ids"], torch.Tensor)  # tensors in, tensors out, as transformers' pad
+    assert np.array_equal(from_tensors["input_ids"].numpy(), expected["input_ids"])
+    as_arrays = tokenizer.pad({"input_ids": [np.asarray(ids) for ids in unpadded["input_ids"]]}, return_tensors="np")
+    assert np.array_equal(as_arrays["input_ids"], expected["input_ids"])
+    assert as_arrays["attention_mask"].tolist() == [[1, 1, 1], [1, 0, 0], [0, 0, 0]]
+    one = tokenizer.pad(tokenizer("a b"), padding="max_length", max_length=4, return_tensors="pt")
+    assert one["input_ids"].shape == (1, 4, 50) and one["attention_mask"].tolist() == [[1, 1, 0, 0]]
+    assert tokenizer.pad(unpadded, pad_to_multiple_of=4, return_tensors="pt")["input_ids"].shape == (3, 4, 50)
+    assert tokenizer(texts, padding=True, pad_to_multiple_of=8, return_tensors="pt")["input_ids"].shape == (3, 8, 50)
+
+
+def test_pad_uses_the_pad_word_id_of_a_word_vocabulary():
+    tokenizer = dictionary_tokenizer()
+    encoded = tokenizer(["我爱", "我"])
+    padded = tokenizer.pad([{key: value[i] for key, value in encoded.items()} for i in range(2)], return_tensors="pt")
+    assert padded["word_ids"].tolist() == [[2, 0], [2, 1]]  # "爱" is unknown (<oov> 0), the padded position <pad> 1
+    assert torch.equal(padded["input_ids"], tokenizer(["我爱", "我"], padding=True, return_tensors="pt")["input_ids"])
+
+
+def test_pad_refuses_what_it_cannot_pad_in_one_line():
+    tokenizer = ElmoTokenizer(segmenter="chars")
+    with pytest.raises(ValueError, match="right only"):
+        tokenizer.pad(tokenizer(["a b", "c"]), padding_side="left")
+    with pytest.raises(ValueError, match="right only"):
+        ElmoTokenizer(segmenter="chars", padding_side="left")
+    with pytest.raises(ValueError, match="one row of 50 character ids per word"):
+        tokenizer.pad([{"input_ids": [101, 2023, 102]}, {"input_ids": [101, 102]}])  # a BERT encoding
+    with pytest.raises(ValueError, match="input_ids"):
+        tokenizer.pad([{"attention_mask": [1]}])
+    with pytest.raises(ValueError, match="empty list"):
+        tokenizer.pad([])
+
+
+def test_convert_ids_to_tokens_reads_rows_of_character_ids():
+    for tokenizer in (ElmoTokenizer(segmenter="chars"), ElmoTokenizer.from_pretrained(hf_elmo.DEFAULT_MODEL)):
+        words = ["我", "爱", "Hello", ","]
+        rows = tokenizer.convert_tokens_to_ids(words)
+        assert rows == tokenizer(words, is_split_into_words=True)["input_ids"]
+        assert tokenizer.convert_tokens_to_ids("我") == rows[0]
+        assert tokenizer.convert_ids_to_tokens(rows) == words
+        assert tokenizer.convert_ids_to_tokens(rows[2]) == "Hello"
+        padded = tokenizer(["我 爱 Hello ,", "我"], padding=True, return_tensors="pt")["input_ids"][1]
+        assert tokenizer.convert_ids_to_tokens(padded) == ["我", "<pad>", "<pad>", "<pad>"]
+        assert tokenizer.convert_ids_to_tokens(padded, skip_special_tokens=True) == ["我"]
+
+
+def test_one_id_per_token_is_refused_naming_the_rows():
+    tokenizer = ElmoTokenizer(segmenter="chars")
+    for ids in (5, [72, 101], [[72, 101]]):
+        with pytest.raises(ValueError, match="row of max_characters_per_token character ids, not one id") as error:
+            tokenizer.convert_ids_to_tokens(ids)
+        assert "\n" not in str(error.value)
+    with pytest.raises(TypeError, match="a word or a list of words"):
+        tokenizer.convert_tokens_to_ids([3])
+
+
+def test_word_ids_of_an_encoding_map_positions_to_words():
+    import copy
+    import pickle
+
+    tokenizer = ElmoTokenizer(segmenter="chars")
+    batch = tokenizer(["a b c", "d", ""], padding=True, return_tensors="pt")
+    assert [batch.word_ids(i) for i in range(3)] == [[0, 1, 2], [0, None, None], [None, None, None]]
+    assert batch.word_ids() == [0, 1, 2] and batch.word_ids(-1) == [None, None, None]
+    unpadded = tokenizer(["a b c", "d"])
+    assert unpadded.word_ids(1) == [0]
+    assert tokenizer("a b").word_ids(0) == [0, 1]
+    assert tokenizer(["x", "y z"], is_split_into_words=True).word_ids(0) == [0, 1]
+    for duplicate in (pickle.loads(pickle.dumps(batch)), copy.deepcopy(batch)):
+        assert duplicate.word_ids(1) == [0, None, None]
+    with pytest.raises(IndexError, match="3 sentence"):
+        batch.word_ids(3)
+    padded = tokenizer.pad(unpadded, return_tensors="pt")
+    assert padded.word_ids(1) == [0, None, None]
+
+
+# A jieba user dictionary (issue 36: `finetune predict "张伟住在南京。"` tagged 张伟住 as a person) -----------
+
+
+@pytest.fixture
+def user_dict(tmp_path):
+    path = tmp_path / "names.txt"
+    path.write_text("\ufeff张伟 10 nr\n", encoding="utf-8")  # jieba's format; editors may add a byte order mark
+    return path
+
+
+def test_a_user_dictionary_changes_the_split_and_travels_with_the_saved_tokenizer(tmp_path, user_dict):
+    text = "张伟住在南京。"
+    assert ElmoTokenizer(segmenter="jieba").tokenize(text)[0] == "张伟住"  # jieba's own dictionary
+    tokenizer = ElmoTokenizer(segmenter="jieba", user_dict=user_dict)
+    words = tokenizer.tokenize(text)
+    assert words[0] == "张伟" and words[1:3] == ["住", "在"] and "".join(words) == text
+    tokenizer.save_pretrained(tmp_path / "saved")
+    user_dict.unlink()  # the saved folder holds its own copy
+    assert (tmp_path / "saved" / "jieba_user_dict.txt").read_text(encoding="utf-8") == "张伟 10 nr\n"
+    saved_options = json.loads((tmp_path / "saved" / "tokenizer_config.json").read_text())
+    assert not any("user_dict" in key or "names.txt" in str(value) for key, value in saved_options.items())
+    for load in (ElmoTokenizer.from_pretrained, AutoTokenizer.from_pretrained):
+        loaded = load(tmp_path / "saved")
+        assert loaded.tokenize(text) == words
+        assert loaded(text)["input_ids"] == tokenizer(text)["input_ids"]
+
+
+def test_a_user_dictionary_changes_nothing_outside_its_tokenizer(user_dict):
+    import jieba
+
+    text = "张伟住在南京。"
+    before, frequency = jieba.lcut(text), jieba.dt.FREQ.get("张伟")
+    tokenizer = ElmoTokenizer(segmenter="auto", user_dict=user_dict)  # "auto" with a user dictionary is jieba
+    assert tokenizer.segmenter == "jieba" and tokenizer.tokenize(text)[0] == "张伟"
+    assert jieba.lcut(text) == before and jieba.dt.FREQ.get("张伟") == frequency
+    assert ElmoTokenizer(segmenter="jieba").tokenize(text)[0] == "张伟住"
+
+
+def test_a_tokenizer_with_a_user_dictionary_pickles_and_copies(user_dict):
+    import copy
+    import pickle
+
+    tokenizer = ElmoTokenizer(segmenter="jieba", user_dict=user_dict)
+    for duplicate in (pickle.loads(pickle.dumps(tokenizer)), copy.deepcopy(tokenizer)):
+        assert duplicate.tokenize("张伟住在南京。")[0] == "张伟"
+
+
+def test_user_dictionary_mistakes_are_one_line_naming_the_file(tmp_path, user_dict):
+    with pytest.raises(ValueError, match="needs segmenter='jieba'"):
+        ElmoTokenizer(segmenter="chars", user_dict=user_dict)
+    with pytest.raises(ValueError, match="jieba user dictionary not found: .*missing.txt"):
+        ElmoTokenizer(segmenter="jieba", user_dict=tmp_path / "missing.txt")
+    latin1 = tmp_path / "latin1.txt"
+    latin1.write_bytes("Zürich 5\n".encode("latin-1"))
+    with pytest.raises(ValueError, match="latin1.txt is not UTF-8"):
+        ElmoTokenizer(segmenter="jieba", user_dict=latin1)
+    with pytest.raises(ValueError, match="user_dict must be the path"):
+        ElmoTokenizer(segmenter="jieba", user_dict=["张伟"])

@@ -1,9 +1,32 @@
-"""The modelling files every saved or pushed folder carries for `trust_remote_code=True`."""
+"""The modelling files every saved or pushed folder carries for `trust_remote_code=True`, and their budget."""
 
-# Every modelling file a saved folder carries: the three transformers looks for and what they import.
-CODE_FILES = (
-    "configuration_elmo.py", "modeling_elmo.py", "tokenization_elmo.py",
-    "elmo_char_encoder.py", "elmo_crf.py", "elmo_losses.py", "elmo_lstm.py", "elmo_lstm_kernels.py",
-    "elmo_scalar_mix.py", "elmo_token_cache.py", "field_types.py", "module_caches.py", "quantization.py",
-    "weight_checksums.py", "elmo_word_characters.py", "elmo_sampled_softmax.py", "matrix_products.py",
-)
+import re
+
+from paths import REPO_ROOT
+
+PACKAGE = REPO_ROOT / "hf_elmo"
+
+# The three files transformers looks for; saving copies them and, transitively, what they import relatively.
+_ENTRY_FILES = ("configuration_elmo.py", "modeling_elmo.py", "tokenization_elmo.py")
+
+
+def _with_relative_imports(names) -> tuple[str, ...]:
+    """`names` and every package module they import relatively (`from .x import ...`), transitively."""
+    found, pending = [], list(names)
+    while pending:
+        name = pending.pop(0)
+        if name in found:
+            continue
+        found.append(name)
+        source = (PACKAGE / name).read_text(encoding="utf-8")
+        pending += [f"{module}.py" for module in re.findall(r"^\s*from \.(\w+) import", source, flags=re.MULTILINE)]
+    return tuple(found)
+
+
+#: What `save_pretrained` of a model and its tokenizer writes beside the weights.
+CODE_FILES = _with_relative_imports(_ENTRY_FILES)
+#: The character tagger's own module, written (with CODE_FILES) only beside an `ElmoForCharacterTagging`.
+CHARACTER_TAGGER_FILE = "modeling_elmo_character_tagging.py"
+#: Issue 34: at most this many modelling files of at most this many lines together in any saved folder.
+MAX_CODE_FILES = 5
+MAX_CODE_LINES = 2300

@@ -1,6 +1,6 @@
 """The tests' small models: the tiny configuration most tests build, and small random ElmoModels with clips that
-are really active, shared by the biLSTM, character-encoder, token-cache and int8 tests
-(tests/models/test_elmo_lstm.py, test_elmo_char_encoder.py, test_elmo_token_cache.py, test_quantization.py)."""
+are really active, shared by the tests of the plain model and of its kernels (tests/models/test_kernels_*.py,
+test_modeling_elmo_implementations.py)."""
 
 from __future__ import annotations
 
@@ -23,7 +23,9 @@ def tiny_config(**overrides) -> ElmoConfig:
     return ElmoConfig(**tiny_config_kwargs(**overrides))
 
 
-def small_model(skip: bool = True, clip: bool = True, layers: int = 2, dtype=torch.float32, seed: int = 0) -> ElmoModel:
+def small_model(skip: bool = True, clip: bool = True, layers: int = 2, dtype=torch.float32, seed: int = 0,
+                implementation: str = "auto") -> ElmoModel:
+    """A small random ElmoModel in eval mode running on `implementation` ("reference": modeling_elmo.py alone)."""
     torch.manual_seed(seed)
     config = ElmoConfig(
         char_embedding_dim=4, char_cnn_filters=[[1, 4], [2, 8], [3, 8]], num_highway_layers=1, projection_dim=8,
@@ -35,6 +37,7 @@ def small_model(skip: bool = True, clip: bool = True, layers: int = 2, dtype=tor
         for layer in model.bilstm.layers:
             for parameter in layer.parameters():
                 parameter.normal_(0.0, 0.6 if clip else 0.25)
+    model.set_lstm_implementation(implementation)
     return model
 
 
@@ -47,20 +50,26 @@ def encode(sentences):
 
 
 def cached_model(words):
+    """`small_model` with a token cache of `words` (and `<S>`, `</S>`)."""
+    from hf_elmo.kernels import build_token_cache
+
     model = small_model()
     tokenizer = ElmoTokenizer()
-    model.build_token_cache(torch.tensor([tokenizer.word_to_char_ids(w) for w in words]))
+    build_token_cache(model, torch.tensor([tokenizer.word_to_char_ids(w) for w in words]))
     return model
 
 
-def count_cnn_tokens(model, monkeypatch):
-    """Count the tokens this model's character CNN encodes (patched on the instance only)."""
+def count_cnn_tokens(monkeypatch):
+    """Count the tokens the kernels' character CNN encodes from now on (layer 0 on the kernels goes through
+    `hf_elmo.kernels.character_encoder.encode`; the plain path does not count)."""
+    import hf_elmo.kernels.character_encoder as character_encoder
+
     counter = {"tokens": 0}
-    original = model.char_encoder.encode
+    original = character_encoder.encode
 
-    def counting(char_ids, word_ids=None):
+    def counting(encoder, char_ids, word_ids=None):
         counter["tokens"] += char_ids.shape[0]
-        return original(char_ids, word_ids)
+        return original(encoder, char_ids, word_ids)
 
-    monkeypatch.setattr(model.char_encoder, "encode", counting)
+    monkeypatch.setattr(character_encoder, "encode", counting)
     return counter

@@ -1,1 +1,0 @@
-../../elmo_char_encoder.py

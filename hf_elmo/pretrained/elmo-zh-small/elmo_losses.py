@@ -1,1 +1,0 @@
-../../elmo_losses.py

@@ -1,1 +1,0 @@
-../../elmo_sampled_softmax.py

@@ -1,1 +1,0 @@
-../../elmo_scalar_mix.py

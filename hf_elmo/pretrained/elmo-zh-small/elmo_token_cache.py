@@ -1,1 +1,0 @@
-../../elmo_token_cache.py

@@ -1,1 +1,0 @@
-../../elmo_word_characters.py

@@ -1,1 +1,0 @@
-../../field_types.py

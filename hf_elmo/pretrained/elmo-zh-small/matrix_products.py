@@ -1,1 +1,0 @@
-../../matrix_products.py

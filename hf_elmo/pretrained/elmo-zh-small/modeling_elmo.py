@@ -1,1 +1,0 @@
-../../modeling_elmo.py

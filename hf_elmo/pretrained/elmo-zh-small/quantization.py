@@ -1,1 +1,0 @@
-../../quantization.py

@@ -1,1 +1,0 @@
-../../tokenization_elmo.py

@@ -1,1 +1,0 @@
-../../weight_checksums.py

@@ -1,0 +1,37 @@
+"""transformers' stock pipelines on ELMo models."""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+from transformers import pipeline
+
+import hf_elmo
+
+TEXTS = ["我喜欢吃小米", "小米手机挺好用的，真的", "好", "他从老家带回来两袋小米。"]
+
+
+def test_feature_extraction_pipeline_batches_like_one_text_at_a_time():
+    """Issue 36/35: batch_size > 1 raised IndexError (the mixes were a tuple the pipeline could not split). Each
+    text's rows equal the one-text run (float32 rounding of other batch shapes) and the padding rows are zeros."""
+    extract = pipeline("feature-extraction", model=hf_elmo.DEFAULT_MODEL)
+    single = [np.asarray(extract(text)[0]) for text in TEXTS]
+    batched = extract(TEXTS, batch_size=3)
+    assert len(batched) == len(TEXTS)
+    scale = max(float(np.abs(rows).max()) for rows in single)
+    for rows, batch_rows in zip(single, batched):
+        batch_rows = np.asarray(batch_rows[0])
+        assert batch_rows.shape[1] == rows.shape[1] == 2 * extract.model.config.projection_dim
+        # Sums of a few hundred float32 products in another order: well inside 1e-5 of the output scale.
+        np.testing.assert_allclose(batch_rows[: len(rows)], rows, rtol=0, atol=1e-5 * scale)
+        assert not np.any(batch_rows[len(rows):])
+
+
+def test_feature_extraction_pipeline_returns_the_top_layer():
+    """What the stock pipeline returns is documented as the top biLSTM layer (last_hidden_state)."""
+    extract = pipeline("feature-extraction", model=hf_elmo.DEFAULT_MODEL, return_tensors=True)
+    features = extract(TEXTS[0])
+    inputs = extract.tokenizer(TEXTS[0], return_tensors="pt")
+    with torch.no_grad():  # as the pipeline runs it
+        outputs = extract.model(**inputs)
+    np.testing.assert_array_equal(features.numpy(), outputs.hidden_states[-1].detach().numpy())
