@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from .elmo_word_characters import WORD_POSITIONS
+from .modeling_elmo_character_tagging import WORD_POSITIONS
 
 
 def group_tokens(tokens: Sequence[str], segment=None) -> list[tuple[int, int]]:

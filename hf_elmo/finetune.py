@@ -96,9 +96,10 @@ from .checkpoints import (  # noqa: F401  (checkpoint_folder_for: re-exported)
 )
 from .loading import ModelNotFoundError, check_model_location, load_tokenizer, resolve_model_name
 from .modeling_elmo import ElmoForSequenceClassification, ElmoForTokenClassification, ElmoWeightShapeError
+from .modeling_elmo_character_tagging import ElmoForCharacterTagging
 from .precomputed_layers import precompute_elmo_layers  # noqa: F401  (re-exported)
 from .tag_metrics import seqeval_scores, tag_metrics_function  # noqa: F401  (re-exported)
-from .tagging import character_example, tag
+from .tagging import character_example, tag, tagging_collator, tags_characters
 
 logger = logging.getLogger("hf_elmo.finetune")
 
@@ -164,8 +165,12 @@ def _head_config(options: FinetuneOptions, extra: dict) -> dict:
 # Models --------------------------------------------------------------------------------------
 
 # What `config.architectures` says a fine-tuned folder holds.
-_HEADS = {"ElmoForTokenClassification": "tagger", "ElmoForSequenceClassification": "sentence classifier"}
-_COMMANDS = {"ElmoForTokenClassification": "train", "ElmoForSequenceClassification": "train-classifier"}
+_HEADS = {"ElmoForTokenClassification": "tagger", "ElmoForCharacterTagging": "tagger",
+          "ElmoForSequenceClassification": "sentence classifier"}
+_COMMANDS = {"ElmoForTokenClassification": "train", "ElmoForCharacterTagging": "train",
+             "ElmoForSequenceClassification": "train-classifier"}
+# The heads `hf-elmo finetune train` writes.
+TAGGERS = (ElmoForTokenClassification, ElmoForCharacterTagging)
 
 
 def _first_line(error: BaseException) -> str:
@@ -224,7 +229,7 @@ def build_model(model_class, options: FinetuneOptions, **config_values):
         config = ElmoConfig.from_pretrained(options.model, **hub_kwargs)
         for key, value in config_values.items():
             setattr(config, key, value)
-        config._validate()
+        config.check_values()
         return model_class(config)
     # transformers' load report lists the head's weights as MISSING in a warning table; here they are new by
     # design, so that one record is dropped and the lines below say what matters (a filter on the logger that
@@ -269,8 +274,7 @@ _TAKES = {"predict": "the --output-dir of `hf-elmo finetune train` or `train-cla
           "evaluate": "the --output-dir of `hf-elmo finetune train`"}
 
 
-def load_finetuned(name: str | os.PathLike, model_classes: tuple = (ElmoForTokenClassification,),
-                   command: str = "evaluate"):
+def load_finetuned(name: str | os.PathLike, model_classes: tuple = TAGGERS, command: str = "evaluate"):
     """A fine-tuned model of one of `model_classes` (the first when config.json names none) and its tokenizer, from a
     folder (or Hub id) written by `train_tagger` / `train_classifier`.
 
@@ -279,7 +283,7 @@ def load_finetuned(name: str | os.PathLike, model_classes: tuple = (ElmoForToken
     """
     name = os.fspath(name)
     architectures = _architectures(model_config_dict(name))
-    kinds = " or ".join(_HEADS[model_class.__name__] for model_class in model_classes)
+    kinds = " or ".join(dict.fromkeys(_HEADS[model_class.__name__] for model_class in model_classes))
     takes = f"{command} takes {_TAKES[command]}"
     model_class = next((c for c in model_classes if c.__name__ in architectures), None)
     if model_class is None and architectures:
@@ -310,7 +314,7 @@ def load_finetuned(name: str | os.PathLike, model_classes: tuple = (ElmoForToken
 
 def load_tagger(name: str | os.PathLike):
     """A fine-tuned tagger and its tokenizer from a folder (or Hub id) written by `train_tagger` (`load_finetuned`)."""
-    return load_finetuned(name, (ElmoForTokenClassification,))
+    return load_finetuned(name, TAGGERS)
 
 
 @torch.no_grad()
@@ -513,7 +517,8 @@ def _refuse_character_features(options: FinetuneOptions, reason: str) -> None:
 
 
 def _new_tagger(options: FinetuneOptions, label2id: dict[str, int], train: Sequence[TaggedSentence]):
-    """The tagger to train and its tokenizer; decides `label_characters` (the option, else the data's look)."""
+    """The tagger to train and its tokenizer: an `ElmoForCharacterTagging` for character-labelled data read as jieba
+    words (the option, else the data's look), else an `ElmoForTokenClassification`."""
     head = {"task_encoder": options.task_encoder, "use_crf": options.use_crf}
     if options.task_encoder_hidden_size is not None:
         head["task_encoder_hidden_size"] = options.task_encoder_hidden_size
@@ -521,10 +526,10 @@ def _new_tagger(options: FinetuneOptions, label2id: dict[str, int], train: Seque
     def tagger(label_characters: bool):
         wanted = options.task_character_features
         character_features = bool(label_characters) and (options.task_token_features if wanted is None else wanted)
-        return build_model(ElmoForTokenClassification, options, num_labels=len(label2id),
+        model_class = ElmoForCharacterTagging if label_characters else ElmoForTokenClassification
+        return build_model(model_class, options, num_labels=len(label2id),
                            id2label={i: label for label, i in label2id.items()}, label2id=label2id,
-                           **_head_config(options, {**head, "label_characters": label_characters,
-                                                    "task_character_features": character_features}))
+                           **_head_config(options, {**head, "task_character_features": character_features}))
 
     label_characters = options.label_characters
     if label_characters is None:
@@ -534,7 +539,7 @@ def _new_tagger(options: FinetuneOptions, label2id: dict[str, int], train: Seque
             _refuse_character_features(options, why)
     model = tagger(label_characters)
     tokenizer = load_tokenizer(options.model, model.config)
-    if model.config.label_characters and tokenizer.segmenter != "jieba":
+    if tags_characters(model) and tokenizer.segmenter != "jieba":
         if options.label_characters:
             raise OptionError(
                 f"--label-characters groups the characters into the words the biLM read in pretraining, but "
@@ -544,7 +549,7 @@ def _new_tagger(options: FinetuneOptions, label2id: dict[str, int], train: Seque
         model = tagger(False)  # a biLM of characters reads character-labelled data as it is
         logger.info("%s reads %r tokens, not jieba words: it reads each character as it is", options.model,
                     tokenizer.segmenter)
-    if model.config.label_characters:
+    if tags_characters(model):
         logger.info("characters labelled: the biLM reads the jieba words they form (--no-label-characters: "
                     "one character a word)")
     return model, tokenizer
@@ -567,12 +572,12 @@ def train_tagger(
     check_tagging_labels(train)
     label2id = {label: i for i, label in enumerate(label_list(train))}
     model, tokenizer = _new_tagger(options, label2id, train)
-    collator = ElmoDataCollator(tokenizer, max_words=options.max_words)
+    collator = tagging_collator(model, tokenizer, options.max_words)
     started = time.time()
 
     def examples(sentences, unseen_label: str, split: str) -> list[dict]:
         encoded = encode_tags(sentences, label2id, unseen_label, split)
-        if not model.config.label_characters:
+        if not tags_characters(model):
             return encoded
         return [character_example(example, model.config) for example in encoded]
 

@@ -9,8 +9,7 @@ from __future__ import annotations
 from transformers import AutoModelForTokenClassification, Pipeline
 from transformers.pipelines import PIPELINE_REGISTRY
 
-from .data_collator import ElmoDataCollator
-from .tagging import best_tags, tagged_result, tagger_inputs, words_to_tag
+from .tagging import best_tags, tagged_result, tagger_inputs, tagging_collator, words_to_tag
 
 TASK = "elmo-token-classification"
 
@@ -34,7 +33,7 @@ class ElmoTokenClassificationPipeline(Pipeline):
         if not isinstance(text, str):
             raise TypeError(f"{TASK} takes strings, got {type(text).__name__}")
         if "_collator" not in self.__dict__:  # one for every input: it remembers each word's character ids
-            self._collator = ElmoDataCollator(self.tokenizer)
+            self._collator = tagging_collator(self.model, self.tokenizer)
         words = words_to_tag(self.model, self.tokenizer, text)
         return {**tagger_inputs(self.model, self._collator, [words]), "words": words, "text": text}
 
