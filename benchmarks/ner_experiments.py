@@ -140,9 +140,9 @@ def run_tagging(args, data: dict, **overrides) -> dict:
         "test_words": sum(len(s.words) for s in test),
     }
     results["model_config"] = {
-        k: getattr(run["model"].config, k)
-        for k in ("projection_dim", "lstm_cell_dim", "num_lstm_layers", "char_scheme", "label_characters")
+        k: getattr(run["model"].config, k) for k in ("projection_dim", "lstm_cell_dim", "num_lstm_layers", "char_scheme")
     }
+    results["model_config"]["head"] = type(run["model"]).__name__
     return results
 
 

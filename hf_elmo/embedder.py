@@ -267,6 +267,18 @@ class Embedder:
             result = result.float().numpy()
         return result[0] if single else result
 
+    def encode(self, sentences: Sentences, batch_size: int = 32, **kwargs) -> np.ndarray:
+        """`sentence_vectors(sentences)` at its defaults, with the signature MTEB-style evaluators call: an array
+        `(sentences, 2P)`. `show_progress_bar` and `normalize_embeddings` (unit length) are honoured; the other
+        keyword arguments such evaluators pass (`task_name`, `prompt_type`, `convert_to_numpy`, ...) are accepted and
+        do not change the vectors: ELMo has no prompts."""
+        if not isinstance(sentences, (str, list, tuple)):
+            sentences = list(sentences)  # a datasets column or another iterable of texts
+        vectors = self.sentence_vectors(sentences, batch_size=batch_size, progress=kwargs.get("show_progress_bar"))
+        if kwargs.get("normalize_embeddings"):
+            vectors = vectors / np.maximum(np.linalg.norm(vectors, axis=-1, keepdims=True), np.finfo(vectors.dtype).tiny)
+        return vectors
+
     def sents2elmo(self, sents: Sequence[Sequence[str]], output_layer: int = -1) -> list[np.ndarray]:
         """ELMoForManyLangs' call: pre-segmented sentences -> numpy arrays per sentence.
 

@@ -99,7 +99,7 @@ from .modeling_elmo import ElmoForSequenceClassification, ElmoForTokenClassifica
 from .modeling_elmo_character_tagging import ElmoForCharacterTagging
 from .precomputed_layers import precompute_elmo_layers  # noqa: F401  (re-exported)
 from .tag_metrics import seqeval_scores, tag_metrics_function  # noqa: F401  (re-exported)
-from .tagging import character_example, tag, tagging_collator, tags_characters
+from .tagging import character_example, tag, tagging_collator
 
 logger = logging.getLogger("hf_elmo.finetune")
 
@@ -539,7 +539,7 @@ def _new_tagger(options: FinetuneOptions, label2id: dict[str, int], train: Seque
             _refuse_character_features(options, why)
     model = tagger(label_characters)
     tokenizer = load_tokenizer(options.model, model.config)
-    if tags_characters(model) and tokenizer.segmenter != "jieba":
+    if model.labels_characters and tokenizer.segmenter != "jieba":
         if options.label_characters:
             raise OptionError(
                 f"--label-characters groups the characters into the words the biLM read in pretraining, but "
@@ -549,7 +549,7 @@ def _new_tagger(options: FinetuneOptions, label2id: dict[str, int], train: Seque
         model = tagger(False)  # a biLM of characters reads character-labelled data as it is
         logger.info("%s reads %r tokens, not jieba words: it reads each character as it is", options.model,
                     tokenizer.segmenter)
-    if tags_characters(model):
+    if model.labels_characters:
         logger.info("characters labelled: the biLM reads the jieba words they form (--no-label-characters: "
                     "one character a word)")
     return model, tokenizer
@@ -577,7 +577,7 @@ def train_tagger(
 
     def examples(sentences, unseen_label: str, split: str) -> list[dict]:
         encoded = encode_tags(sentences, label2id, unseen_label, split)
-        if not tags_characters(model):
+        if not model.labels_characters:
             return encoded
         return [character_example(example, model.config) for example in encoded]
 

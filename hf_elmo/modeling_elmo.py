@@ -294,7 +294,7 @@ def _biLM_problems(loading_info: dict, source) -> str | None:
         return None
     parts = []
     if missing:
-        parts.append(f"lacks {len(missing)} of the biLM's tensors ({', '.join(sorted(missing)[:4])}"
+        parts.append(f"lack {len(missing)} of the biLM's tensors ({', '.join(sorted(missing)[:4])}"
                      f"{', ...' if len(missing) > 4 else ''})")
     if unexpected:
         parts.append(f"holds {len(unexpected)} tensors this model does not have ({', '.join(sorted(unexpected)[:4])}"
@@ -1083,6 +1083,9 @@ class ElmoTagger(ElmoHeadModel):
     """The tagging head's layers over position vectors: dropout -> [BiLSTM] -> linear -> [CRF] (the paper's NER
     model), its loss and decoding; `ElmoForTokenClassification` tags words, the character tagger characters."""
 
+    #: Whether the positions tagged are characters (read over the words they form) rather than the words.
+    labels_characters = False
+
     def __init__(self, config: ElmoConfig, position_feature_size: int = 0):
         super().__init__(config)
         feature_size = self.feature_size + position_feature_size
@@ -1128,6 +1131,15 @@ class ElmoForTokenClassification(ElmoTagger):
     def __init__(self, config: ElmoConfig):
         super().__init__(config)
         self.post_init()
+
+    @classmethod
+    def from_pretrained(cls, *args, **kwargs):
+        # AutoModelForTokenClassification maps every ElmoConfig here: a saved character tagger loads as what it is.
+        config = kwargs.get("config")
+        if cls is ElmoForTokenClassification and "ElmoForCharacterTagging" in (getattr(config, "architectures", None) or ()):
+            module = importlib.import_module(".modeling_elmo_character_tagging", __package__)
+            return module.ElmoForCharacterTagging.from_pretrained(*args, **kwargs)
+        return super().from_pretrained(*args, **kwargs)
 
     def forward(self, input_ids=None, attention_mask=None, word_ids=None, elmo_hidden_states=None, labels=None,
                 output_hidden_states=None, return_dict=None, num_items_in_batch=None, **kwargs):

@@ -47,6 +47,8 @@ class ElmoForCharacterTagging(ElmoTagger):
     """ELMo tagging characters: each character gets [x_k;] its word's learned mix, its S/B/M/E position [, the head's
     x_k of the character alone] -> dropout -> [BiLSTM] -> linear -> [CRF]. One label per character."""
 
+    labels_characters = True
+
     def __init__(self, config: ElmoConfig):
         extra = len(WORD_POSITIONS) + (config.projection_dim if config.task_character_features else 0)
         super().__init__(config, position_feature_size=extra)

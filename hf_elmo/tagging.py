@@ -90,19 +90,12 @@ def is_cjk_word(word: str) -> bool:
     )
 
 
-def tags_characters(model) -> bool:
-    """Whether `model` tags characters read over the words they form (an `ElmoForCharacterTagging`), not words."""
-    from .modeling_elmo_character_tagging import ElmoForCharacterTagging
-
-    return isinstance(model, ElmoForCharacterTagging)
-
-
 def tagging_collator(model, tokenizer, max_words: int | None = None):
     """The collator of `model`'s batches: `ElmoCharacterTaggingCollator` for a character tagger, else
     `ElmoDataCollator`."""
     from .data_collator import ElmoCharacterTaggingCollator, ElmoDataCollator
 
-    collator_class = ElmoCharacterTaggingCollator if tags_characters(model) else ElmoDataCollator
+    collator_class = ElmoCharacterTaggingCollator if model.labels_characters else ElmoDataCollator
     return collator_class(tokenizer, max_words=max_words)
 
 
@@ -127,7 +120,7 @@ def characters_of_text(tokenizer, text: str) -> list[str]:
 
 def tagged_mask(model, batch) -> torch.Tensor:
     """(batch, positions) bool: the words a tagger labels, or the characters a character tagger labels."""
-    if tags_characters(model):
+    if model.labels_characters:
         return batch["token_word_index"] >= 0
     return batch["attention_mask"].bool()
 
@@ -144,13 +137,13 @@ def words_to_tag(model, tokenizer, item: str | Sequence[str], is_split_into_word
     if not isinstance(item, str):
         raise TypeError(f"texts to tag must be strings, got {type(item).__name__} (pre-split words: "
                         "is_split_into_words=True)")
-    return characters_of_text(tokenizer, item) if tags_characters(model) else tokenizer.tokenize(item)
+    return characters_of_text(tokenizer, item) if model.labels_characters else tokenizer.tokenize(item)
 
 
 def tagger_inputs(model, collator, sentences: Sequence[Sequence[str]]) -> dict[str, torch.Tensor]:
     """The model inputs for sentences of what it labels (`words_to_tag`), made by `collator` (`tagging_collator`; one
     for many batches remembers each word's character ids)."""
-    if tags_characters(model):
+    if model.labels_characters:
         return character_batch(collator, sentences, model.config)
     return collator([{"words": list(sentence)} for sentence in sentences])
 
@@ -228,5 +221,5 @@ def tag(
 
 
 __all__ = ["split_tag", "tag_spans", "word_offsets", "entities_from_tags", "tag", "best_tags", "character_batch",
-           "character_example", "tagged_mask", "tagged_result", "tagger_inputs", "tagging_collator", "tags_characters",
+           "character_example", "tagged_mask", "tagged_result", "tagger_inputs", "tagging_collator",
            "words_to_tag"]

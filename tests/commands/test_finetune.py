@@ -9,10 +9,11 @@ import torch
 from finetune_helpers import (
     CHINESE_FILLER, CHINESE_PEOPLE, CHINESE_PLACES, LEARNABLE, save_tiny_base, toy_sentences, write_conll,
 )
-from transformers import pipeline
+from transformers import AutoModelForTokenClassification, pipeline
 
 from hf_elmo import ElmoDataCollator, ElmoForSequenceClassification, ElmoForTokenClassification, ElmoTokenizer
 from hf_elmo.conll import read_conll
+from hf_elmo.loading import ModelNotFoundError
 from hf_elmo.finetune import FinetuneOptions, evaluate_tagger, main, predict_tags, train_tagger
 from hf_elmo.tagging import tag
 from paths import REPO_ROOT
@@ -251,7 +252,7 @@ def test_a_training_run_says_which_weights_are_new_in_one_line(tmp_path):
     assert "MISSING" not in run.stderr and "pin_memory" not in run.stderr
 
 
-def test_a_base_folder_missing_biLM_weights_is_pointed_out(tmp_path, caplog):
+def test_a_base_folder_missing_biLM_weights_is_refused_naming_them(tmp_path):
     from safetensors.torch import load_file, save_file
 
     base = save_tiny_base(tmp_path / "base")
@@ -261,10 +262,9 @@ def test_a_base_folder_missing_biLM_weights_is_pointed_out(tmp_path, caplog):
               metadata={"format": "pt"})
     (tmp_path / "base" / "weights_checksums.json").unlink()  # rewritten by another tool, which keeps no checksum
     options = FinetuneOptions(model=base, max_steps=1, per_device_train_batch_size=4, logging_steps=1000, task_encoder="linear")
-    with caplog.at_level(logging.INFO, logger="hf_elmo"):
+    # Issue 37: a biLM with random tensors is not a pretrained one; it used to train with a warning.
+    with pytest.raises(ModelNotFoundError, match=rf"lack 1 of the biLM's tensors \(elmo\.{re.escape(dropped)}\)"):
         train_tagger(read_conll(write_conll(tmp_path / "train.txt", toy_sentences(8, 1))), options=options)
-    assert f"lacks biLM weights, which start random: elmo.{dropped}" in caplog.text
-    assert "new ElmoForTokenClassification weights" in caplog.text
 
 
 # Resume ---------------------------------------------------------------------------------------
@@ -329,9 +329,10 @@ def test_character_labelled_files_are_read_as_words_and_tagged_per_character(tmp
         assert main(argv) == 0  # detected: every token is one Chinese character
     assert "characters labelled" in caplog.text
     assert "read as character-labelled: 100.0% of its tokens are one character each (from 90% on)" in caplog.text
-    model = ElmoForTokenClassification.from_pretrained(tmp_path / "chars")
+    # Its own class, which transformers' Auto class loads as what it is.
+    model = AutoModelForTokenClassification.from_pretrained(tmp_path / "chars")
     tokenizer = ElmoTokenizer.from_pretrained(tmp_path / "chars")
-    assert model.config.label_characters
+    assert type(model).__name__ == "ElmoForCharacterTagging" and model.labels_characters
     results = json.loads((tmp_path / "chars" / "results.json").read_text())
     assert results["dev"]["f1"] > 0.9, results["dev"]
     dev = read_conll(files["dev"])
@@ -346,7 +347,7 @@ def test_character_labelled_files_are_read_as_words_and_tagged_per_character(tmp
     # Asked for one character a word, the same data trains the plain word tagger.
     off = [str(tmp_path / "off") if arg == str(tmp_path / "chars") else arg for arg in argv] + ["--no-label-characters"]
     assert main(off + ["--max-steps", "1"]) == 0
-    assert not ElmoForTokenClassification.from_pretrained(tmp_path / "off").config.label_characters
+    assert type(AutoModelForTokenClassification.from_pretrained(tmp_path / "off")) is ElmoForTokenClassification
 
 
 def test_per_character_features_on_data_read_as_words_say_why_and_how_to_ask_for_characters(tmp_path, capsys):
@@ -372,9 +373,9 @@ def test_character_features_train_save_and_tag(tmp_path, capsys):
     assert "--character-features gives each character the head's own vector x_k" in capsys.readouterr().err
     assert main(argv + ["--character-features", "--no-label-characters"]) == 2
     assert main(argv) == 0  # on by default with --token-features; the biLM layers precomputed, the characters too
-    model = ElmoForTokenClassification.from_pretrained(tmp_path / "out")
+    model = AutoModelForTokenClassification.from_pretrained(tmp_path / "out")
     tokenizer = ElmoTokenizer.from_pretrained(tmp_path / "out")
-    assert model.config.task_character_features and model.config.label_characters
+    assert model.config.task_character_features and model.labels_characters
     results = json.loads((tmp_path / "out" / "results.json").read_text())
     assert evaluate_tagger(model, tokenizer, read_conll(train))["f1"] == results["dev"]["f1"]
     tagged = tag(model, tokenizer, "今天李四在上海。")[0]
@@ -382,4 +383,4 @@ def test_character_features_train_save_and_tag(tmp_path, capsys):
     assert pipeline("elmo-token-classification", model=model, tokenizer=tokenizer)("今天李四在上海。") == tagged["entities"]
     assert len(predict_tags(model, tokenizer, [list("我们在北京")])[0]) == 5
     assert main(argv + ["--no-character-features", "--max-steps", "1", "--overwrite"]) == 0
-    assert not ElmoForTokenClassification.from_pretrained(tmp_path / "out").config.task_character_features
+    assert not AutoModelForTokenClassification.from_pretrained(tmp_path / "out").config.task_character_features
