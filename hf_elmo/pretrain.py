@@ -372,9 +372,6 @@ def _run(args) -> int:
     for path in args.train_file + ([args.dev_file] if args.dev_file else []):
         check_corpus_file(path)
     vocabulary = _vocabulary(args, output_dir)
-    warning = check_training_text(args, vocabulary)
-    if warning and os.environ.get("RANK", "0") == "0":
-        print(warning, file=sys.stderr)
     tokenizer = _tokenizer_from_args(args, output_dir)
     config = _config_from_args(args, vocabulary, tokenizer)
     train_parts = [LineDataset(path, max_words=args.max_words) for path in args.train_file]
@@ -480,7 +477,8 @@ def check_training_text(args, vocabulary: list[str]) -> str | None:
 
 
 def _vocabulary(args, output_dir: Path) -> list[str]:
-    """--vocab, else the run's own vocab.txt when resuming, else one built from the training files."""
+    """--vocab, else the run's own vocab.txt when resuming, else one built from the training files; the training
+    text is checked against it (`check_training_text`)."""
     if args.vocab:
         vocabulary = load_vocabulary(args.vocab)
     elif (output_dir / "vocab.txt").exists() and not args.no_resume:
@@ -496,6 +494,9 @@ def _vocabulary(args, output_dir: Path) -> list[str]:
             "so the sampled softmax costs more than the exact one; --softmax full is cheaper",
             file=sys.stderr,
         )
+    warning = check_training_text(args, vocabulary)
+    if warning and os.environ.get("RANK", "0") == "0":
+        print(warning, file=sys.stderr)
     return vocabulary
 
 
