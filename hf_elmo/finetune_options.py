@@ -148,7 +148,7 @@ def check_batch_size(value, flag: str = "--batch-size") -> None:
 
 def flag(name: str) -> str:
     """The command-line spelling of the option `name` (a field of `FinetuneOptions`)."""
-    spellings = FIELDS[name].metadata.get("flags")
+    spellings = FIELDS[name].metadata.get("flags") if name in FIELDS else None
     return spellings[0] if spellings else "--" + name.replace("_", "-")
 
 
@@ -183,9 +183,10 @@ def check_options(options: FinetuneOptions) -> None:
         refuse("dropout", "a probability in [0, 1)")
     if not _is_int(options.seed) or not 0 <= options.seed < 2**32:
         refuse("seed", "an integer in [0, 2**32)")
-    for name, metadata in ((name, FIELDS[name].metadata) for name in FIELDS):
-        if "choices" in metadata and getattr(options, name) not in metadata["choices"]:
-            refuse(name, " or ".join(repr(choice) for choice in metadata["choices"]))
+    for name, item in FIELDS.items():
+        choices = item.metadata.get("choices")
+        if choices and getattr(options, name) not in choices:
+            refuse(name, " or ".join(repr(choice) for choice in choices))
     for name in ("freeze", "random_init", "task_token_features", "use_crf", "precompute_elmo", "load_best_model_at_end",
                  "overwrite"):
         if not isinstance(getattr(options, name), bool):
