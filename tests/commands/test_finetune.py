@@ -343,7 +343,14 @@ def test_character_labelled_files_are_read_as_words_and_tagged_per_character(tmp
     tagged = tag(model, tokenizer, "今天李四在上海。")[0]
     assert tagged["words"] == list("今天李四在上海。") and tagged["tags"][2:4] == ["B-PER", "I-PER"]
     assert [(e["entity"], e["word"], e["start"]) for e in tagged["entities"]] == [("PER", "李四", 2), ("LOC", "上海", 5)]
-    assert pipeline("elmo-token-classification", model=model, tokenizer=tokenizer)("今天李四在上海。") == tagged["entities"]
+    tagger = pipeline("elmo-token-classification", model=model, tokenizer=tokenizer)
+    assert tagger("今天李四在上海。") == tagged["entities"]
+    texts = ["今天李四在上海。", "北京", "", "我们在北京和李四见面了"]
+    one_by_one = [tagger(text, return_tags=True) for text in texts]
+    assert [result["tags"] for result in tag(model, tokenizer, texts)] == [result["tags"] for result in one_by_one]
+    for got, want in zip(tagger(texts, batch_size=3, return_tags=True), one_by_one):  # padded batches, same results
+        assert got["tags"] == want["tags"]
+        assert [e["score"] for e in got["entities"]] == pytest.approx([e["score"] for e in want["entities"]], rel=1e-5)
     # Asked for one character a word, the same data trains the plain word tagger.
     off = [str(tmp_path / "off") if arg == str(tmp_path / "chars") else arg for arg in argv] + ["--no-label-characters"]
     assert main(off + ["--max-steps", "1"]) == 0
