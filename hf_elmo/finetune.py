@@ -139,7 +139,8 @@ def evaluate_tagger(
 # Training ------------------------------------------------------------------------------------
 
 
-# What `num_train_epochs`, `learning_rate` and `dropout` left as None mean, per task; the rate by whether the biLM is frozen.
+# What `num_train_epochs`, `learning_rate` and `dropout` left as None mean, per task; the rate by whether the biLM is
+# frozen.
 # A frozen biLM leaves a small head to train, which wants a larger step and, on a small training set, more passes
 # than 3; taggers also did better on dev with less dropout (benchmarks/NER_EXPERIMENTS.md, "The tagger's defaults
 # on small training sets"). The classifier keeps the values its measurements were made with (dropout None: the
@@ -354,7 +355,8 @@ def _maybe_precompute(model, collator, options: FinetuneOptions, *example_lists)
     started = time.time()
     computed = tuple(
         precompute_elmo_layers(
-            model.elmo, collator, examples, options.per_device_eval_batch_size, keep_input_ids=model.config.task_token_features
+            model.elmo, collator, examples, options.per_device_eval_batch_size,
+            keep_input_ids=model.config.task_token_features,
         )
         if examples
         else examples
@@ -594,7 +596,8 @@ def train_tagger(
                    "precompute_seconds": precompute_seconds, **results}
         for split, sentences in (("dev", dev), ("test", test)):
             if sentences:
-                results[split] = evaluate_tagger(model, tokenizer, sentences, options.per_device_eval_batch_size, options.unseen_label)
+                results[split] = evaluate_tagger(model, tokenizer, sentences, options.per_device_eval_batch_size,
+                                                 options.unseen_label)
         if options.output_dir:
             save_folder(model, tokenizer, options.output_dir, results, options.overwrite)
     return {"model": model, "tokenizer": tokenizer, "results": results}

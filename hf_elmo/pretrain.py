@@ -41,6 +41,7 @@ from .checkpoints import (  # noqa: F401  (TRAIN_LOSS_FILE, check_checkpoint_rea
     checkpoint_loss_sum,
     checkpoint_step,
     last_complete_checkpoint,
+    read_json_object,
     read_run_identity,
     weight_names,
     write_run_identity,
@@ -133,10 +134,7 @@ def resolve_architecture(args) -> None:
     if args.init_from:
         path = Path(resolve_model_name(args.init_from)) / "config.json"
         if path.is_file():  # else initialize_from says what is wrong with the folder
-            saved = load_json_file(path, "--init-from's config")
-            if not isinstance(saved, dict):
-                raise ValueError(f"--init-from {args.init_from}: {path}: it holds a JSON {type(saved).__name__}, not "
-                                 "an object")
+            saved = read_json_object(path, f"--init-from {args.init_from}'s config")
     for option, field in ARCHITECTURE_OPTIONS.items():
         flag = "--" + option.replace("_", "-")
         if field not in saved:
@@ -230,13 +228,7 @@ def check_checkpoint_compatible(
     """Refuse a checkpoint whose architecture differs from the requested one; returns its saved config.
 
     `advice` ends the message about a differing architecture (what the user can do about it)."""
-    path = Path(checkpoint) / "config.json"
-    try:
-        saved = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as error:
-        raise ValueError(f"cannot read checkpoint config {path}: {error}") from None
-    if not isinstance(saved, dict):
-        raise ValueError(f"cannot read checkpoint config {path}: it holds a JSON {type(saved).__name__}, not an object")
+    saved = read_json_object(Path(checkpoint) / "config.json", "checkpoint config")
     if saved.get("model_type") != "elmo":
         raise ValueError(f"{checkpoint} is not an ELMo checkpoint (model_type={saved.get('model_type')!r})")
     wanted = config.to_dict()

@@ -55,7 +55,8 @@ def test_epochs_and_learning_rate_default_per_task_and_freezing(trained, tmp_pat
     tagger = train_tagger(sentences, options=options)["results"]["options"]
     classifier = train_classifier([("good film", "pos"), ("bad film", "neg")], options=options)["results"]["options"]
     given = epochs is not None
-    assert (tagger["num_train_epochs"], tagger["learning_rate"]) == ((2.0, 1e-2) if given else (10.0, 5e-3 if freeze else 1e-3))
+    assert (tagger["num_train_epochs"], tagger["learning_rate"]) == (
+        (2.0, 1e-2) if given else (10.0, 5e-3 if freeze else 1e-3))
     assert (classifier["num_train_epochs"], classifier["learning_rate"]) == ((2.0, 1e-2) if given else (3.0, 1e-3))
     assert (tagger["dropout"], classifier["dropout"]) == (0.3, None)  # None: the config's 0.5
 
@@ -261,7 +262,8 @@ def test_a_base_folder_missing_biLM_weights_is_refused_naming_them(tmp_path):
     save_file({name: value for name, value in weights.items() if name != dropped}, f"{base}/model.safetensors",
               metadata={"format": "pt"})
     (tmp_path / "base" / "weights_checksums.json").unlink()  # rewritten by another tool, which keeps no checksum
-    options = FinetuneOptions(model=base, max_steps=1, per_device_train_batch_size=4, logging_steps=1000, task_encoder="linear")
+    options = FinetuneOptions(model=base, max_steps=1, per_device_train_batch_size=4, logging_steps=1000,
+                              task_encoder="linear")
     # Issue 37: a biLM with random tensors is not a pretrained one; it used to train with a warning.
     with pytest.raises(ModelNotFoundError, match=rf"lack 1 of the biLM's tensors \(elmo\.{re.escape(dropped)}\)"):
         train_tagger(read_conll(write_conll(tmp_path / "train.txt", toy_sentences(8, 1))), options=options)

@@ -33,7 +33,8 @@ def test_the_training_knobs_are_training_arguments_fields_of_the_same_type():
     theirs = {item.name: item for item in dataclasses.fields(TrainingArguments)}
     for name in training_argument_names():
         assert name in theirs, f"{name} is no TrainingArguments field"
-    assert {"num_train_epochs", "learning_rate", "per_device_train_batch_size", "seed"} <= set(training_argument_names())
+    names = set(training_argument_names())
+    assert {"num_train_epochs", "learning_rate", "per_device_train_batch_size", "seed"} <= names
     assert not {"overwrite", "threads"} & set(training_argument_names())
 
 

@@ -225,7 +225,8 @@ def test_init_from_continues_from_a_finished_run_and_refuses_another_architectur
     assert pretrain_main(common + ["--output-dir", str(tmp_path / "c"), *frozen, *other]) == 2
     assert (f"--cell-dim 48, but --init-from {tmp_path / 'a'} has lstm_cell_dim 32: leave the architecture options "
             "out to take the model's, or give its values") in capsys.readouterr().err
-    assert pretrain_main(common + ["--output-dir", str(tmp_path / "c"), *frozen, *TINY_ARGS, "--no-skip-connections"]) == 2
+    no_skip = ["--no-skip-connections"]
+    assert pretrain_main(common + ["--output-dir", str(tmp_path / "c"), *frozen, *TINY_ARGS, *no_skip]) == 2
     assert "--no-skip-connections given, but --init-from" in capsys.readouterr().err
     assert not (tmp_path / "c").exists()
 

@@ -397,6 +397,7 @@ def test_training_text_mostly_unknown_words_is_refused_and_a_large_share_warned_
                              for line in lines), encoding="utf-8")
     assert pretrain_main(["--train-file", str(mixed), "--output-dir", str(tmp_path / "b"), *argv]) == 0
     err = capsys.readouterr().err
-    found = re.search(r"warning: --train-file \S+mixed.txt: in its first \d+ lines, (\d+)% of its tokens are <UNK>", err)
+    found = re.search(r"warning: --train-file \S+mixed.txt: in its first \d+ lines, (\d+)% of its tokens are <UNK>",
+                      err)
     assert found and 50 <= int(found.group(1)) < 90 and "`hf-elmo corpus segment`" in err, err
     assert (tmp_path / "b" / "pretraining_summary.json").is_file()
