@@ -1,9 +1,11 @@
 """ELMo configuration: the architecture fields of AllenNLP / bilm-tf ``options.json``, and the heads' fields."""
 
 import math
+import functools
 from typing import Literal
 
 from huggingface_hub.dataclasses import strict
+from huggingface_hub.errors import StrictDataclassError
 from transformers import PreTrainedConfig
 from transformers.utils import logging
 
@@ -146,11 +148,12 @@ class ElmoConfig(PreTrainedConfig):
             if kwargs.pop(key, False):
                 raise ValueError(f"Invalid ElmoConfig: {key} is no longer supported: {why}")
         # transformers' own __post_init__ fails with a bare TypeError / AttributeError on these.
-        if self.id2label is not None and not isinstance(self.id2label, dict):
-            raise ValueError(f"Invalid ElmoConfig: id2label must be an object {{id: label}}, got {self.id2label!r}")
-        num_labels = kwargs.get("num_labels")
-        if num_labels is not None and (type(num_labels) is not int or num_labels < 1):
-            raise ValueError(f"Invalid ElmoConfig: num_labels must be a positive integer, got {num_labels!r}")
+        problems = _label_problems(self.id2label, kwargs.get("num_labels"))
+        dtype = kwargs.get("dtype", kwargs.get("torch_dtype", self.dtype))
+        if isinstance(dtype, str) and dtype != "auto" and not _names_a_torch_dtype(dtype):
+            problems.append(f"dtype must name a torch dtype such as 'float32' or 'bfloat16', got {dtype!r}")
+        if problems:
+            raise ValueError("Invalid ElmoConfig: " + "; ".join(problems))
         if self.char_cnn_filters is None:
             self.char_cnn_filters = [[1, 32], [2, 32], [3, 64], [4, 128], [5, 256], [6, 512], [7, 1024]]
         self.cell_clip = self.cell_clip or None
@@ -195,7 +198,7 @@ class ElmoConfig(PreTrainedConfig):
     def check_values(self) -> None:
         """ValueError naming every field whose value is out of range (the types `@strict` checks itself); run on
         creation, by the models before they build anything, and before saving."""
-        problems = [
+        problems = _label_problems(self.id2label, None) + [
             f"{name} must be a non-negative number or null, got {getattr(self, name)}"
             for name in ("cell_clip", "proj_clip")
             if getattr(self, name) is not None and not getattr(self, name) >= 0
@@ -291,5 +294,36 @@ class ElmoConfig(PreTrainedConfig):
                              f"(model_type '{cls.model_type}'): load it with its own class or an Auto class")
         return config_dict, kwargs
 
+
+def _label_problems(id2label, num_labels) -> list[str]:
+    problems = []
+    if id2label is not None and not isinstance(id2label, dict):
+        problems.append(f"id2label must be an object {{id: label}}, got {id2label!r}")
+    if num_labels is not None and (type(num_labels) is not int or num_labels < 1):
+        problems.append(f"num_labels must be a positive integer, got {num_labels!r}")
+    return problems
+
+
+def _names_a_torch_dtype(name: str) -> bool:
+    import torch
+
+    return isinstance(getattr(torch, name.removeprefix("torch."), None), torch.dtype)
+
+
+def _value_errors(init):
+    """`@strict`'s type errors as the ValueError every other bad value of the config is (one line, naming the field),
+    so that callers reading a config.json or options.json report them as they report the rest."""
+
+    @functools.wraps(init)
+    def __init__(self, *args, **kwargs):
+        try:
+            init(self, *args, **kwargs)
+        except StrictDataclassError as error:
+            raise ValueError("Invalid ElmoConfig: " + " ".join(str(error).split())) from error
+
+    return __init__
+
+
+ElmoConfig.__init__ = _value_errors(ElmoConfig.__init__)
 
 __all__ = ["ElmoConfig"]

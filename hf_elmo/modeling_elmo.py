@@ -508,7 +508,7 @@ class ElmoModel(ElmoPreTrainedModel):
         """Check the values of a batch (ids inside the vocabularies, a 0/1 mask with the words first, no padded
         word marked as real): ValueError naming the first problem. This reads the tensors (a host synchronisation
         on accelerators), so `forward` checks shapes only; the tokenizer's outputs always pass."""
-        self._check_shapes(input_ids, attention_mask)
+        self._check_shapes(input_ids, attention_mask, word_ids)
         config = self.config
         if input_ids.numel() and not bool(((input_ids >= 0) & (input_ids < config.char_vocab_size)).all()):
             bad = input_ids[(input_ids < 0) | (input_ids >= config.char_vocab_size)][0]
@@ -1073,7 +1073,7 @@ class ElmoTaskBiLstm(nn.LSTM):
         if inputs.shape[1] == 0:
             return inputs.new_zeros(inputs.shape[0], 0, 2 * self.hidden_size)
         # pack_padded_sequence wants host-side lengths; an empty row runs one padding step, ignored later.
-        lengths = mask.sum(dim=1).clamp(min=1).cpu()
+        lengths = mask.sum(dim=1).clamp(min=1).tolist()
         packed = nn.utils.rnn.pack_padded_sequence(inputs, lengths, batch_first=True, enforce_sorted=False)
         encoded, _ = super().forward(packed)
         return nn.utils.rnn.pad_packed_sequence(encoded, batch_first=True, total_length=inputs.shape[1])[0]
@@ -1139,7 +1139,14 @@ class ElmoForTokenClassification(ElmoTagger):
         if cls is ElmoForTokenClassification and "ElmoForCharacterTagging" in (getattr(config, "architectures", None) or ()):
             module = importlib.import_module(".modeling_elmo_character_tagging", __package__)
             return module.ElmoForCharacterTagging.from_pretrained(*args, **kwargs)
-        return super().from_pretrained(*args, **kwargs)
+        try:
+            return super().from_pretrained(*args, **kwargs)
+        except ElmoWeightShapeError:
+            saved = ElmoConfig.get_config_dict(*args[:1])[0].get("architectures") or ()
+            if "ElmoForCharacterTagging" in saved:
+                raise ElmoWeightShapeError(f"{args[0]} holds an ElmoForCharacterTagging (a tagger of characters): load it "
+                                           "with that class or AutoModelForTokenClassification") from None
+            raise
 
     def forward(self, input_ids=None, attention_mask=None, word_ids=None, elmo_hidden_states=None, labels=None,
                 output_hidden_states=None, return_dict=None, num_items_in_batch=None, **kwargs):

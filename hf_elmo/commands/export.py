@@ -8,15 +8,19 @@ import sys
 from .common import remove_leftovers
 from .errors import CommandError
 
-HELP = "export a model for serving without PyTorch (ONNX)"
+HELP = "export a model for serving without PyTorch (ONNX) or as a sentence-transformers folder"
 DESCRIPTION = """--format onnx: OUTPUT_DIR gets model.onnx (inputs input_ids: batch x words x characters and
 attention_mask: batch x words, int64; for models with a word embedding also word_ids; output layers:
 (L+1) x batch x words x 2P float32, the model's hidden_states without <S>/</S>), the tokenizer files and a
 README.md of the interface. Batch size and sentence length are free. Needs the onnx package
 (pip install 'hf-elmo[export]'); onnxruntime runs the result. The folder is built under a temporary name
-and renamed when complete."""
+and renamed when complete.
 
-FORMATS = ("onnx",)
+--format sentence-transformers: OUTPUT_DIR is a folder that SentenceTransformer(OUTPUT_DIR,
+trust_remote_code=True) loads without hf-elmo; its encode() gives hf_elmo.Embedder's sentence_vectors
+(--layers, --pooling; the same defaults). Needs pip install 'hf-elmo[sentence-transformers]'."""
+
+FORMATS = ("onnx", "sentence-transformers")
 
 
 def add_arguments(parser) -> None:
@@ -25,20 +29,32 @@ def add_arguments(parser) -> None:
     parser.add_argument("--format", choices=FORMATS, default="onnx", help="what to export to (default: onnx)")
     parser.add_argument("--output", required=True, metavar="OUTPUT_DIR", help="folder to write (refused if it exists)")
     parser.add_argument("--overwrite", action="store_true", help="replace OUTPUT_DIR if it exists")
+    parser.add_argument("--layers", default="average",
+                        help="sentence-transformers: the word vectors pooled: average (default), top, mix or a layer index")
+    parser.add_argument("--pooling", choices=("mean", "max"), default="mean",
+                        help="sentence-transformers: how the words' vectors become the sentence's (default: mean)")
 
 
 def run(args) -> int:
+    package = "onnx" if args.format == "onnx" else "sentence_transformers"
     try:
-        import onnx  # noqa: F401
+        __import__(package)
     except ImportError:
-        raise CommandError("--format onnx needs the onnx package: pip install 'hf-elmo[export]'") from None
-    from ..export import export_onnx
-
+        extra = "export" if args.format == "onnx" else "sentence-transformers"
+        raise CommandError(f"--format {args.format} needs the {package} package: pip install 'hf-elmo[{extra}]'") from None
     # As for every output of hf-elmo named by the user: its folder must exist.
     parent = os.path.dirname(os.path.abspath(args.output))
     if not os.path.isdir(parent):
         raise CommandError(f"output folder does not exist: {parent}")
     remove_leftovers(args.output)
-    export_onnx(args.model, args.output, overwrite=args.overwrite)
+    if args.format == "onnx":
+        from ..export import export_onnx
+
+        export_onnx(args.model, args.output, overwrite=args.overwrite)
+    else:
+        from ..integrations.sentence_transformers import save_sentence_transformer
+
+        layers = int(args.layers) if args.layers.lstrip("-").isdigit() else args.layers
+        save_sentence_transformer(args.model, args.output, layers=layers, pooling=args.pooling, overwrite=args.overwrite)
     print(f"wrote {args.output}", file=sys.stderr)
     return 0

@@ -44,17 +44,20 @@ class LayerCopies:
         weights = (layer.recurrent_weight, layer.projection_weight)
         return weights_key((layer.input_weight, *weights) if with_input_weight else weights)
 
-    def single_column_weights(self) -> tuple[torch.Tensor, torch.Tensor]:
+    def single_column_weights(self, keep: bool = True) -> tuple[torch.Tensor, torch.Tensor]:
         """`recurrent_weight` and `projection_weight` as (2, in, out) contiguous copies viewed (2, out, in): MKL's
         matrix-vector kernel streams this memory order faster than the stored one (benchmarks/README.md)."""
         weights = (self.layer.recurrent_weight, self.layer.projection_weight)
         if torch.is_grad_enabled() and any(w.requires_grad for w in weights):
             return weights
         key = self._key()
-        if self._streaming is None or self._streaming[0] != key:
-            self._streaming = None  # free the old copies first
-            self._streaming = (key, tuple(w.detach().transpose(1, 2).contiguous().transpose(1, 2) for w in weights))
-        return self._streaming[1]
+        if self._streaming is not None and self._streaming[0] == key:
+            return self._streaming[1]
+        self._streaming = None  # free the old copies first
+        copies = tuple(w.detach().transpose(1, 2).contiguous().transpose(1, 2) for w in weights)
+        if keep:
+            self._streaming = (key, copies)
+        return copies
 
     def packed_weights(self, keep: bool = True) -> tuple[list[torch.Tensor], list[torch.Tensor]]:
         """`recurrent_weight` and `projection_weight` of each direction in oneDNN's blocked layout."""
@@ -104,6 +107,10 @@ class BiLstmRunner:
         `final_state` is meaningless."""
         batch, steps, _ = inputs.shape
         config = self.config
+        if self.bilstm.training:
+            # Weights change between calls in training (a fused optimizer step does not even bump their versions):
+            # copies are made for this call only.
+            self.clear()
         lengths = lengths.to(inputs.device)
         order = torch.argsort(lengths, descending=True, stable=True)
         sorted_lengths = lengths[order]
@@ -137,6 +144,9 @@ class BiLstmRunner:
         self.layers = [LayerCopies(layer) for layer in self.bilstm.layers]
         self._kept_gate_buffer = None
 
+    def _keeps_copies(self) -> bool:
+        return self.keep_inference_copies and not self.bilstm.training
+
     def _layer_runner(self, inputs: torch.Tensor, state: tuple[torch.Tensor, torch.Tensor]):
         if self.implementation == "int8":
             return self._int8_layers
@@ -168,13 +178,13 @@ class BiLstmRunner:
         def run_layer(layer, layer_input, bias, layer_state):
             return _lstm_forward_onednn(
                 layer_input, batch_sizes, layer, bias, layer_state, config.cell_clip, config.proj_clip,
-                keep_packed=self.keep_inference_copies, gate_buffer=gate_buffer,
+                keep_packed=self._keeps_copies(), gate_buffer=gate_buffer,
             )
 
         try:
             return self._batch_major_layers(inputs, reverse_index, state, dropout, run_layer)
         finally:
-            if self.keep_inference_copies:
+            if self._keeps_copies():
                 self._kept_gate_buffer = gate_buffer
 
     def _int8_layers(self, inputs, batch_sizes, reverse_index, state, dropout):
@@ -188,7 +198,7 @@ class BiLstmRunner:
         config = self.config
 
         def run_layer(layer, layer_input, bias, layer_state):
-            weights = layer.int8_weights(keep=self.keep_inference_copies)
+            weights = layer.int8_weights(keep=self._keeps_copies())
             return _lstm_forward_int8(layer_input, batch_sizes, weights, bias, layer_state, config.cell_clip, config.proj_clip)
 
         return self._batch_major_layers(inputs, reverse_index, state, dropout, run_layer)

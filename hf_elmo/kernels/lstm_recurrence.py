@@ -173,7 +173,7 @@ class _OnednnStepProducts:
     the same pass. Larger batches use the packed weights."""
 
     def __init__(self, layer, batch: int, keep_packed: bool):
-        self.single_column = layer.single_column_weights() if batch == 1 else None
+        self.single_column = layer.single_column_weights(keep_packed) if batch == 1 else None
         self.packed = None if batch == 1 else layer.packed_weights(keep=keep_packed)
 
     def gates_into(self, gates, input_part, h, direction: int) -> None:

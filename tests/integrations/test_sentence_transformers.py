@@ -192,3 +192,15 @@ def test_pooling_modes_are_those_sentence_transformers_knows():
     from sentence_transformers.sentence_transformer.modules import Pooling
 
     assert set(POOLING_MODES) <= set(Pooling.POOLING_MODES)
+
+
+def test_the_export_command_writes_the_folder(tmp_path):
+    """`hf-elmo export --format sentence-transformers` writes what save_sentence_transformer does."""
+    from hf_elmo.commands import main as command
+
+    assert command(["export", "--format", "sentence-transformers", "--model", "default", "--output",
+                    str(tmp_path / "st"), "--layers", "top"]) == 0
+    folder = tmp_path / "st"
+    assert (folder / "modules.json").is_file() and (folder / "config.json").is_file()
+    assert command(["export", "--format", "sentence-transformers", "--model", "default", "--output",
+                    str(folder)]) == 2  # exists, no --overwrite

@@ -7,7 +7,6 @@ import json
 from pathlib import Path
 
 import pytest
-from huggingface_hub.errors import StrictDataclassFieldValidationError
 
 import hf_elmo
 import hf_elmo.modeling_elmo as modeling_elmo
@@ -22,7 +21,7 @@ from transformers import AutoConfig
 RUNTIME_KEYS = ("lstm_implementation", "lstm_keep_inference_copies", "token_cache_size")
 REMOVED_FEATURES = ("label_characters", "task_bigram_features", "task_lexicon_features")
 # A value of the wrong type is refused by the typed dataclass naming the field; a value out of range by ElmoConfig.
-CONFIG_ERRORS = (ValueError, StrictDataclassFieldValidationError)
+CONFIG_ERRORS = (ValueError,)
 
 ALLENNLP_OPTIONS = json.loads((ALLENNLP / "options.json").read_text())
 
@@ -168,7 +167,7 @@ def test_error_names_the_file(tmp_path):
 def test_direct_construction_is_validated():
     with pytest.raises(ValueError, match="char_vocab_size >= 262"):
         ElmoConfig(char_vocab_size=100)
-    with pytest.raises(StrictDataclassFieldValidationError, match="lm_softmax.*hierarchical"):
+    with pytest.raises(ValueError, match="lm_softmax.*hierarchical"):
         ElmoConfig(lm_softmax="hierarchical")
     with pytest.raises(ValueError, match="lm_num_sampled must be >= 1"):
         ElmoConfig(lm_softmax="sampled", lm_num_sampled=0)

@@ -10,6 +10,8 @@ from hf_elmo.kernels.sampled_softmax import accidental_hits, sampled_softmax_los
 from hf_elmo.modeling_elmo import log_uniform_samples
 from hf_elmo.modeling_elmo import sampled_softmax_losses as sampled_softmax_losses_reference
 
+pytestmark = pytest.mark.numerics  # also run under forced AVX2 kernels by .ci/run
+
 
 def _problem(dtype, rows=37, dim=8, vocab=50, num_sampled=24, seed=0):
     generator = torch.Generator().manual_seed(seed)

@@ -273,7 +273,7 @@ def test_validate_inputs_checks_the_word_ids_of_a_word_embedding():
     model.validate_inputs(ids, mask, word_ids)
     with pytest.raises(ValueError, match=r"word_ids contains word id 6, outside \[0, 5\]"):
         model.validate_inputs(ids, mask, word_ids.masked_fill(mask.bool(), 6))
-    with pytest.raises(ValueError, match="this model has a word embedding: pass word_ids"):
+    with pytest.raises(ValueError, match="this model has a word embedding: pass `?word_ids"):
         model.validate_inputs(ids, mask)
     with pytest.raises(ValueError, match="this model has a word embedding: pass `word_ids`"):
         model(ids, attention_mask=mask)

@@ -8,6 +8,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 from small_models import tiny_config
+from transformers import AutoModelForTokenClassification
 
 import hf_elmo
 from hf_elmo import ElmoForCharacterTagging, ElmoForTokenClassification, ElmoModel, ElmoTokenizer
@@ -234,8 +235,26 @@ def test_a_character_tagger_saves_its_own_module_and_auto_map_and_reloads(tmp_pa
     # The head's non-default fields stay in its config.json (an encoder's would leave them out).
     assert (config["task_token_features"], config["task_character_features"], config["use_crf"]) == (True, True, True)
     assert "freeze_elmo" not in config  # the default
-    reloaded = ElmoForCharacterTagging.from_pretrained(tmp_path / "tagger").eval()
     batch, _ = _batch(ElmoTokenizer(segmenter="whitespace"), ["小米|粥|好香", "小米|手机"], keep_characters=True)
     with torch.no_grad():
-        expected, got = model(**batch), reloaded(**batch)
-    assert torch.equal(got.logits, expected.logits) and torch.equal(got.predictions, expected.predictions)
+        expected = model(**batch)
+    for loader in (ElmoForCharacterTagging, AutoModelForTokenClassification):
+        reloaded = loader.from_pretrained(tmp_path / "tagger").eval()
+        assert type(reloaded) is ElmoForCharacterTagging, loader  # loaded as what it is
+        with torch.no_grad():
+            got = reloaded(**batch)
+        assert torch.equal(got.logits, expected.logits) and torch.equal(got.predictions, expected.predictions)
+
+
+def test_the_word_taggers_from_pretrained_does_not_misread_a_character_tagger(tmp_path):
+    """Called directly (without the `config=` AutoModelForTokenClassification passes), ElmoForTokenClassification's
+    from_pretrained must load a saved character tagger as what it is, or refuse it naming its class; not report
+    weights whose shapes differ from their own config.json."""
+    torch.manual_seed(0)
+    ElmoForCharacterTagging(tiny_config(num_labels=3)).save_pretrained(tmp_path)
+    try:
+        loaded = ElmoForTokenClassification.from_pretrained(tmp_path)
+    except ValueError as error:
+        assert "ElmoForCharacterTagging" in str(error), str(error)
+    else:
+        assert type(loaded) is ElmoForCharacterTagging
