@@ -29,6 +29,7 @@ AUTO_MODEL_CLASSES = {
 # Public name -> the module that defines it; imported on first use.
 _EXPORTS = {
     "ElmoConfig": "configuration_elmo",
+    "ElmoCharacterTaggingCollator": "data_collator",
     "ElmoCrf": "modeling_elmo",
     "ElmoForCharacterTagging": "modeling_elmo_character_tagging",
     "ElmoDataCollator": "data_collator",

@@ -104,7 +104,8 @@ def character_labelled_decision(sentences: Sequence) -> tuple[bool, str]:
     share = single_character_share(sentences)
     if share >= CHARACTER_LABELLED_SHARE:
         return True, (f"the training data is read as character-labelled: {share:.1%} of its tokens are one character "
-                      f"each (from {CHARACTER_LABELLED_SHARE:.0%} on); --no-label-characters reads each token as a word")
+                      f"each (from {CHARACTER_LABELLED_SHARE:.0%} on); --no-label-characters reads each token as a "
+                      "word")
     return False, (f"the training data is read as words: {share:.1%} of its tokens are one character each "
                    f"(character-labelled from {CHARACTER_LABELLED_SHARE:.0%} on); pass --label-characters if it labels "
                    "one character a line")

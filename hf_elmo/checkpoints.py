@@ -70,7 +70,8 @@ def weight_names(path: Path) -> list[str]:
             for key in keys:  # the index must point inside the file: a truncated file fails here
                 handle.get_slice(key).get_shape()
     except Exception as error:  # SafetensorError, OSError, ...: whatever it is, the file cannot be used
-        raise ValueError(f"{path} cannot be read ({type(error).__name__}: {error}); the file is damaged or truncated") from None
+        raise ValueError(f"{path} cannot be read ({type(error).__name__}: {error}); the file is damaged or "
+                         "truncated") from None
     if not keys:
         raise ValueError(f"{path} holds no weights")
     return keys
@@ -132,18 +133,26 @@ class RunFolderError(ValueError):
     """A run folder that holds another run, is in use by a running one, or whose record cannot be read."""
 
 
+def read_json_object(path: str | os.PathLike, what: str) -> dict:
+    """The JSON object in `path` (a config, a run record); ValueError "cannot read `what` `path`: why" otherwise."""
+    try:
+        value = json.loads(Path(path).read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as error:
+        raise ValueError(f"cannot read {what} {path}: {error}") from None
+    if not isinstance(value, dict):
+        raise ValueError(f"cannot read {what} {path}: it holds a JSON {type(value).__name__}, not an object")
+    return value
+
+
 def read_run_identity(folder: str | os.PathLike) -> dict | None:
     """The identity recorded in `folder`, None when there is none; RunFolderError naming the file if unreadable."""
     path = Path(folder) / RUN_IDENTITY_FILE
     if not path.is_file():
         return None
     try:
-        recorded = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as error:
-        raise RunFolderError(f"{path} cannot be read ({error}); delete {folder} to start over") from None
-    if not isinstance(recorded, dict):
-        raise RunFolderError(f"{path} is not a JSON object; delete {folder} to start over")
-    return recorded
+        return read_json_object(path, "the run record")
+    except ValueError as error:
+        raise RunFolderError(f"{error}; delete {folder} to start over") from None
 
 
 def write_run_identity(folder: str | os.PathLike, identity: dict) -> None:
@@ -237,6 +246,6 @@ def create_run_folder(folder: str | os.PathLike, identity: dict) -> bool:
 
 
 __all__ = ["RUN_IDENTITY_FILE", "TRAIN_LOSS_FILE", "RunFolderError", "check_checkpoint_readable", "check_same_run",
-           "checkpoint_folder_for",
-           "checkpoint_loss_sum", "checkpoint_step", "cleanup_after_full_disk", "create_run_folder",
-           "last_complete_checkpoint", "read_run_identity", "run_folder_held", "weight_names", "write_run_identity"]
+           "checkpoint_folder_for", "checkpoint_loss_sum", "checkpoint_step", "cleanup_after_full_disk",
+           "create_run_folder", "last_complete_checkpoint", "read_json_object", "read_run_identity", "run_folder_held",
+           "weight_names", "write_run_identity"]

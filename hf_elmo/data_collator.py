@@ -159,20 +159,7 @@ class ElmoDataCollator:
         return batch
 
     def _with_labels(self, batch: dict, examples, full_lengths: list[int], num_words: int) -> dict[str, torch.Tensor]:
-        with_characters = ["token_word_index" in example for example in examples]
-        if any(CHARACTERS in example for example in examples) and not any(with_characters):
-            raise ValueError(f"examples with '{CHARACTERS}' need token_word_index and token_positions too: the "
-                             "characters' places in their words (char_words.characters_as_words)")
-        if any(with_characters):
-            if not all(with_characters):
-                raise ValueError("some examples have token_word_index (characters of words) and some do not")
-            batch.update(self._character_positions(examples, full_lengths, num_words))
-            if any(CHARACTERS in example for example in examples):
-                batch["character_input_ids"] = self._character_ids(examples, batch["token_word_index"].shape[1])
-            # Labels are then one per character.
-            full_lengths = [len(example["token_word_index"]) for example in examples]
-            num_words = batch["token_word_index"].shape[1]
-        unit = "character" if any(with_characters) else "word"
+        full_lengths, num_words, unit = self._positions_labelled(batch, examples, full_lengths, num_words)
         raw = [example_label(example) for example in examples]
         has_labels = [label is not None for label in raw]
         if any(has_labels):
@@ -180,6 +167,57 @@ class ElmoDataCollator:
                 raise ValueError("some examples have labels and some do not")
             batch["labels"] = self._labels(raw, full_lengths, num_words, unit)
         return batch
+
+    def _positions_labelled(self, batch: dict, examples, full_lengths: list[int], num_words: int):
+        """(each example's labelled positions, the batch's, what a position is): here its words."""
+        placed = sorted({key for example in examples for key in CHARACTER_KEYS if key in example})
+        if placed:
+            raise ValueError(f"examples with {', '.join(placed)} label characters placed in their words: batch them "
+                             "with ElmoCharacterTaggingCollator (for ElmoForCharacterTagging)")
+        return full_lengths, num_words, "word"
+
+    def _labels(self, raw: list, full_lengths: list[int], num_words: int, unit: str = "word") -> torch.Tensor:
+        # One label per example: a Python or numpy number (datasets yields numpy scalars) or a 0-d tensor; an
+        # integer is a class id, a floating-point number a regression target.
+        scalar = [is_sentence_label(label) for label in raw]
+        if all(scalar):
+            values = torch.stack([torch.as_tensor(label) for label in raw])
+            return values.to(torch.float32 if values.is_floating_point() else torch.long)
+        if any(scalar):
+            raise ValueError("mixed label kinds: some examples have one label, others one label per word")
+        rows = []
+        for row, (label, length) in enumerate(zip(raw, full_lengths)):
+            label = torch.tensor([int(x) for x in label], dtype=torch.long)
+            if len(label) != length:
+                raise ValueError(f"example {row}: {length} {unit}s but {len(label)} labels (need one label per {unit})")
+            rows.append(label)
+        return _padded(rows, num_words, self.label_pad_token_id)
+
+
+@dataclass
+class ElmoCharacterTaggingCollator(ElmoDataCollator):
+    """Pads examples of characters placed in their words into tensors for [`ElmoForCharacterTagging`].
+
+    Each example is what `char_words.characters_as_words` makes of a character-labelled sentence: its `"words"`
+    (or their `"input_ids"` / precomputed `"elmo_hidden_states"`, as [`ElmoDataCollator`] takes them), and per
+    character `"token_word_index"` (its word), `"token_positions"` (its place in the word, `WORD_POSITIONS`),
+    optionally `"characters"` (each character alone, for `config.task_character_features`) and `"labels"`.
+
+    Returns what [`ElmoDataCollator`] returns for the words, plus `token_word_index` (batch, characters), -1 at
+    padding and for characters of words cut by `max_words`, `token_positions` (batch, characters),
+    `character_input_ids` (batch, characters, width) with `"characters"`, and `labels` (batch, characters).
+    """
+
+    def _positions_labelled(self, batch: dict, examples, full_lengths: list[int], num_words: int):
+        placed = ["token_word_index" in example for example in examples]
+        if not all(placed):
+            raise ValueError(f"example {placed.index(False)} has no token_word_index: each example needs its "
+                             "characters' places in their words (char_words.characters_as_words)")
+        batch.update(self._character_positions(examples, full_lengths, num_words))
+        if any(CHARACTERS in example for example in examples):
+            batch["character_input_ids"] = self._character_ids(examples, batch["token_word_index"].shape[1])
+        return ([len(example["token_word_index"]) for example in examples], batch["token_word_index"].shape[1],
+                "character")
 
     def _character_positions(self, examples, full_lengths: list[int], num_words: int) -> dict[str, torch.Tensor]:
         """`token_word_index` (batch, characters), -1 at padding and for characters of words cut by `max_words`,
@@ -201,7 +239,7 @@ class ElmoDataCollator:
     def _character_ids(self, examples, num_characters: int) -> torch.Tensor:
         """(batch, characters, width): the character ids of each of the examples' `"characters"`, read as a word."""
         if self.tokenizer is None:
-            raise ValueError("examples with 'characters' need ElmoDataCollator(tokenizer=...)")
+            raise ValueError("examples with 'characters' need ElmoCharacterTaggingCollator(tokenizer=...)")
         width = self.tokenizer.max_characters_per_token
         rows = []
         for row, example in enumerate(examples):
@@ -213,23 +251,6 @@ class ElmoDataCollator:
             ids = [self._char_ids(character) for character in characters]
             rows.append(torch.tensor(ids, dtype=torch.long) if ids else torch.zeros(0, width, dtype=torch.long))
         return _padded(rows, num_characters, 0, width)
-
-    def _labels(self, raw: list, full_lengths: list[int], num_words: int, unit: str = "word") -> torch.Tensor:
-        # One label per example: a Python or numpy number (datasets yields numpy scalars) or a 0-d tensor; an
-        # integer is a class id, a floating-point number a regression target.
-        scalar = [is_sentence_label(label) for label in raw]
-        if all(scalar):
-            values = torch.stack([torch.as_tensor(label) for label in raw])
-            return values.to(torch.float32 if values.is_floating_point() else torch.long)
-        if any(scalar):
-            raise ValueError("mixed label kinds: some examples have one label, others one label per word")
-        rows = []
-        for row, (label, length) in enumerate(zip(raw, full_lengths)):
-            label = torch.tensor([int(x) for x in label], dtype=torch.long)
-            if len(label) != length:
-                raise ValueError(f"example {row}: {length} {unit}s but {len(label)} labels (need one label per {unit})")
-            rows.append(label)
-        return _padded(rows, num_words, self.label_pad_token_id)
 
 
 def _padded(rows: list[torch.Tensor], num_words: int, fill: int, *trailing: int) -> torch.Tensor:
@@ -244,6 +265,8 @@ def _padded(rows: list[torch.Tensor], num_words: int, fill: int, *trailing: int)
 # The per-character strings a character example may carry beside its places in its words
 # (`char_words.characters_as_words`): each character alone, read as a word.
 CHARACTERS = "characters"
+# What only examples of characters placed in their words carry.
+CHARACTER_KEYS = ("token_word_index", "token_positions", CHARACTERS)
 # Where an example keeps its label(s): `labels`, or `label` / `label_ids` (the usual column names of `datasets`),
 # as transformers' collators read them.
 LABEL_KEYS = ("labels", "label", "label_ids")
@@ -262,4 +285,4 @@ def is_sentence_label(label) -> bool:
     return isinstance(label, numbers.Number) or getattr(label, "ndim", None) == 0
 
 
-__all__ = ["ElmoDataCollator"]
+__all__ = ["ElmoCharacterTaggingCollator", "ElmoDataCollator"]

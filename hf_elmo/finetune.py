@@ -8,6 +8,8 @@ Command line (``python -m hf_elmo.finetune``; also ``hf-elmo finetune``)::
         --task-encoder bilstm --use-crf --epochs 5
     # tag raw text (Chinese is segmented by the tokenizer) -> JSON lines with entity spans
     python -m hf_elmo.finetune predict --model runs/ner "王小明在北京工作。"
+    # a classifier's labels and scores, the same way
+    python -m hf_elmo.finetune predict --model runs/cls "质量很好，物流也快"
     # score a saved tagger on a labelled file
     python -m hf_elmo.finetune evaluate --model runs/ner --test test.txt
     # sentence classification: label<TAB>text per line
@@ -24,9 +26,10 @@ of 20 or more examples with more distinct labels than half the examples or than 
 examples per label on average; typically a ``word<TAB>tag`` CoNLL file, whose words would become the classes):
 such a file is meant for ``train``.
 
-``predict`` prints one JSON object per input line, in input order; a blank line gets an empty result (no
-words), so output line N always belongs to input line N. ``predict`` and ``evaluate`` need a folder written by
-``train`` (a fine-tuned tagger); a pretrained biLM or a sentence classifier is refused. Numeric options are
+``predict`` prints one JSON object per input line, in input order: a tagger's words, tags and entities, or a
+classifier's label, its probability and every label's; a blank line gets an empty result (no words), so output
+line N always belongs to input line N. ``predict`` takes a folder written by ``train`` or ``train-classifier``,
+``evaluate`` one written by ``train`` (a fine-tuned tagger); a pretrained biLM is refused. Numeric options are
 checked before any model is loaded; every problem ends in one ``error: ...`` line and exit status 2.
 
 The output folder holds the model and tokenizer (``from_pretrained`` loads it; ``pipeline(
@@ -96,7 +99,7 @@ from .modeling_elmo import ElmoForSequenceClassification, ElmoForTokenClassifica
 from .modeling_elmo_character_tagging import ElmoForCharacterTagging
 from .precomputed_layers import precompute_elmo_layers  # noqa: F401  (re-exported)
 from .tag_metrics import seqeval_scores, tag_metrics_function  # noqa: F401  (re-exported)
-from .tagging import character_example, tag
+from .tagging import character_example, tag, tagging_collator
 
 logger = logging.getLogger("hf_elmo.finetune")
 
@@ -136,7 +139,8 @@ def evaluate_tagger(
 # Training ------------------------------------------------------------------------------------
 
 
-# What `num_train_epochs`, `learning_rate` and `dropout` left as None mean, per task; the rate by whether the biLM is frozen.
+# What `num_train_epochs`, `learning_rate` and `dropout` left as None mean, per task; the rate by whether the biLM is
+# frozen.
 # A frozen biLM leaves a small head to train, which wants a larger step and, on a small training set, more passes
 # than 3; taggers also did better on dev with less dropout (benchmarks/NER_EXPERIMENTS.md, "The tagger's defaults
 # on small training sets"). The classifier keeps the values its measurements were made with (dropout None: the
@@ -166,7 +170,8 @@ _HEADS = {"ElmoForTokenClassification": "tagger", "ElmoForCharacterTagging": "ta
           "ElmoForSequenceClassification": "sentence classifier"}
 _COMMANDS = {"ElmoForTokenClassification": "train", "ElmoForCharacterTagging": "train",
              "ElmoForSequenceClassification": "train-classifier"}
-_TAGGERS = {"ElmoForTokenClassification": ElmoForTokenClassification, "ElmoForCharacterTagging": ElmoForCharacterTagging}
+# The heads `hf-elmo finetune train` writes.
+TAGGERS = (ElmoForTokenClassification, ElmoForCharacterTagging)
 
 
 def _first_line(error: BaseException) -> str:
@@ -265,42 +270,82 @@ class _DropLoadReport(logging.Filter):
         return "LOAD REPORT" not in record.getMessage()
 
 
-def load_tagger(name: str | os.PathLike):
-    """A fine-tuned tagger and its tokenizer from a folder (or Hub id) written by `train_tagger`.
+# What `hf-elmo finetune predict` and `evaluate` take, and the command that writes it.
+_TAKES = {"predict": "the --output-dir of `hf-elmo finetune train` or `train-classifier`",
+          "evaluate": "the --output-dir of `hf-elmo finetune train`"}
 
-    Refuses, with a one-line `OptionError`, anything else: a pretrained biLM (`ElmoModel`,
-    `ElmoForPreTraining`), a sentence classifier, or a folder whose weights hold no tagging head.
+
+def load_finetuned(name: str | os.PathLike, model_classes: tuple = TAGGERS, command: str = "evaluate"):
+    """A fine-tuned model of one of `model_classes` (the first when config.json names none) and its tokenizer, from a
+    folder (or Hub id) written by `train_tagger` / `train_classifier`.
+
+    Refuses, with a one-line `OptionError`, anything else: a pretrained biLM (`ElmoModel`, `ElmoForPreTraining`), a
+    head of another kind, or a folder whose weights hold no head. `command` names what takes the folder.
     """
     name = os.fspath(name)
     architectures = _architectures(model_config_dict(name))
-    if architectures and not set(architectures) & set(_TAGGERS):
+    kinds = " or ".join(dict.fromkeys(_HEADS[model_class.__name__] for model_class in model_classes))
+    takes = f"{command} takes {_TAKES[command]}"
+    model_class = next((c for c in model_classes if c.__name__ in architectures), None)
+    if model_class is None and architectures:
         kind = next((_HEADS[a] for a in architectures if a in _HEADS), None)
         what = f"a fine-tuned {kind}" if kind else "a pretrained biLM"
-        raise OptionError(
-            f"--model {name} is {what} ({', '.join(architectures)}), not a fine-tuned tagger: predict and evaluate "
-            "take the --output-dir of `hf-elmo finetune train`"
-        )
+        raise OptionError(f"--model {name} is {what} ({', '.join(architectures)}), not a fine-tuned {kinds}: {takes}")
+    model_class = model_class or model_classes[0]
     hub_kwargs = check_model_location(name)
     try:
-        tagger_class = next((_TAGGERS[a] for a in architectures if a in _TAGGERS), ElmoForTokenClassification)
-        model, loading_info = tagger_class.from_pretrained(name, output_loading_info=True, **hub_kwargs)
+        model, loading_info = model_class.from_pretrained(name, output_loading_info=True, **hub_kwargs)
     except (OSError, ValueError) as error:
-        raise ModelNotFoundError(f"cannot load a tagger from {name}: {_first_line(error)}") from None
+        raise ModelNotFoundError(f"cannot load a {_HEADS[model_class.__name__]} from {name}: "
+                                 f"{_first_line(error)}") from None
     missing = list(loading_info.get("missing_keys") or [])
     if missing:
         head = [key for key in missing if not key.startswith("elmo.")]
         shown = ", ".join(sorted(head or missing)[:3]) + (", ..." if len(head or missing) > 3 else "")
         if head:
-            raise OptionError(
-                f"--model {name} is not a fine-tuned tagger: its weights hold no tagging head (missing {shown}); "
-                "predict and evaluate take the --output-dir of `hf-elmo finetune train`"
-            )
+            raise OptionError(f"--model {name} is not a fine-tuned {kinds}: its weights hold no "
+                              f"{_HEADS[model_class.__name__]} head (missing {shown}); {takes}")
         raise ModelNotFoundError(f"{name}: its weights lack {len(missing)} tensors of the model ({shown})")
     labels = [str(label) for label in model.config.id2label.values()]
     if all(re.fullmatch(r"LABEL_\d+", label) for label in labels):
-        logger.warning("%s: the tags are transformers' defaults (%s): was it saved without its label names?",
+        logger.warning("%s: the labels are transformers' defaults (%s): was it saved without its label names?",
                        name, ", ".join(labels))
     return model, load_tokenizer(name, model.config, hub_kwargs)
+
+
+def load_tagger(name: str | os.PathLike):
+    """A fine-tuned tagger and its tokenizer from a folder (or Hub id) written by `train_tagger` (`load_finetuned`)."""
+    return load_finetuned(name, TAGGERS)
+
+
+@torch.no_grad()
+def classify(model, tokenizer, inputs: Sequence[str] | Sequence[Sequence[str]], is_split_into_words: bool = False,
+             batch_size: int = 32) -> list[dict]:
+    """`{"text", "words", "label", "score", "scores"}` per input of a fine-tuned sentence classifier: the most
+    probable label, its probability and every label's. An input without words gets `label` and `score` None and
+    no scores, so that results line up with inputs."""
+    check_batch_size(batch_size, "batch_size")
+    sentences = [list(item) if is_split_into_words else tokenizer.tokenize(item) for item in inputs]
+    collator = ElmoDataCollator(tokenizer)
+    id2label = model.config.id2label
+    results = [{"text": None if is_split_into_words else text, "words": words, "label": None, "score": None,
+                "scores": {}} for text, words in zip(inputs, sentences)]
+    with_words = [index for index, words in enumerate(sentences) if words]
+    was_training = model.training
+    model.eval()
+    try:
+        device = next(model.parameters()).device
+        for begin in range(0, len(with_words), batch_size):
+            chunk = with_words[begin : begin + batch_size]
+            batch = collator([{"words": sentences[index]} for index in chunk])
+            logits = model(**{key: value.to(device) for key, value in batch.items()}).logits
+            for row, probabilities in zip(chunk, logits.float().softmax(-1).cpu().tolist()):
+                best = max(range(len(probabilities)), key=probabilities.__getitem__)
+                results[row].update(label=id2label[best], score=probabilities[best],
+                                    scores={id2label[i]: p for i, p in enumerate(probabilities)})
+    finally:
+        model.train(was_training)
+    return results
 
 
 def _maybe_precompute(model, collator, options: FinetuneOptions, *example_lists):
@@ -310,7 +355,8 @@ def _maybe_precompute(model, collator, options: FinetuneOptions, *example_lists)
     started = time.time()
     computed = tuple(
         precompute_elmo_layers(
-            model.elmo, collator, examples, options.per_device_eval_batch_size, keep_input_ids=model.config.task_token_features
+            model.elmo, collator, examples, options.per_device_eval_batch_size,
+            keep_input_ids=model.config.task_token_features,
         )
         if examples
         else examples
@@ -528,7 +574,7 @@ def train_tagger(
     check_tagging_labels(train)
     label2id = {label: i for i, label in enumerate(label_list(train))}
     model, tokenizer = _new_tagger(options, label2id, train)
-    collator = ElmoDataCollator(tokenizer, max_words=options.max_words)
+    collator = tagging_collator(model, tokenizer, options.max_words)
     started = time.time()
 
     def examples(sentences, unseen_label: str, split: str) -> list[dict]:
@@ -550,7 +596,8 @@ def train_tagger(
                    "precompute_seconds": precompute_seconds, **results}
         for split, sentences in (("dev", dev), ("test", test)):
             if sentences:
-                results[split] = evaluate_tagger(model, tokenizer, sentences, options.per_device_eval_batch_size, options.unseen_label)
+                results[split] = evaluate_tagger(model, tokenizer, sentences, options.per_device_eval_batch_size,
+                                                 options.unseen_label)
         if options.output_dir:
             save_folder(model, tokenizer, options.output_dir, results, options.overwrite)
     return {"model": model, "tokenizer": tokenizer, "results": results}

@@ -41,7 +41,8 @@ class ModelArguments:
     """The pretrained biLM and the head put on it."""
 
     model: str = _option(
-        "default", "pretrained ELMo folder or Hub name; 'default' (the default) is the Chinese model shipped with hf-elmo")
+        "default", "pretrained ELMo folder or Hub name; 'default' (the default) is the Chinese model shipped with "
+        "hf-elmo")
     freeze: bool = _option(True, "keep the biLM fixed (default; --no-freeze fine-tunes it too)")
     random_init: bool = _option(False, "same architecture, biLM randomly initialised (a baseline)")
     # The head's own trainable word vectors x_k beside the ELMo mix (the paper's [x_k; ELMo_k]).
@@ -58,8 +59,8 @@ class ModelArguments:
     label_characters: bool | None = _option(
         None, "the file labels single characters (MSRA, most Chinese NER sets): the biLM reads the jieba words they "
         "form and each character gets its word's vectors plus its place in the word (S/B/M/E); tags stay per "
-        "character. Default: on when 90%% of the training tokens are one character each (of any script: letters, digits, "
-        "punctuation and emoji count) and the model reads jieba words",
+        "character. Default: on when 90%% of the training tokens are one character each (of any script: letters, "
+        "digits, punctuation and emoji count) and the model reads jieba words",
         **TAGGER)
     # With label_characters and task_token_features: x_k of each character alone too; None: on whenever both are.
     task_character_features: bool | None = _option(
@@ -148,7 +149,7 @@ def check_batch_size(value, flag: str = "--batch-size") -> None:
 
 def flag(name: str) -> str:
     """The command-line spelling of the option `name` (a field of `FinetuneOptions`)."""
-    spellings = FIELDS[name].metadata.get("flags")
+    spellings = FIELDS[name].metadata.get("flags") if name in FIELDS else None
     return spellings[0] if spellings else "--" + name.replace("_", "-")
 
 
@@ -183,9 +184,10 @@ def check_options(options: FinetuneOptions) -> None:
         refuse("dropout", "a probability in [0, 1)")
     if not _is_int(options.seed) or not 0 <= options.seed < 2**32:
         refuse("seed", "an integer in [0, 2**32)")
-    for name, metadata in ((name, FIELDS[name].metadata) for name in FIELDS):
-        if "choices" in metadata and getattr(options, name) not in metadata["choices"]:
-            refuse(name, " or ".join(repr(choice) for choice in metadata["choices"]))
+    for name, item in FIELDS.items():
+        choices = item.metadata.get("choices")
+        if choices and getattr(options, name) not in choices:
+            refuse(name, " or ".join(repr(choice) for choice in choices))
     for name in ("freeze", "random_init", "task_token_features", "use_crf", "precompute_elmo", "load_best_model_at_end",
                  "overwrite"):
         if not isinstance(getattr(options, name), bool):

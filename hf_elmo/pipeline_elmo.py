@@ -9,10 +9,11 @@ from __future__ import annotations
 from transformers import AutoModelForTokenClassification, Pipeline
 from transformers.pipelines import PIPELINE_REGISTRY
 
-from .data_collator import ElmoDataCollator
-from .tagging import best_tags, tagged_result, tagger_inputs, words_to_tag
+from .tagging import best_tags, tagged_result, tagger_inputs, tagging_collator, words_to_tag
 
 TASK = "elmo-token-classification"
+# Added to a character's word index between preprocess and _forward, so that the batch padding is "no word".
+_WORD_INDEX_SHIFT = 1
 
 
 class ElmoTokenClassificationPipeline(Pipeline):
@@ -34,12 +35,17 @@ class ElmoTokenClassificationPipeline(Pipeline):
         if not isinstance(text, str):
             raise TypeError(f"{TASK} takes strings, got {type(text).__name__}")
         if "_collator" not in self.__dict__:  # one for every input: it remembers each word's character ids
-            self._collator = ElmoDataCollator(self.tokenizer)
+            self._collator = tagging_collator(self.model, self.tokenizer)
         words = words_to_tag(self.model, self.tokenizer, text)
-        return {**tagger_inputs(self.model, self._collator, [words]), "words": words, "text": text}
+        inputs = tagger_inputs(self.model, self._collator, [words])
+        if "token_word_index" in inputs:  # the pipeline pads what it batches with 0, a word: -1 (none) must stay -1
+            inputs["token_word_index"] = inputs["token_word_index"] + _WORD_INDEX_SHIFT
+        return {**inputs, "words": words, "text": text}
 
     def _forward(self, model_inputs):
         words, text = model_inputs.pop("words"), model_inputs.pop("text")
+        if "token_word_index" in model_inputs:
+            model_inputs["token_word_index"] = model_inputs["token_word_index"] - _WORD_INDEX_SHIFT
         best, scores = best_tags(self.model, model_inputs)
         return {"best": best, "scores": scores, "words": words, "text": text}  # (batch, words) tensors, lists
 

@@ -6,7 +6,7 @@ from collections.abc import Sequence
 
 import torch
 
-from .data_collator import LABEL_KEYS, CHARACTERS, ElmoDataCollator, example_label, is_sentence_label
+from .data_collator import CHARACTER_KEYS, CHARACTERS, LABEL_KEYS, ElmoDataCollator, example_label, is_sentence_label
 
 
 @torch.no_grad()
@@ -29,11 +29,13 @@ def precompute_elmo_layers(
     order = sorted(range(len(examples)), key=lambda i: lengths[i])  # fewer padded positions per batch
     results: list[dict | None] = [None] * len(examples)
     # The biLM reads the words only: labels and what each character carries are copied over below, not collated.
-    not_for_the_bilm = {*LABEL_KEYS, "token_word_index", "token_positions", CHARACTERS}
+    not_for_the_bilm = {*LABEL_KEYS, *CHARACTER_KEYS}
+    words_collator = ElmoDataCollator(collator.tokenizer, max_words=collator.max_words)
+    words_collator._cache = collator._cache  # the character ids of words already read
     try:
         for begin in range(0, len(order), batch_size):
             chunk = order[begin : begin + batch_size]
-            batch = collator([{key: value for key, value in examples[i].items() if key not in not_for_the_bilm}
+            batch = words_collator([{key: value for key, value in examples[i].items() if key not in not_for_the_bilm}
                               for i in chunk])
             word_ids = batch.get("word_ids")
             outputs = elmo(

@@ -28,6 +28,7 @@ from .lm_data import (
     check_corpus_file,
     check_vocabulary_limits,
     load_vocabulary,
+    read_corpus_lines,
     save_vocabulary,
 )
 from .modeling_elmo import ElmoForPreTraining
@@ -40,6 +41,7 @@ from .checkpoints import (  # noqa: F401  (TRAIN_LOSS_FILE, check_checkpoint_rea
     checkpoint_loss_sum,
     checkpoint_step,
     last_complete_checkpoint,
+    read_json_object,
     read_run_identity,
     weight_names,
     write_run_identity,
@@ -114,6 +116,55 @@ CONFIG_FIELD_OPTIONS = {
 }
 
 
+# Each architecture option of `hf-elmo pretrain` and the config.json field it sets (--no-skip-connections negated).
+ARCHITECTURE_OPTIONS = {
+    "projection_dim": "projection_dim", "cell_dim": "lstm_cell_dim", "layers": "num_lstm_layers",
+    "char_dim": "char_embedding_dim", "filters": "char_cnn_filters", "highway": "num_highway_layers",
+    "max_characters": "max_characters_per_token", "char_scheme": "char_scheme",
+    "no_skip_connections": "use_skip_connections",
+}
+
+
+def resolve_architecture(args) -> None:
+    """Fill in the architecture options not given: from `--init-from`'s config.json when there is one, else
+    `ARCHITECTURE_DEFAULTS`. A given option that disagrees with that config is refused, naming both values."""
+    from .commands.pretrain import ARCHITECTURE_DEFAULTS
+
+    saved = {}
+    if args.init_from:
+        path = Path(resolve_model_name(args.init_from)) / "config.json"
+        if path.is_file():  # else initialize_from says what is wrong with the folder
+            saved = read_json_object(path, f"--init-from {args.init_from}'s config")
+    for option, field in ARCHITECTURE_OPTIONS.items():
+        flag = "--" + option.replace("_", "-")
+        if field not in saved:
+            if not hasattr(args, option):
+                setattr(args, option, ARCHITECTURE_DEFAULTS[option])
+            continue
+        theirs = saved[field]
+        if option == "no_skip_connections":
+            theirs = not theirs
+        elif option == "filters":
+            theirs = json.dumps(theirs, separators=(",", ":"))
+        if not hasattr(args, option):
+            setattr(args, option, theirs)
+            continue
+        given = getattr(args, option)
+        same = _same_filters(given, theirs) if option == "filters" else given == theirs
+        if not same:
+            shown = {"no_skip_connections": f"{flag} given" if given else f"{flag} not given"}.get(option,
+                                                                                                  f"{flag} {given}")
+            raise ValueError(f"{shown}, but --init-from {args.init_from} has {field} {saved[field]!r}: leave the "
+                             "architecture options out to take the model's, or give its values")
+
+
+def _same_filters(given: str, theirs: str) -> bool:
+    try:
+        return json.loads(given) == json.loads(theirs)
+    except json.JSONDecodeError:
+        return False  # --filters' own check names the bad JSON
+
+
 def _initial_model_char_vocab(folder: str) -> dict | None:
     """The character vocabulary of the model `--init-from` names (None: none to read, or the byte scheme)."""
     path = Path(resolve_model_name(folder)) / "char_vocab.json"
@@ -177,13 +228,7 @@ def check_checkpoint_compatible(
     """Refuse a checkpoint whose architecture differs from the requested one; returns its saved config.
 
     `advice` ends the message about a differing architecture (what the user can do about it)."""
-    path = Path(checkpoint) / "config.json"
-    try:
-        saved = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as error:
-        raise ValueError(f"cannot read checkpoint config {path}: {error}") from None
-    if not isinstance(saved, dict):
-        raise ValueError(f"cannot read checkpoint config {path}: it holds a JSON {type(saved).__name__}, not an object")
+    saved = read_json_object(Path(checkpoint) / "config.json", "checkpoint config")
     if saved.get("model_type") != "elmo":
         raise ValueError(f"{checkpoint} is not an ELMo checkpoint (model_type={saved.get('model_type')!r})")
     wanted = config.to_dict()
@@ -205,10 +250,7 @@ def initialize_from(model: ElmoForPreTraining, folder: str) -> str:
     if not Path(folder).is_dir():
         raise ValueError(f"--init-from {folder}: no such model folder ('default' names the shipped model)")
     encoder_fields = tuple(field for field in ARCHITECTURE_FIELDS if field != "lm_vocab")
-    advice = (
-        "give the model options that match it (--projection-dim, --cell-dim, --layers, --char-dim, --filters, "
-        "--highway, --char-scheme, --max-characters, --no-skip-connections) or --init-from a model of this architecture"
-    )
+    advice = "--init-from a model of the architecture asked for"
     saved = check_checkpoint_compatible(folder, model.config, encoder_fields, advice=advice)
     weights = Path(folder) / "model.safetensors"
     if not weights.is_file():
@@ -312,6 +354,7 @@ def _run(args) -> int:
     from transformers import set_seed
 
     # Every check that can fail runs before the first file is written, so a refused run leaves nothing behind.
+    resolve_architecture(args)
     check_arguments(args)
     if args.threads:
         torch.set_num_threads(args.threads)
@@ -369,8 +412,65 @@ def _run(args) -> int:
     return 0
 
 
+# Text that is not what pretraining reads (words split by spaces): the share of the sampled training tokens that are
+# <UNK>, and the share of the sampled CJK characters in space-free runs of UNSEGMENTED_RUN or more characters
+# (jieba's words are rarely longer than 4), from which pretraining warns, and from which it refuses.
+UNKNOWN_SHARE = {"warn": 0.5, "refuse": 0.9}
+UNSEGMENTED_SHARE = {"warn": 0.3, "refuse": 0.7}
+UNSEGMENTED_RUN = 8
+TEXT_SAMPLE_LINES = 20_000
+
+
+def training_text_shares(paths: list[str], vocabulary: list[str]) -> dict[str, float]:
+    """`unknown` and `unsegmented` shares (see UNKNOWN_SHARE) of the first lines of the training files."""
+    import regex
+
+    known = set(vocabulary)
+    tokens = unknown = cjk = in_long_runs = 0
+    lines = 0
+    for path in paths:
+        for _, words in read_corpus_lines(path):
+            tokens += len(words)
+            unknown += sum(word not in known for word in words)
+            for word in words:
+                for run in regex.findall(r"[\p{Han}\p{Hiragana}\p{Katakana}\p{Hangul}]+", word):
+                    cjk += len(run)
+                    in_long_runs += len(run) if len(run) >= UNSEGMENTED_RUN else 0
+            lines += 1
+            if lines >= TEXT_SAMPLE_LINES:
+                break
+        if lines >= TEXT_SAMPLE_LINES:
+            break
+    return {"unknown": unknown / tokens if tokens else 0.0, "unsegmented": in_long_runs / cjk if cjk else 0.0,
+            "lines": lines}
+
+
+def check_training_text(args, vocabulary: list[str]) -> str | None:
+    """Refuse (ValueError) training text that is mostly <UNK> or looks unsegmented past the refusal shares; return a
+    warning past the warning shares, else None. Both name `hf-elmo corpus segment`."""
+    shares = training_text_shares(args.train_file, vocabulary)
+    problems, refused = [], False
+    if shares["unsegmented"] >= UNSEGMENTED_SHARE["warn"]:
+        refused |= shares["unsegmented"] >= UNSEGMENTED_SHARE["refuse"]
+        problems.append(f"{shares['unsegmented']:.0%} of its CJK characters stand in runs of {UNSEGMENTED_RUN} or "
+                        "more without a space (unsegmented text)")
+    if shares["unknown"] >= UNKNOWN_SHARE["warn"]:
+        refused |= shares["unknown"] >= UNKNOWN_SHARE["refuse"]
+        problems.append(f"{shares['unknown']:.0%} of its tokens are <UNK> (not in the vocabulary)")
+    if not problems:
+        return None
+    files = " ".join(args.train_file)
+    text = (f"--train-file {files}: in its first {shares['lines']:,} lines, {' and '.join(problems)}; pretraining "
+            "reads words split by spaces: segment raw text first with `hf-elmo corpus segment`")
+    if refused:
+        raise ValueError(text + f" (refused from {UNSEGMENTED_SHARE['refuse']:.0%} unsegmented or "
+                         f"{UNKNOWN_SHARE['refuse']:.0%} <UNK>)")
+    return "warning: " + text
+
+
 def _vocabulary(args, output_dir: Path) -> list[str]:
-    """--vocab, else the run's own vocab.txt when resuming, else one built from the training files."""
+    """--vocab, else the run's own vocab.txt when resuming, else one built from the training files; the training
+    text is checked against it (`check_training_text`)."""
     if args.vocab:
         vocabulary = load_vocabulary(args.vocab)
     elif (output_dir / "vocab.txt").exists() and not args.no_resume:
@@ -386,6 +486,9 @@ def _vocabulary(args, output_dir: Path) -> list[str]:
             "so the sampled softmax costs more than the exact one; --softmax full is cheaper",
             file=sys.stderr,
         )
+    warning = check_training_text(args, vocabulary)
+    if warning and os.environ.get("RANK", "0") == "0":
+        print(warning, file=sys.stderr)
     return vocabulary
 
 

@@ -90,6 +90,15 @@ def is_cjk_word(word: str) -> bool:
     )
 
 
+def tagging_collator(model, tokenizer, max_words: int | None = None):
+    """The collator of `model`'s batches: `ElmoCharacterTaggingCollator` for a character tagger, else
+    `ElmoDataCollator`."""
+    from .data_collator import ElmoCharacterTaggingCollator, ElmoDataCollator
+
+    collator_class = ElmoCharacterTaggingCollator if model.labels_characters else ElmoDataCollator
+    return collator_class(tokenizer, max_words=max_words)
+
+
 def character_example(example: dict, config) -> dict:
     """A character-labelled example as an `ElmoForCharacterTagging` reads it: the words the characters
     form, each character's place in them, and the characters alone when its config asks for them."""
@@ -99,8 +108,8 @@ def character_example(example: dict, config) -> dict:
 
 
 def character_batch(collator, sentences: Sequence[Sequence[str]], config) -> dict:
-    """The inputs of an `ElmoForCharacterTagging` for sentences given as characters, made by `collator`
-    (an `ElmoDataCollator`): the biLM reads the words the characters form, the tagger labels the characters."""
+    """The inputs of an `ElmoForCharacterTagging` for sentences given as characters, made by `collator` (an
+    `ElmoCharacterTaggingCollator`): the biLM reads the words the characters form, the tagger labels the characters."""
     return collator([character_example({"words": list(sentence)}, config) for sentence in sentences])
 
 
@@ -110,7 +119,7 @@ def characters_of_text(tokenizer, text: str) -> list[str]:
 
 
 def tagged_mask(model, batch) -> torch.Tensor:
-    """(batch, positions) bool: the words a tagger labels, or the characters of a character tagger."""
+    """(batch, positions) bool: the words a tagger labels, or the characters a character tagger labels."""
     if model.labels_characters:
         return batch["token_word_index"] >= 0
     return batch["attention_mask"].bool()
@@ -132,8 +141,8 @@ def words_to_tag(model, tokenizer, item: str | Sequence[str], is_split_into_word
 
 
 def tagger_inputs(model, collator, sentences: Sequence[Sequence[str]]) -> dict[str, torch.Tensor]:
-    """The model inputs for sentences of what it labels (`words_to_tag`), made by `collator` (an `ElmoDataCollator`;
-    one for many batches remembers each word's character ids)."""
+    """The model inputs for sentences of what it labels (`words_to_tag`), made by `collator` (`tagging_collator`; one
+    for many batches remembers each word's character ids)."""
     if model.labels_characters:
         return character_batch(collator, sentences, model.config)
     return collator([{"words": list(sentence)} for sentence in sentences])
@@ -190,8 +199,6 @@ def tag(
     line up with inputs. Sentences are batched by length (fewer padded positions); `max_words` cuts what the model
     reads, and the words past it are tagged "O".
     """
-    from .data_collator import ElmoDataCollator
-
     if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
         raise ValueError(f"batch_size must be a positive integer, got {batch_size!r}")
     if isinstance(inputs, str):
@@ -200,7 +207,7 @@ def tag(
         inputs = [list(inputs)]
     inputs = list(inputs)
     sentences = [words_to_tag(model, tokenizer, item, is_split_into_words) for item in inputs]
-    collator = ElmoDataCollator(tokenizer, max_words=max_words)  # one for all batches: it remembers character ids
+    collator = tagging_collator(model, tokenizer, max_words)  # one for all batches: it remembers character ids
     order = sorted(range(len(sentences)), key=lambda i: len(sentences[i]))
     results: list[dict | None] = [None] * len(sentences)
     for begin in range(0, len(order), batch_size):
@@ -214,4 +221,5 @@ def tag(
 
 
 __all__ = ["split_tag", "tag_spans", "word_offsets", "entities_from_tags", "tag", "best_tags", "character_batch",
-           "character_example", "tagged_mask", "tagged_result", "tagger_inputs", "words_to_tag"]
+           "character_example", "tagged_mask", "tagged_result", "tagger_inputs", "tagging_collator",
+           "words_to_tag"]

@@ -26,12 +26,14 @@ def add_arguments(parser) -> None:
 
     predict = commands.add_parser(
         "predict",
-        help="tag raw text; prints one JSON object per input line",
-        description="Tag raw text. Prints one JSON object per input (the texts given as arguments, then each "
-        "line of --input), in input order: a blank line gets an empty result (no words, no tags), so output "
-        "line N always belongs to input N.",
+        help="tag or classify raw text; prints one JSON object per input line",
+        description="Tag raw text with a tagger, or label it with a sentence classifier. Prints one JSON object per "
+        "input (the texts given as arguments, then each line of --input), in input order: words, tags and entities, "
+        "or the label, its probability (score) and every label's (scores). A blank line gets an empty result (no "
+        "words, no tags or label), so output line N always belongs to input N.",
     )
-    predict.add_argument("--model", required=True, help="a fine-tuned tagger folder (the --output-dir of `train`)")
+    predict.add_argument("--model", required=True, help="a fine-tuned tagger or sentence classifier folder (the "
+                         "--output-dir of `train` or `train-classifier`)")
     predict.add_argument("text", nargs="*", help="texts to tag (or use --input)")
     predict.add_argument(
         "--input", help="UTF-8 file with one text per line ('-' = stdin); a blank line gives an empty result"
@@ -117,7 +119,8 @@ def _predict(args) -> None:
     import json
 
     from ..conll import DataError, read_text_lines
-    from ..finetune import check_batch_size, load_tagger
+    from ..finetune import check_batch_size, classify, load_finetuned
+    from ..modeling_elmo import ElmoForSequenceClassification, ElmoForTokenClassification
     from ..tagging import tag
 
     check_batch_size(args.batch_size)
@@ -127,9 +130,12 @@ def _predict(args) -> None:
     if not texts:
         raise DataError(f"nothing to tag: {args.input} is empty" if args.input else
                         "nothing to tag: give texts as arguments or --input FILE")
-    model, tokenizer = load_tagger(args.model)
+    model, tokenizer = load_finetuned(args.model, (ElmoForTokenClassification, ElmoForSequenceClassification),
+                                      "predict")
     inputs = [text.split() for text in texts] if args.split_into_words else texts
-    for result in tag(model, tokenizer, inputs, is_split_into_words=args.split_into_words, batch_size=args.batch_size):
+    predict = classify if isinstance(model, ElmoForSequenceClassification) else tag
+    for result in predict(model, tokenizer, inputs, is_split_into_words=args.split_into_words,
+                          batch_size=args.batch_size):
         print(json.dumps(result, ensure_ascii=False))
 
 

@@ -36,19 +36,24 @@ def add_arguments(parser) -> None:
         help="max vocabulary size when building it, the three specials <S>, </S>, <UNK> included (>= 4)",
     )
     data.add_argument("--max-words", type=int, default=50, help="longer sentences are cut into pieces of this many words (>= 1)")
-    model = parser.add_argument_group("model")
-    model.add_argument("--projection-dim", type=int, default=128, help="LSTM output (projection) size P; layers are 2P wide")
-    model.add_argument("--cell-dim", type=int, default=512, help="LSTM cell size")
-    model.add_argument("--layers", type=int, default=2, help="biLSTM layers")
-    model.add_argument("--char-dim", type=int, default=16, help="character embedding size")
-    model.add_argument("--filters", default="[[1,32],[2,32],[3,64],[4,128],[5,256]]", help="JSON [[width, count], ...]")
-    model.add_argument("--highway", type=int, default=1, help="highway layers after the character CNN")
-    model.add_argument("--max-characters", type=int, default=50, help="character ids per word (bilm-tf: 50)")
+    model = parser.add_argument_group(
+        "model", "The architecture options default to the values shown, or with --init-from to that model's (given "
+        "ones must agree with it).")
+    architecture = {"default": argparse.SUPPRESS}  # absent unless given: see ARCHITECTURE_DEFAULTS
+    model.add_argument("--projection-dim", type=int, **architecture,
+                       help="LSTM output (projection) size P; layers are 2P wide (128)")
+    model.add_argument("--cell-dim", type=int, **architecture, help="LSTM cell size (512)")
+    model.add_argument("--layers", type=int, **architecture, help="biLSTM layers (2)")
+    model.add_argument("--char-dim", type=int, **architecture, help="character embedding size (16)")
+    model.add_argument("--filters", **architecture,
+                       help="JSON [[width, count], ...] ([[1,32],[2,32],[3,64],[4,128],[5,256]])")
+    model.add_argument("--highway", type=int, **architecture, help="highway layers after the character CNN (1)")
+    model.add_argument("--max-characters", type=int, **architecture, help="character ids per word (bilm-tf: 50) (50)")
     model.add_argument(
-        "--char-scheme", choices=["bytes", "dictionary"], default="bytes",
+        "--char-scheme", choices=["bytes", "dictionary"], **architecture,
         help="how words become character ids: UTF-8 bytes (AllenNLP, bilm-tf; any text) or one id per character "
         "from a character vocabulary built from the train files (ELMoForManyLangs; with --init-from, that model's "
-        "vocabulary), saved as char_vocab.json",
+        "vocabulary), saved as char_vocab.json (bytes)",
     )
     model.add_argument(
         "--char-min-count", type=int, default=2,
@@ -56,7 +61,8 @@ def add_arguments(parser) -> None:
     )
     model.add_argument("--cell-clip", type=float, default=3.0, help="clip LSTM cell values to [-x, x]")
     model.add_argument("--proj-clip", type=float, default=3.0, help="clip LSTM outputs to [-x, x]")
-    model.add_argument("--no-skip-connections", action="store_true", help="no residual connection around layers >= 2")
+    model.add_argument("--no-skip-connections", action="store_true", **architecture,
+                       help="no residual connection around layers >= 2 (they have one)")
     model.add_argument(
         "--softmax", choices=["full", "sampled"], default="full",
         help="full softmax over the vocabulary, or sampled (cheaper for large vocabularies)",
@@ -102,6 +108,14 @@ def add_arguments(parser) -> None:
     train.add_argument("--no-progress", action="store_true", help="no progress bar")
 
 
+
+
+# The architecture options' values when neither given nor read from --init-from's config.json.
+ARCHITECTURE_DEFAULTS = {
+    "projection_dim": 128, "cell_dim": 512, "layers": 2, "char_dim": 16,
+    "filters": "[[1,32],[2,32],[3,64],[4,128],[5,256]]", "highway": 1, "max_characters": 50, "char_scheme": "bytes",
+    "no_skip_connections": False,
+}
 
 
 def run(args) -> int:

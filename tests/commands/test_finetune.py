@@ -55,7 +55,8 @@ def test_epochs_and_learning_rate_default_per_task_and_freezing(trained, tmp_pat
     tagger = train_tagger(sentences, options=options)["results"]["options"]
     classifier = train_classifier([("good film", "pos"), ("bad film", "neg")], options=options)["results"]["options"]
     given = epochs is not None
-    assert (tagger["num_train_epochs"], tagger["learning_rate"]) == ((2.0, 1e-2) if given else (10.0, 5e-3 if freeze else 1e-3))
+    assert (tagger["num_train_epochs"], tagger["learning_rate"]) == (
+        (2.0, 1e-2) if given else (10.0, 5e-3 if freeze else 1e-3))
     assert (classifier["num_train_epochs"], classifier["learning_rate"]) == ((2.0, 1e-2) if given else (3.0, 1e-3))
     assert (tagger["dropout"], classifier["dropout"]) == (0.3, None)  # None: the config's 0.5
 
@@ -261,7 +262,8 @@ def test_a_base_folder_missing_biLM_weights_is_refused_naming_them(tmp_path):
     save_file({name: value for name, value in weights.items() if name != dropped}, f"{base}/model.safetensors",
               metadata={"format": "pt"})
     (tmp_path / "base" / "weights_checksums.json").unlink()  # rewritten by another tool, which keeps no checksum
-    options = FinetuneOptions(model=base, max_steps=1, per_device_train_batch_size=4, logging_steps=1000, task_encoder="linear")
+    options = FinetuneOptions(model=base, max_steps=1, per_device_train_batch_size=4, logging_steps=1000,
+                              task_encoder="linear")
     # Issue 37: a biLM with random tensors is not a pretrained one; it used to train with a warning.
     with pytest.raises(ModelNotFoundError, match=rf"lack 1 of the biLM's tensors \(elmo\.{re.escape(dropped)}\)"):
         train_tagger(read_conll(write_conll(tmp_path / "train.txt", toy_sentences(8, 1))), options=options)
@@ -343,7 +345,14 @@ def test_character_labelled_files_are_read_as_words_and_tagged_per_character(tmp
     tagged = tag(model, tokenizer, "今天李四在上海。")[0]
     assert tagged["words"] == list("今天李四在上海。") and tagged["tags"][2:4] == ["B-PER", "I-PER"]
     assert [(e["entity"], e["word"], e["start"]) for e in tagged["entities"]] == [("PER", "李四", 2), ("LOC", "上海", 5)]
-    assert pipeline("elmo-token-classification", model=model, tokenizer=tokenizer)("今天李四在上海。") == tagged["entities"]
+    tagger = pipeline("elmo-token-classification", model=model, tokenizer=tokenizer)
+    assert tagger("今天李四在上海。") == tagged["entities"]
+    texts = ["今天李四在上海。", "北京", "", "我们在北京和李四见面了"]
+    one_by_one = [tagger(text, return_tags=True) for text in texts]
+    assert [result["tags"] for result in tag(model, tokenizer, texts)] == [result["tags"] for result in one_by_one]
+    for got, want in zip(tagger(texts, batch_size=3, return_tags=True), one_by_one):  # padded batches, same results
+        assert got["tags"] == want["tags"]
+        assert [e["score"] for e in got["entities"]] == pytest.approx([e["score"] for e in want["entities"]], rel=1e-5)
     # Asked for one character a word, the same data trains the plain word tagger.
     off = [str(tmp_path / "off") if arg == str(tmp_path / "chars") else arg for arg in argv] + ["--no-label-characters"]
     assert main(off + ["--max-steps", "1"]) == 0

@@ -73,12 +73,26 @@ def test_tag_refuses_a_non_positive_batch_size(folders):
 # 2. a folder of the wrong kind -------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("kind", ["pretrained", "classifier", "base"])
-@pytest.mark.parametrize("command", ["predict", "evaluate"])
-def test_predict_and_evaluate_refuse_a_folder_that_is_not_a_tagger(folders, capsys, kind, command):
+@pytest.mark.parametrize("kind, command", [("pretrained", "predict"), ("base", "predict"), ("pretrained", "evaluate"),
+                                           ("base", "evaluate"), ("classifier", "evaluate")])
+def test_predict_and_evaluate_refuse_a_folder_they_cannot_use(folders, capsys, kind, command):
     data = ["张三"] if command == "predict" else ["--test", folders["conll"]]
     line = fails([command, "--model", folders[kind], *data], capsys)
-    assert "not a fine-tuned tagger" in line
+    expected = "not a fine-tuned tagger or sentence classifier" if command == "predict" else "not a fine-tuned tagger:"
+    assert expected in line
+
+
+def test_predict_with_a_classifier_prints_labels_and_scores_one_line_per_input(folders, tmp_path, capsys):
+    texts = tmp_path / "texts.txt"
+    texts.write_text("good film\n\nso bad\n", encoding="utf-8")
+    assert main(["predict", "--model", folders["classifier"], "very good", "--input", str(texts)]) == 0
+    lines = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    assert [line["text"] for line in lines] == ["very good", "good film", "", "so bad"]
+    for line in lines[:2] + lines[3:]:
+        assert set(line["scores"]) == {"neg", "pos"} and line["label"] in ("neg", "pos")
+        assert line["score"] == max(line["scores"].values()) == line["scores"][line["label"]]
+        assert sum(line["scores"].values()) == pytest.approx(1.0)
+    assert lines[2] == {"text": "", "words": [], "label": None, "score": None, "scores": {}}
 
 
 def test_predict_refuses_a_tagger_folder_without_head_weights(folders, tmp_path, capsys):
@@ -91,7 +105,7 @@ def test_predict_refuses_a_tagger_folder_without_head_weights(folders, tmp_path,
     config["architectures"] = ["ElmoForTokenClassification"]
     (folder / "config.json").write_text(json.dumps(config))
     line = fails(["predict", "--model", str(folder), "a b"], capsys)
-    assert "no tagging head" in line
+    assert "no tagger head" in line
 
 
 @pytest.mark.parametrize(

@@ -33,7 +33,8 @@ def test_the_training_knobs_are_training_arguments_fields_of_the_same_type():
     theirs = {item.name: item for item in dataclasses.fields(TrainingArguments)}
     for name in training_argument_names():
         assert name in theirs, f"{name} is no TrainingArguments field"
-    assert {"num_train_epochs", "learning_rate", "per_device_train_batch_size", "seed"} <= set(training_argument_names())
+    names = set(training_argument_names())
+    assert {"num_train_epochs", "learning_rate", "per_device_train_batch_size", "seed"} <= names
     assert not {"overwrite", "threads"} & set(training_argument_names())
 
 
@@ -70,3 +71,11 @@ def test_a_refusal_names_the_command_line_spelling():
     with pytest.raises(OptionError, match="--task-encoder must be 'linear' or 'bilstm', got gru"):
         FinetuneOptions(task_encoder="gru").check()
     assert all(item.name in FIELDS for item in dataclasses.fields(TrainingKnobs))
+
+
+def test_a_record_of_an_older_shape_is_refused_naming_what_differs(tmp_path):
+    from hf_elmo.checkpoints import RunFolderError, check_same_run
+    from hf_elmo.finetune import _spelled
+
+    with pytest.raises(RunFolderError, match=r"other options \(--lr 0.01 there, 0.005 now; --options"):
+        check_same_run(tmp_path, {"learning_rate": 0.01, "options": {}}, {"learning_rate": 0.005}, _spelled)

@@ -223,7 +223,12 @@ def test_init_from_continues_from_a_finished_run_and_refuses_another_architectur
     assert summary["initialized_from"] == str(tmp_path / "a")
     other = [arg if arg != "32" else "48" for arg in TINY_ARGS]
     assert pretrain_main(common + ["--output-dir", str(tmp_path / "c"), *frozen, *other]) == 2
-    assert "another architecture (differs in lstm_cell_dim)" in capsys.readouterr().err
+    assert (f"--cell-dim 48, but --init-from {tmp_path / 'a'} has lstm_cell_dim 32: leave the architecture options "
+            "out to take the model's, or give its values") in capsys.readouterr().err
+    no_skip = ["--no-skip-connections"]
+    assert pretrain_main(common + ["--output-dir", str(tmp_path / "c"), *frozen, *TINY_ARGS, *no_skip]) == 2
+    assert "--no-skip-connections given, but --init-from" in capsys.readouterr().err
+    assert not (tmp_path / "c").exists()
 
 
 def test_init_from_an_encoder_only_folder_loads_the_encoder_and_starts_a_fresh_softmax(tmp_path, capsys):
@@ -247,10 +252,9 @@ def test_init_from_an_encoder_only_folder_loads_the_encoder_and_starts_a_fresh_s
 def test_init_from_the_shipped_default_on_a_new_corpus_keeps_its_character_vocabulary(tmp_path, capsys):
     import hf_elmo
 
-    # build.sh's architecture; the fixture corpus has other characters than the shipped model's training text.
-    shipped = ["--projection-dim", "128", "--cell-dim", "512", "--layers", "2", "--char-dim", "16",
-               "--filters", "[[1,32],[2,32],[3,64],[4,128],[5,256]]", "--highway", "1", "--char-scheme", "dictionary",
-               "--char-min-count", "2", "--max-characters", "20", "--threads", "1", "--no-progress"]
+    # No architecture option: they are read from the model's config.json. The fixture corpus has other characters
+    # than the shipped model's training text.
+    shipped = ["--char-min-count", "2", "--threads", "1", "--no-progress"]
     argv = ["--train-file", str(TRAIN / "data.txt"), "--vocab", str(TRAIN / "vocab.txt"), "--batch-size", "2",
             "--output-dir", str(tmp_path / "adapted"), "--max-steps", "1", "--lr", "0", "--init-from", "default", *shipped]
     assert pretrain_main(argv) == 0

@@ -11,7 +11,8 @@ from small_models import tiny_config
 from transformers import AutoModelForTokenClassification
 
 import hf_elmo
-from hf_elmo import ElmoDataCollator, ElmoForCharacterTagging, ElmoForTokenClassification, ElmoModel, ElmoTokenizer
+from hf_elmo import ElmoForCharacterTagging, ElmoForTokenClassification, ElmoModel, ElmoTokenizer
+from hf_elmo.data_collator import ElmoCharacterTaggingCollator, ElmoDataCollator
 from hf_elmo.char_words import characters_as_words
 from hf_elmo.modeling_elmo_character_tagging import WORD_POSITIONS, character_vectors
 
@@ -53,7 +54,7 @@ def _batch(tokenizer, sentences, labels=None, **features):
     if labels is not None:
         for example, row in zip(examples, labels):
             example["labels"] = row
-    return ElmoDataCollator(tokenizer)(examples), examples
+    return ElmoCharacterTaggingCollator(tokenizer)(examples), examples
 
 
 def _independent_mix(model, batch):
@@ -130,17 +131,17 @@ def test_the_collator_pads_character_positions_and_cuts_with_max_words():
     examples = [characters_as_words({"words": list("小米粥好香"), "labels": [1, 2, 0, 0, 0]},
                                     lambda text: ["小米", "粥", "好香"]),
                 characters_as_words({"words": ["米"], "labels": [0]}, lambda text: ["米"])]
-    batch = ElmoDataCollator(tokenizer, max_words=2)(examples)
+    batch = ElmoCharacterTaggingCollator(tokenizer, max_words=2)(examples)
     assert batch["token_word_index"].tolist() == [[0, 0, 1, -1, -1], [0, -1, -1, -1, -1]]
     assert batch["token_positions"].tolist() == [[1, 3, 0, 1, 3], [0, 0, 0, 0, 0]]
     assert batch["labels"].tolist() == [[1, 2, 0, 0, 0], [0, -100, -100, -100, -100]]
     assert batch["input_ids"].shape[:2] == (2, 2)
     examples[1]["labels"] = [0, 0]
     with pytest.raises(ValueError, match="1 characters but 2 labels"):
-        ElmoDataCollator(tokenizer)(examples)
+        ElmoCharacterTaggingCollator(tokenizer)(examples)
     examples[1]["labels"], examples[1]["token_word_index"] = [0], [4]
     with pytest.raises(ValueError, match="must point at its 1 words"):
-        ElmoDataCollator(tokenizer)(examples)
+        ElmoCharacterTaggingCollator(tokenizer)(examples)
 
 
 def test_character_features_give_each_character_its_own_vector():
@@ -188,16 +189,19 @@ def test_the_collator_refuses_characters_that_do_not_match_the_positions():
     example = characters_as_words({"words": list("小米粥")}, lambda text: ["小米", "粥"], keep_characters=True)
     example["characters"] = ["小", "米"]
     with pytest.raises(ValueError, match="'characters' must be a list of one entry for each of the 3 characters"):
-        ElmoDataCollator(tokenizer)([example])
-    with pytest.raises(ValueError, match="need ElmoDataCollator\\(tokenizer=...\\)"):
-        ElmoDataCollator()([{**example, "characters": list("小米粥"), "input_ids": [[1, 2, 3]] * 2}])
+        ElmoCharacterTaggingCollator(tokenizer)([example])
+    with pytest.raises(ValueError, match="need ElmoCharacterTaggingCollator\\(tokenizer=...\\)"):
+        ElmoCharacterTaggingCollator()([{**example, "characters": list("小米粥"), "input_ids": [[1, 2, 3]] * 2}])
 
 
 def test_the_collator_refuses_per_character_inputs_without_the_characters_places():
     example = characters_as_words({"words": list("小米粥")}, lambda text: ["小米", "粥"], keep_characters=True)
     words_only = {key: value for key, value in example.items() if key not in ("token_word_index", "token_positions")}
-    with pytest.raises(ValueError, match="need token_word_index and token_positions"):
-        ElmoDataCollator(ElmoTokenizer(segmenter="whitespace"))([words_only])
+    with pytest.raises(ValueError, match="example 0 has no token_word_index: each example needs its characters' "
+                                         "places in their words"):
+        ElmoCharacterTaggingCollator(ElmoTokenizer(segmenter="whitespace"))([words_only])
+    with pytest.raises(ValueError, match="batch them with ElmoCharacterTaggingCollator"):
+        ElmoDataCollator(ElmoTokenizer(segmenter="whitespace"))([example])
 
 
 def test_from_pretrained_refuses_arguments_that_make_an_invalid_config(tmp_path):
