@@ -57,7 +57,7 @@ def dev_perplexity(run_folder: str | None, dev_lines: list[str] | None = None, d
     from hf_elmo import ElmoConfig, ElmoTokenizer
     from hf_elmo.loading import resolve_model_name
     from hf_elmo.lm_data import LanguageModelCollator, LineDataset
-    from hf_elmo.modeling_elmo import ElmoForPreTraining
+    from hf_elmo.elmo_language_model import ElmoForPreTraining
     from hf_elmo.pretrain import exact_perplexity
 
     if run_folder is None:

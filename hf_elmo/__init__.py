@@ -21,7 +21,6 @@ DEFAULT_MODEL = str(_Path(__file__).resolve().parent / "pretrained" / "elmo-zh-s
 #: without hf-elmo load it with `trust_remote_code=True`. Add a head here when adding it to modeling_elmo.py.
 AUTO_MODEL_CLASSES = {
     "AutoModel": "ElmoModel",
-    "AutoModelForPreTraining": "ElmoForPreTraining",
     "AutoModelForSequenceClassification": "ElmoForSequenceClassification",
     "AutoModelForTokenClassification": "ElmoForTokenClassification",
 }
@@ -33,7 +32,7 @@ _EXPORTS = {
     "ElmoCrf": "modeling_elmo",
     "ElmoForCharacterTagging": "modeling_elmo_character_tagging",
     "ElmoDataCollator": "data_collator",
-    "ElmoForPreTraining": "modeling_elmo",
+    "ElmoForPreTraining": "elmo_language_model",
     "ElmoForSequenceClassification": "modeling_elmo",
     "ElmoForTokenClassification": "modeling_elmo",
     "ElmoModel": "modeling_elmo",
@@ -77,6 +76,10 @@ def register_auto_classes() -> None:
     # users load them with AutoModelForTokenClassification; the package itself picks the class from `architectures`.
     _import_module(".modeling_elmo_character_tagging", __name__).ElmoForCharacterTagging.register_for_auto_class(
         "AutoModelForTokenClassification"
+    )
+    # The pretraining head is the package's (elmo_language_model.py), not remote code: registered, not in auto_map.
+    transformers.AutoModelForPreTraining.register(
+        ElmoConfig, _import_module(".elmo_language_model", __name__).ElmoForPreTraining, exist_ok=True
     )
     register_pipeline()
     _registered = True

@@ -9,22 +9,9 @@ from huggingface_hub.errors import StrictDataclassError
 from transformers import PreTrainedConfig
 from transformers.utils import logging
 
+from .elmo_text import BEGINNING_OF_SENTENCE_BYTE, END_OF_SENTENCE_BYTE, byte_boundary_char_ids
+
 logger = logging.get_logger(__name__)
-
-# Raw ids of the byte scheme (before its +1 shift that keeps 0 for padding).
-_BEGINNING_OF_SENTENCE_BYTE = 256
-_END_OF_SENTENCE_BYTE = 257
-_BEGINNING_OF_WORD_BYTE = 258
-_END_OF_WORD_BYTE = 259
-_PADDING_BYTE = 260
-
-
-def _byte_boundary_char_ids(boundary_character: int, max_characters_per_token: int) -> list[int]:
-    """Shifted character ids of the byte scheme's `<S>` / `</S>` pseudo-word: ``[BOW, boundary, EOW, PAD...] + 1``."""
-    ids = [_BEGINNING_OF_WORD_BYTE, boundary_character, _END_OF_WORD_BYTE]
-    ids += [_PADDING_BYTE] * (max_characters_per_token - len(ids))
-    return [i + 1 for i in ids[:max_characters_per_token]]
-
 
 #: Fields of the task heads (pretraining softmax, taggers, classifier): a config.json of the encoder alone
 #: (`architectures: ["ElmoModel"]`) leaves them out, a head's writes those that differ from the defaults.
@@ -160,9 +147,9 @@ class ElmoConfig(PreTrainedConfig):
         self.proj_clip = self.proj_clip or None
         if self.char_scheme == "bytes" and self.max_characters_per_token >= 3:
             if self.bos_char_ids is None:
-                self.bos_char_ids = _byte_boundary_char_ids(_BEGINNING_OF_SENTENCE_BYTE, self.max_characters_per_token)
+                self.bos_char_ids = byte_boundary_char_ids(BEGINNING_OF_SENTENCE_BYTE, self.max_characters_per_token)
             if self.eos_char_ids is None:
-                self.eos_char_ids = _byte_boundary_char_ids(_END_OF_SENTENCE_BYTE, self.max_characters_per_token)
+                self.eos_char_ids = byte_boundary_char_ids(END_OF_SENTENCE_BYTE, self.max_characters_per_token)
         super().__post_init__(**kwargs)
         self.check_values()
 

@@ -31,7 +31,7 @@ from .lm_data import (
     read_corpus_lines,
     save_vocabulary,
 )
-from .modeling_elmo import ElmoForPreTraining
+from .elmo_language_model import ElmoForPreTraining
 from .tokenization_elmo import ElmoTokenizer
 from .checkpoints import (  # noqa: F401  (TRAIN_LOSS_FILE, check_checkpoint_readable, weight_names: public here too)
     RUN_IDENTITY_FILE,

@@ -10,7 +10,8 @@ from small_models import tiny_config
 from hf_elmo import ElmoTokenizer
 from hf_elmo.conll import DataError, read_conll
 from hf_elmo.finetune import FinetuneOptions, main, train_classifier, train_tagger
-from hf_elmo.modeling_elmo import ElmoForPreTraining, ElmoForTokenClassification
+from hf_elmo.elmo_language_model import ElmoForPreTraining
+from hf_elmo.modeling_elmo import ElmoForTokenClassification
 from hf_elmo.tagging import tag
 
 

@@ -18,7 +18,7 @@ import torch
 from hf_elmo import ElmoConfig, ElmoModel, ElmoTokenizer
 from hf_elmo.bilm_format import load_model_from_bilm, write_bilm_files
 from hf_elmo.lm_data import LanguageModelCollator, LineDataset, load_vocabulary
-from hf_elmo.modeling_elmo import ElmoForPreTraining, ElmoLanguageModelSoftmax
+from hf_elmo.elmo_language_model import ElmoForPreTraining, ElmoLanguageModelSoftmax
 from hf_elmo.pretrain import exact_perplexity, main as pretrain_main
 from paths import REPO_ROOT
 

@@ -12,7 +12,7 @@ import pytest
 import torch
 
 from hf_elmo import ElmoTokenizer
-from hf_elmo.modeling_elmo import ElmoForPreTraining
+from hf_elmo.elmo_language_model import ElmoForPreTraining
 from paths import REPO_ROOT
 from small_models import tiny_config
 
