@@ -159,6 +159,17 @@ def atomic_file(path: str | os.PathLike, overwrite: bool = True) -> Iterator[str
             os.unlink(temporary)
 
 
+def apply_umask(folder: str | os.PathLike) -> None:
+    """Give every file under `folder` the permissions a plain `open(path, "w")` would: writers that go through
+    mkstemp (safetensors' save, as transformers calls it) leave 0600 files another user cannot read."""
+    mode = 0o666 & ~_current_umask()
+    for root, _, files in os.walk(folder):
+        for name in files:
+            path = os.path.join(root, name)
+            if not os.path.islink(path):
+                os.chmod(path, mode)
+
+
 class DiskFullError(OSError):
     """Not enough free space for an output; the message names the folder and the sizes."""
 
@@ -282,6 +293,7 @@ class AtomicDirectory:
         if exc_type is not None:
             shutil.rmtree(self.path, ignore_errors=True)
             return False
+        apply_umask(self.path)
         if self.target.exists():
             old = Path(tempfile.mkdtemp(prefix=temporary_prefix(self.target.name, "old"), dir=self.target.parent))
             os.replace(self.target, old / "previous")
