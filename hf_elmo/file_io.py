@@ -16,6 +16,7 @@ import errno
 import os
 import re
 import shutil
+import stat
 import sys
 import tempfile
 import uuid
@@ -86,12 +87,39 @@ def remove_stale_temporaries(target: str | os.PathLike) -> int:
     return removed
 
 
+def _not_a_plain_entry(path: str | os.PathLike) -> str | None:
+    """What `path` is when it is neither missing, a regular file nor a real folder: "a symbolic link to X",
+    "a character device", ... (an output may replace only what an earlier run could have written)."""
+    try:
+        mode = os.lstat(path).st_mode
+    except FileNotFoundError:
+        return None
+    if stat.S_ISLNK(mode):
+        return f"a symbolic link (to {os.readlink(path)})"
+    for test, kind in ((stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"),
+                       (stat.S_ISFIFO, "a FIFO (named pipe)"), (stat.S_ISSOCK, "a socket")):
+        if test(mode):
+            return kind
+    return None if stat.S_ISREG(mode) or stat.S_ISDIR(mode) else "not a regular file"
+
+
+def refuse_special_output(path: str | os.PathLike) -> None:
+    """ValueError naming `path` when it is a symbolic link, device, FIFO or socket: never replaced by an output."""
+    kind = _not_a_plain_entry(path)
+    if kind:
+        raise ValueError(
+            f"{os.fspath(path)} is {kind}; hf-elmo replaces only regular files and folders it wrote: choose another "
+            "output name"
+        )
+
+
 def check_output_path(path: str | os.PathLike, overwrite: bool, flag: str = "--overwrite") -> None:
     """Raise ValueError, before any work is done, if `path` cannot take a new output file."""
     path = os.fspath(path)
+    refuse_special_output(path)
     if os.path.isdir(path):
         raise ValueError(f"{path} is a folder; give a file name to write to")
-    if os.path.exists(path) and not overwrite:
+    if os.path.lexists(path) and not overwrite:
         raise ValueError(f"{path} already exists (pass {flag} to replace it)")
     parent = os.path.dirname(os.path.abspath(path))
     if not os.path.isdir(parent):
@@ -151,8 +179,11 @@ def atomic_file(path: str | os.PathLike, overwrite: bool = True) -> Iterator[str
     os.chmod(temporary, 0o666 & ~_current_umask())
     try:
         yield temporary
-        if os.path.exists(target) and not overwrite:
+        if os.path.lexists(target) and not overwrite:
             raise ValueError(f"{os.fspath(path)} appeared while writing it; not replacing it (pass --overwrite)")
+        refuse_special_output(target)  # it may have been made while this run worked
+        if os.path.isdir(target):
+            raise ValueError(f"{os.fspath(path)} became a folder while writing it; not replacing it")
         os.replace(temporary, target)
     finally:
         if os.path.exists(temporary):
@@ -262,6 +293,33 @@ def read_input_bytes(path: str | os.PathLike, what: str = "input") -> bytes:
         raise ValueError(f"cannot read the {what} file {path}: {error.strerror or error}") from None
 
 
+# Files one of hf-elmo's output folders always holds (a model folder, or the bilm-tf export).
+OUTPUT_FOLDER_MARKERS = ("config.json", "options.json")
+
+
+def refuse_foreign_folder(folder: str | os.PathLike) -> None:
+    """ValueError unless the existing `folder` may be replaced by an output folder: a real folder (no mount point)
+    that is empty or holds config.json or options.json, with nothing but regular files and folders inside
+    (`--overwrite` must not throw away a home folder or a device node given by mistake)."""
+    folder = os.fspath(folder)
+    if os.path.ismount(folder):
+        raise ValueError(f"{folder} is a mount point; hf-elmo does not replace it: choose another output folder")
+    entries = os.listdir(folder)
+    if entries and not any(name in entries for name in OUTPUT_FOLDER_MARKERS):
+        raise ValueError(
+            f"{folder} holds no config.json or options.json, so it is no output folder of hf-elmo; --overwrite "
+            "replaces only those: remove it yourself or choose another output folder"
+        )
+    for root, folders, files in os.walk(folder):
+        for name in folders + files:
+            kind = _not_a_plain_entry(os.path.join(root, name))
+            if kind:
+                raise ValueError(
+                    f"{os.path.join(root, name)} is {kind}; --overwrite replaces only folders of regular files: "
+                    f"remove {folder} yourself or choose another output folder"
+                )
+
+
 class AtomicDirectory:
     """Build a folder under a temporary name beside `target` and move it into place only on success.
 
@@ -275,10 +333,13 @@ class AtomicDirectory:
 
     def check(self) -> None:
         """Raise (FileExistsError, ValueError) if the folder could not be written; callers run it before any work."""
+        refuse_special_output(self.target)
         if self.target.exists() and not self.overwrite:
             raise FileExistsError(f"{self.target} already exists (pass --overwrite to replace it)")
         if self.target.exists() and not self.target.is_dir():
             raise FileExistsError(f"{self.target} is a file; --overwrite replaces an output folder, not a file")
+        if self.target.exists():
+            refuse_foreign_folder(self.target)
         check_output_folder(self.target.parent, f"{self.target} cannot be made:")
 
     def __enter__(self) -> Path:

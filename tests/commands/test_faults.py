@@ -36,3 +36,94 @@ def test_converted_weights_get_the_umask_permissions_like_every_other_file(tmp_p
     modes = {path.name: stat.S_IMODE(path.stat().st_mode) for path in output.iterdir()}
     assert modes["model.safetensors"] == 0o644
     assert set(modes.values()) == {0o644}
+
+
+# 2: --overwrite replaces only regular files and folders of ours -------------------------------
+
+
+def make_special(path, kind: str, elsewhere):
+    if kind == "fifo":
+        os.mkfifo(path)
+    elif kind == "socket":
+        import socket
+
+        server = socket.socket(socket.AF_UNIX)
+        server.bind(str(path))
+        server.close()
+    elif kind == "symlink":
+        os.symlink(elsewhere, path)
+    elif kind == "dangling symlink":
+        os.symlink(elsewhere.parent / "nowhere", path)
+    elif kind == "device":
+        if os.geteuid() != 0:
+            pytest.skip("mknod of a device needs root")
+        os.mknod(path, 0o600 | stat.S_IFCHR, os.makedev(1, 3))  # /dev/null's numbers
+
+
+SPECIALS = ["fifo", "socket", "symlink", "dangling symlink", "device"]
+
+
+def assert_untouched(path, kind):
+    mode = os.lstat(path).st_mode
+    assert {"fifo": stat.S_ISFIFO, "socket": stat.S_ISSOCK, "symlink": stat.S_ISLNK, "dangling symlink": stat.S_ISLNK,
+            "device": stat.S_ISCHR}[kind](mode)
+
+
+@pytest.mark.parametrize("kind", SPECIALS)
+def test_embed_overwrite_refuses_special_files_by_name(tmp_path, model_dir, kind, capsys):
+    text = tmp_path / "in.txt"
+    text.write_text("小米 粥\n", encoding="utf-8")
+    elsewhere = tmp_path / "elsewhere.hdf5"
+    elsewhere.write_text("someone else's")
+    output = tmp_path / "out.hdf5"
+    make_special(output, kind, elsewhere)
+    assert run("embed", text, output, "--overwrite", "--model", model_dir) == 2
+    assert str(output) in capsys.readouterr().err
+    assert_untouched(output, kind)
+    assert elsewhere.read_text() == "someone else's"
+
+
+@pytest.mark.parametrize("kind", SPECIALS)
+def test_corpus_segment_overwrite_refuses_special_files_by_name(tmp_path, kind, capsys):
+    text = tmp_path / "in.txt"
+    text.write_text("我们喝小米粥\n", encoding="utf-8")
+    elsewhere = tmp_path / "elsewhere.txt"
+    elsewhere.write_text("someone else's")
+    output = tmp_path / "out.txt"
+    make_special(output, kind, elsewhere)
+    assert run("corpus", "segment", "--input", text, "--output", output, "--segmenter", "chars", "--overwrite") == 2
+    assert str(output) in capsys.readouterr().err
+    assert_untouched(output, kind)
+
+
+def test_atomic_file_refuses_a_special_file_made_while_writing(tmp_path):
+    from hf_elmo.file_io import atomic_file
+
+    output = tmp_path / "out.txt"
+    with pytest.raises(ValueError, match="FIFO"):
+        with atomic_file(output) as temporary:
+            open(temporary, "w").close()
+            os.mkfifo(output)
+    assert stat.S_ISFIFO(os.lstat(output).st_mode)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["out.txt"]
+
+
+def test_convert_overwrite_refuses_folders_that_are_not_outputs(tmp_path, model_dir, capsys):
+    home = tmp_path / "home"
+    home.mkdir()
+    (home / "thesis.tex").write_text("years of work")
+    assert run("convert", "--to", "allennlp", "--model", model_dir, home, "--overwrite") == 2
+    assert "no output folder of hf-elmo" in capsys.readouterr().err
+    assert (home / "thesis.tex").read_text() == "years of work"
+    link = tmp_path / "link"
+    os.symlink(home, link)
+    assert run("convert", "--to", "allennlp", "--model", model_dir, link, "--overwrite") == 2
+    assert "symbolic link" in capsys.readouterr().err
+    assert os.path.islink(link)
+    output = tmp_path / "bilm"
+    assert run("convert", "--to", "allennlp", "--model", model_dir, output) == 0
+    os.mkfifo(output / "pipe")
+    assert run("convert", "--to", "allennlp", "--model", model_dir, output, "--overwrite") == 2
+    assert "FIFO" in capsys.readouterr().err
+    (output / "pipe").unlink()
+    assert run("convert", "--to", "allennlp", "--model", model_dir, output, "--overwrite") == 0
