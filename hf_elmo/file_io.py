@@ -4,18 +4,23 @@ Every command writes to a uniquely named temporary file beside the target and re
 only when the content is complete, so an interrupted or failed run leaves neither a half-written file nor a
 stray temporary behind, and never touches another file that happens to share a predictable name.
 
-A temporary's name says which process made it: ``.TARGET.KIND-PID-START-RANDOM`` with the process id and its
-start time (so a reused pid is not mistaken for the owner). A process killed with SIGKILL cannot clean up;
-`remove_stale_temporaries` deletes such leftovers beside a target once their owner is gone.
+A temporary's name says which process made it: ``.TARGET.KIND-PID-START-MACHINE-RANDOM`` with the process id,
+its start time (so a reused pid is not mistaken for the owner) and a digest of the host name, boot id and pid
+namespace (a pid means something only there: another container or host sharing the folder has its own). A
+process killed with SIGKILL cannot clean up; `remove_stale_temporaries` deletes such leftovers beside a target
+once their owner is provably gone, and leaves those it cannot judge.
 """
 
 from __future__ import annotations
 
 import contextlib
 import errno
+import functools
+import hashlib
 import os
 import re
 import shutil
+import socket
 import stat
 import sys
 import tempfile
@@ -23,7 +28,28 @@ import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
-_TEMPORARY = re.compile(r"^\.(?P<target>.+)\.(?P<kind>[a-z]+)-(?P<pid>\d+)-(?P<start>\d+)-[A-Za-z0-9_]+$")
+_TEMPORARY = re.compile(
+    r"^\.(?P<target>.+)\.(?P<kind>[a-z]+)-(?P<pid>\d+)-(?P<start>\d+)-(?P<machine>[0-9a-f]{12})-[A-Za-z0-9_]+$"
+)
+# The machine digest of a process that cannot name its pid namespace: its temporaries are never judged.
+_UNKNOWN_MACHINE = "0" * 12
+
+
+@functools.lru_cache(maxsize=1)
+def _machine_identity() -> str:
+    """12 hex digits naming where this process's pids mean something: host name, boot and pid namespace."""
+    parts = [socket.gethostname()]
+    if os.path.isdir("/proc"):
+        try:
+            with open("/proc/sys/kernel/random/boot_id", encoding="ascii") as boot:
+                parts.append(boot.read().strip())
+            parts.append(os.readlink("/proc/self/ns/pid"))
+        except OSError:
+            return _UNKNOWN_MACHINE
+    else:  # no pid namespaces; a reboot makes every old owner gone anyway
+        parts.append(sys.platform)
+    digest = hashlib.sha256("\0".join(parts).encode("utf-8", "surrogateescape")).hexdigest()[:12]
+    return digest if digest != _UNKNOWN_MACHINE else "0" * 11 + "1"
 
 
 def _process_start(pid: int) -> int | None:
@@ -39,7 +65,7 @@ def _process_start(pid: int) -> int | None:
 def temporary_prefix(target_name: str, kind: str = "tmp") -> str:
     """The start of a temporary name beside `target_name` that names this process (see the module docstring)."""
     pid = os.getpid()
-    return f".{target_name}.{kind}-{pid}-{_process_start(pid) or 0}-"
+    return f".{target_name}.{kind}-{pid}-{_process_start(pid) or 0}-{_machine_identity()}-"
 
 
 def temporary_name(target_name: str, kind: str = "tmp") -> str:
@@ -63,7 +89,9 @@ def _owner_is_running(pid: int, start: int) -> bool:
 
 def remove_stale_temporaries(target: str | os.PathLike) -> int:
     """Delete the temporaries beside `target` (files or folders named by `temporary_name`) whose process is no
-    longer running; returns how many were removed. Temporaries of running processes are left alone."""
+    longer running; returns how many were removed. Temporaries of running processes are left alone, and so are
+    those made on another host, boot or pid namespace (a container sharing the folder), whose owner cannot be
+    looked up from here."""
     target = Path(os.path.abspath(os.fspath(target)))
     removed = 0
     try:
@@ -73,6 +101,8 @@ def remove_stale_temporaries(target: str | os.PathLike) -> int:
     for entry in entries:
         match = _TEMPORARY.match(entry.name)
         if not match or match["target"] != target.name:
+            continue
+        if match["machine"] != _machine_identity() or match["machine"] == _UNKNOWN_MACHINE:
             continue
         if _owner_is_running(int(match["pid"]), int(match["start"])):
             continue

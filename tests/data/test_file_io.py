@@ -78,3 +78,32 @@ def test_atomic_outputs_use_owned_temporaries_and_leave_none(tmp_path):
             assert folder.name.startswith(f".model.tmp-{os.getpid()}-")
             raise RuntimeError("interrupted")
     assert sorted(p.name for p in tmp_path.iterdir()) == ["vectors.npy"]
+
+
+def test_a_temporary_of_another_pid_namespace_is_never_taken_for_dead(tmp_path):
+    """A run in a container sharing the folder has pids of its own: the sweep cannot look its owner up."""
+    import shutil
+
+    if shutil.which("unshare") is None or subprocess.run(["unshare", "--pid", "--fork", "--mount-proc", "true"]).returncode:
+        pytest.skip("cannot start a process in a new pid namespace here (unshare needs root)")
+    process = subprocess.Popen(["unshare", "--pid", "--fork", "--mount-proc", sys.executable, "-c", LEAVE_A_TEMPORARY,
+                                str(tmp_path), "file"], stdout=subprocess.PIPE, text=True)
+    try:
+        temporary = process.stdout.readline().strip()
+        assert os.path.exists(temporary)
+        assert remove_stale_temporaries(tmp_path / "out.hdf5") == 0  # its pid (1 or 2 in there) is someone else here
+        assert os.path.exists(temporary)
+    finally:
+        process.send_signal(signal.SIGKILL)
+        process.wait()
+
+
+def test_temporaries_of_unknown_origin_are_left(tmp_path):
+    dead_pid = 2**22 + 1  # above Linux's pid_max limit: no such process
+    for name in (f".out.npy.tmp-{dead_pid}-5-0123456789ab-x", f".out.npy.tmp-{dead_pid}-5-000000000000-x",
+                 f".out.npy.tmp-{dead_pid}-5-abc"):
+        (tmp_path / name).write_text("another machine's, or an unknown one's")
+    assert remove_stale_temporaries(tmp_path / "out.npy") == 0
+    name = temporary_name("out.npy").replace(f".tmp-{os.getpid()}-", f".tmp-{dead_pid}-")
+    (tmp_path / name).write_text("a dead process of this machine")
+    assert remove_stale_temporaries(tmp_path / "out.npy") == 1
