@@ -14,6 +14,7 @@ once their owner is provably gone, and leaves those it cannot judge.
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import errno
 import functools
 import hashlib
@@ -87,30 +88,85 @@ def _owner_is_running(pid: int, start: int) -> bool:
     return True
 
 
-def remove_stale_temporaries(target: str | os.PathLike) -> int:
-    """Delete the temporaries beside `target` (files or folders named by `temporary_name`) whose process is no
-    longer running; returns how many were removed. Temporaries of running processes are left alone, and so are
-    those made on another host, boot or pid namespace (a container sharing the folder), whose owner cannot be
-    looked up from here."""
+_AT_FDCWD = -100
+_RENAME_EXCHANGE = 2
+
+
+@functools.lru_cache(maxsize=1)
+def _renameat2():
+    if not sys.platform.startswith("linux"):
+        return None
+    try:
+        function = ctypes.CDLL(None, use_errno=True).renameat2  # glibc 2.28 and later
+    except (OSError, AttributeError):
+        return None
+    function.argtypes = [ctypes.c_int, ctypes.c_char_p, ctypes.c_int, ctypes.c_char_p, ctypes.c_uint]
+    function.restype = ctypes.c_int
+    return function
+
+
+def exchange_paths(first: str | os.PathLike, second: str | os.PathLike) -> bool:
+    """Swap two existing paths in one atomic step (Linux renameat2 RENAME_EXCHANGE); False, with nothing
+    changed, where the C library or the file system cannot."""
+    renameat2 = _renameat2()
+    if renameat2 is None:
+        return False
+    if renameat2(_AT_FDCWD, os.fsencode(first), _AT_FDCWD, os.fsencode(second), _RENAME_EXCHANGE) == 0:
+        return True
+    code = ctypes.get_errno()
+    if code in (errno.ENOSYS, errno.EINVAL, errno.EOPNOTSUPP, errno.ENOTSUP):
+        return False
+    raise OSError(code, os.strerror(code), os.fspath(second))
+
+
+def restore_interrupted_overwrite(target: str | os.PathLike) -> bool:
+    """Put back the previous output folder of a replacement killed between its two renames (see
+    `AtomicDirectory`): when `target` is missing and a dead run's ".old" folder beside it holds it. Returns
+    whether it did."""
     target = Path(os.path.abspath(os.fspath(target)))
-    removed = 0
+    if os.path.lexists(target):
+        return False
+    for match, path in _dead_temporaries(target):
+        previous = os.path.join(path, "previous")
+        if match["kind"] == "old" and os.path.isdir(previous) and not os.path.lexists(target):
+            os.replace(previous, target)
+            shutil.rmtree(path, ignore_errors=True)
+            return True
+    return False
+
+
+def _dead_temporaries(target: Path) -> list[tuple[re.Match, str]]:
+    """(name match, path) of the temporaries beside `target` whose owner is provably gone."""
     try:
         entries = list(os.scandir(target.parent))
     except OSError:
-        return 0
+        return []
+    dead = []
     for entry in entries:
         match = _TEMPORARY.match(entry.name)
         if not match or match["target"] != target.name:
             continue
         if match["machine"] != _machine_identity() or match["machine"] == _UNKNOWN_MACHINE:
             continue
-        if _owner_is_running(int(match["pid"]), int(match["start"])):
-            continue
+        if not _owner_is_running(int(match["pid"]), int(match["start"])):
+            dead.append((match, entry.path))
+    return dead
+
+
+def remove_stale_temporaries(target: str | os.PathLike) -> int:
+    """Delete the temporaries beside `target` (files or folders named by `temporary_name`) whose process is no
+    longer running; returns how many were removed. Temporaries of running processes are left alone, and so are
+    those made on another host, boot or pid namespace (a container sharing the folder), whose owner cannot be
+    looked up from here."""
+    target = Path(os.path.abspath(os.fspath(target)))
+    restore_interrupted_overwrite(target)  # never delete the only copy of the previous output
+    removed = 0
+    for _, path in _dead_temporaries(target):
         try:
-            if entry.is_dir(follow_symlinks=False):
-                shutil.rmtree(entry.path)
+            if os.path.isdir(path) and not os.path.islink(path):
+                shutil.rmtree(path)
             else:
-                os.unlink(entry.path)
+                os.unlink(path)
             removed += 1
         except FileNotFoundError:
             pass  # another process removed it first
@@ -386,6 +442,11 @@ class AtomicDirectory:
             return False
         apply_umask(self.path)
         if self.target.exists():
+            if exchange_paths(self.path, self.target):  # one step: no moment without a complete output
+                shutil.rmtree(self.path, ignore_errors=True)  # now the previous output
+                return False
+            # Two steps: between them the previous output is only in the ".old" folder, which the sweep of a
+            # later run puts back (`restore_interrupted_overwrite`) if this process dies there.
             old = Path(tempfile.mkdtemp(prefix=temporary_prefix(self.target.name, "old"), dir=self.target.parent))
             os.replace(self.target, old / "previous")
             try:

@@ -6,7 +6,7 @@ import argparse
 import sys
 from collections.abc import Sequence
 
-from ..file_io import read_input_bytes, remove_stale_temporaries
+from ..file_io import read_input_bytes, remove_stale_temporaries, restore_interrupted_overwrite
 from .errors import CommandError
 
 
@@ -123,8 +123,10 @@ def positive_int(text: str) -> int:
 
 
 def remove_leftovers(target) -> None:
-    """Remove the temporaries that killed runs left beside `target` (hf-elmo names them for their process), and
-    say how many."""
+    """Put back a previous output that a killed `--overwrite` had moved aside, remove the temporaries that killed
+    runs left beside `target` (hf-elmo names them for their process), and say what was done."""
+    if restore_interrupted_overwrite(target):
+        print(f"hf-elmo: put back the previous {target}, which a killed --overwrite run had moved aside", file=sys.stderr)
     removed = remove_stale_temporaries(target)
     if removed:
         print(f"hf-elmo: removed {removed} temporary file(s) or folder(s) of killed runs beside {target}", file=sys.stderr)

@@ -107,3 +107,58 @@ def test_temporaries_of_unknown_origin_are_left(tmp_path):
     name = temporary_name("out.npy").replace(f".tmp-{os.getpid()}-", f".tmp-{dead_pid}-")
     (tmp_path / name).write_text("a dead process of this machine")
     assert remove_stale_temporaries(tmp_path / "out.npy") == 1
+
+
+KILLED_BETWEEN_THE_STEPS = textwrap.dedent(
+    """
+    import os, shutil, sys
+    from hf_elmo import file_io
+    target, step = sys.argv[1], sys.argv[2]
+    if step == "between the two renames":
+        file_io.exchange_paths = lambda first, second: False  # a system without renameat2
+        real_replace = file_io.os.replace
+        def replace_then_die(source, destination):
+            real_replace(source, destination)
+            os._exit(9)
+        file_io.os.replace = replace_then_die
+    else:  # after the exchange, before the previous output is deleted
+        file_io.shutil.rmtree = lambda *args, **kwargs: os._exit(9)
+    with file_io.AtomicDirectory(target, overwrite=True) as folder:
+        (folder / "config.json").write_text("new")
+    """
+)
+
+
+@pytest.mark.parametrize("step", ["between the two renames", "after the exchange"])
+def test_overwrite_killed_between_its_steps_keeps_the_previous_output_recoverable(tmp_path, step):
+    from hf_elmo.file_io import exchange_paths, restore_interrupted_overwrite
+
+    target = tmp_path / "model"
+    target.mkdir()
+    (target / "config.json").write_text("previous")
+    if step == "after the exchange":
+        probe = tmp_path / "probe"
+        probe.mkdir()
+        if not exchange_paths(probe, target) or not exchange_paths(probe, target):
+            pytest.skip("no renameat2 RENAME_EXCHANGE here")
+        probe.rmdir()
+    killed = subprocess.run([sys.executable, "-c", KILLED_BETWEEN_THE_STEPS, str(target), step])
+    assert killed.returncode == 9
+    if step == "between the two renames":
+        assert not target.exists()  # the previous output is only in the dead run's ".old" folder
+        assert restore_interrupted_overwrite(target)
+        assert (target / "config.json").read_text() == "previous"
+    else:
+        assert (target / "config.json").read_text() == "new"
+    assert remove_stale_temporaries(target) == 1  # the new folder, or the previous one after the exchange
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["model"]
+
+
+def test_the_sweep_itself_puts_the_previous_output_back(tmp_path):
+    target = tmp_path / "model"
+    target.mkdir()
+    (target / "config.json").write_text("previous")
+    subprocess.run([sys.executable, "-c", KILLED_BETWEEN_THE_STEPS, str(target), "between the two renames"])
+    remove_stale_temporaries(target)
+    assert (target / "config.json").read_text() == "previous"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["model"]
