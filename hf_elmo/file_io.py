@@ -25,9 +25,15 @@ import socket
 import stat
 import sys
 import tempfile
+import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
+
+try:
+    import fcntl
+except ImportError:  # Windows
+    fcntl = None
 
 _TEMPORARY = re.compile(
     r"^\.(?P<target>.+)\.(?P<kind>[a-z]+)-(?P<pid>\d+)-(?P<start>\d+)-(?P<machine>[0-9a-f]{12})-[A-Za-z0-9_]+$"
@@ -89,6 +95,7 @@ def _owner_is_running(pid: int, start: int) -> bool:
 
 
 _AT_FDCWD = -100
+_RENAME_NOREPLACE = 1
 _RENAME_EXCHANGE = 2
 
 
@@ -105,18 +112,124 @@ def _renameat2():
     return function
 
 
-def exchange_paths(first: str | os.PathLike, second: str | os.PathLike) -> bool:
-    """Swap two existing paths in one atomic step (Linux renameat2 RENAME_EXCHANGE); False, with nothing
-    changed, where the C library or the file system cannot."""
+def _rename_with_flags(first: str | os.PathLike, second: str | os.PathLike, flags: int) -> bool:
+    """renameat2(first, second, flags); False, with nothing changed, where the C library or the file system
+    does not have it. Other failures raise OSError."""
     renameat2 = _renameat2()
     if renameat2 is None:
         return False
-    if renameat2(_AT_FDCWD, os.fsencode(first), _AT_FDCWD, os.fsencode(second), _RENAME_EXCHANGE) == 0:
+    if renameat2(_AT_FDCWD, os.fsencode(first), _AT_FDCWD, os.fsencode(second), flags) == 0:
         return True
     code = ctypes.get_errno()
     if code in (errno.ENOSYS, errno.EINVAL, errno.EOPNOTSUPP, errno.ENOTSUP):
         return False
     raise OSError(code, os.strerror(code), os.fspath(second))
+
+
+def exchange_paths(first: str | os.PathLike, second: str | os.PathLike) -> bool:
+    """Swap two existing paths in one atomic step (Linux renameat2 RENAME_EXCHANGE); False, with nothing
+    changed, where the C library or the file system cannot."""
+    return _rename_with_flags(first, second, _RENAME_EXCHANGE)
+
+
+def rename_without_replacing(source: str | os.PathLike, target: str | os.PathLike) -> None:
+    """Rename `source` to `target`, raising FileExistsError if `target` exists: atomically where renameat2
+    RENAME_NOREPLACE works (a plain rename would silently replace an empty folder made meanwhile)."""
+    try:
+        if _rename_with_flags(source, target, _RENAME_NOREPLACE):
+            return
+    except FileExistsError:
+        raise FileExistsError(f"{os.fspath(target)} appeared while writing it; not replacing it (pass --overwrite)") from None
+    if os.path.lexists(target):
+        raise FileExistsError(f"{os.fspath(target)} appeared while writing it; not replacing it (pass --overwrite)")
+    os.replace(source, target)
+
+
+class OutputInUseError(OSError):
+    """Another run holds the lock of an output (`output_lock`)."""
+
+
+_held_locks: set[str] = set()
+
+
+def _lock_path(target: str) -> str:
+    return os.path.join(os.path.dirname(target), f".{os.path.basename(target)}.lock")
+
+
+def _remove_stale_lock(target: str) -> None:
+    """Delete the lock file a killed run left beside `target`: one whose lock can be taken (by the protocol of
+    `output_lock`, so a live holder is never disturbed)."""
+    lock_path = _lock_path(target)
+    if fcntl is None or target in _held_locks or not os.path.isfile(lock_path):
+        return
+    try:
+        descriptor = os.open(lock_path, os.O_RDWR)
+    except OSError:
+        return
+    try:
+        fcntl.flock(descriptor, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        if os.path.samestat(os.fstat(descriptor), os.stat(lock_path)):
+            os.unlink(lock_path)
+    except OSError:
+        pass  # held by a live run, or already gone
+    finally:
+        os.close(descriptor)
+
+
+@contextlib.contextmanager
+def output_lock(target: str | os.PathLike) -> Iterator[None]:
+    """Hold, for the whole block, the one writer's lock of the output `target` (a file or folder to be written):
+    `fcntl.flock` on ``.TARGET.lock`` beside it, which records this run's pid, host and start time. A second
+    run into the same output gets `OutputInUseError` naming the first. The lock file is removed on exit; the
+    kernel releases the lock of a killed run, and the next run takes it over. Nested calls for one target
+    in one process hold it once. Where file locks are unavailable (no fcntl, a file system without locks),
+    the block runs without one."""
+    target = os.path.abspath(os.fspath(target))
+    if target in _held_locks or fcntl is None:
+        yield
+        return
+    lock_path = _lock_path(target)
+    if not os.path.isdir(os.path.dirname(target)):
+        raise ValueError(f"output folder does not exist: {os.path.dirname(target)}")
+    while True:
+        try:
+            descriptor = os.open(lock_path, os.O_RDWR | os.O_CREAT, 0o666)
+        except OSError as error:  # the same words as `check_writable`, which callers may run later
+            raise ValueError(f"cannot write to {os.path.dirname(target)}: {error.strerror or error}") from None
+        try:
+            fcntl.flock(descriptor, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            holder = os.read(descriptor, 1000).decode("utf-8", "replace").strip() or "its identity not yet written"
+            os.close(descriptor)
+            raise OutputInUseError(
+                f"{target} is being written by another hf-elmo run ({holder}; lock {lock_path}); wait for it to "
+                "end, or choose another output"
+            ) from None
+        except OSError as error:
+            os.close(descriptor)
+            if error.errno not in (errno.ENOLCK, errno.EOPNOTSUPP, errno.ENOTSUP, errno.EINVAL):
+                raise
+            yield
+            return
+        # The previous holder removes the file on its way out: a lock on a file no longer at `lock_path` is
+        # no lock for anyone else, so take the one on the file now there.
+        try:
+            if os.path.samestat(os.fstat(descriptor), os.stat(lock_path)):
+                break
+        except FileNotFoundError:
+            pass
+        os.close(descriptor)
+    try:
+        started = time.strftime("%Y-%m-%d %H:%M:%S %z")
+        os.ftruncate(descriptor, 0)
+        os.write(descriptor, f"pid {os.getpid()} on {socket.gethostname()}, started {started}\n".encode())
+        _held_locks.add(target)
+        yield
+    finally:
+        _held_locks.discard(target)
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(lock_path)
+        os.close(descriptor)
 
 
 def restore_interrupted_overwrite(target: str | os.PathLike) -> bool:
@@ -160,6 +273,7 @@ def remove_stale_temporaries(target: str | os.PathLike) -> int:
     looked up from here."""
     target = Path(os.path.abspath(os.fspath(target)))
     restore_interrupted_overwrite(target)  # never delete the only copy of the previous output
+    _remove_stale_lock(str(target))
     removed = 0
     for _, path in _dead_temporaries(target):
         try:
@@ -409,7 +523,8 @@ def refuse_foreign_folder(folder: str | os.PathLike) -> None:
 class AtomicDirectory:
     """Build a folder under a temporary name beside `target` and move it into place only on success.
 
-    With `overwrite=False` an existing `target` is refused before anything is written.
+    With `overwrite=False` an existing `target` is refused before anything is written, and again if one appeared
+    by the time the folder is complete. The block holds `output_lock(target)`.
     """
 
     def __init__(self, target: str | os.PathLike, overwrite: bool = False):
@@ -431,17 +546,32 @@ class AtomicDirectory:
     def __enter__(self) -> Path:
         self.check()
         self.target.parent.mkdir(parents=True, exist_ok=True)
+        self._lock = output_lock(self.target)
+        self._lock.__enter__()
         # A plain mkdir (not mkdtemp, which makes 0700 folders) so the result gets the usual permissions.
         self.path = self.target.parent / temporary_name(self.target.name)
         self.path.mkdir()
         return self.path
 
     def __exit__(self, exc_type, exc, tb) -> bool:
+        try:
+            return self._move_into_place(exc_type)
+        finally:
+            self._lock.__exit__(None, None, None)
+
+    def _move_into_place(self, exc_type) -> bool:
         if exc_type is not None:
             shutil.rmtree(self.path, ignore_errors=True)
             return False
         apply_umask(self.path)
-        if self.target.exists():
+        if os.path.lexists(self.target):
+            try:  # what is there now may not be what `check` saw before the work: another run's output
+                if not self.overwrite:
+                    raise FileExistsError(f"{self.target} appeared while writing it; not replacing it (pass --overwrite)")
+                self.check()
+            except BaseException:
+                shutil.rmtree(self.path, ignore_errors=True)
+                raise
             if exchange_paths(self.path, self.target):  # one step: no moment without a complete output
                 shutil.rmtree(self.path, ignore_errors=True)  # now the previous output
                 return False
@@ -458,5 +588,9 @@ class AtomicDirectory:
                 raise
             shutil.rmtree(old, ignore_errors=True)
         else:
-            os.replace(self.path, self.target)
+            try:
+                rename_without_replacing(self.path, self.target)
+            except BaseException:
+                shutil.rmtree(self.path, ignore_errors=True)
+                raise
         return False

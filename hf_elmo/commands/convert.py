@@ -6,6 +6,7 @@ import importlib
 import os
 import sys
 
+from ..file_io import output_lock
 from .common import remove_leftovers
 from .errors import CommandError
 
@@ -52,6 +53,11 @@ def run(args) -> int:
     parent = os.path.dirname(os.path.abspath(args.output))
     if not os.path.isdir(parent):
         raise CommandError(f"output folder does not exist: {parent}")
+    with output_lock(args.output):
+        return _convert(args)
+
+
+def _convert(args) -> int:
     remove_leftovers(args.output)
     direction = "--to allennlp" if args.to == "allennlp" else f"--from {args.source}"
     unused = [

@@ -35,9 +35,13 @@ def add_arguments(parser) -> None:
 
 
 def run(args) -> int:
+    import contextlib
+
+    from ..file_io import output_lock
+    from ..lm_data import run_corpus_command
     from .common import remove_leftovers
 
-    remove_leftovers(args.output if args.corpus_command != "shopping" else args.output_dir)
-    from ..lm_data import run_corpus_command
-
-    return run_corpus_command(args)
+    output = args.output if args.corpus_command != "shopping" else args.output_dir
+    with output_lock(output) if args.corpus_command != "shopping" else contextlib.nullcontext():
+        remove_leftovers(output)
+        return run_corpus_command(args)

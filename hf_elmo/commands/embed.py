@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import sys
@@ -14,6 +15,7 @@ from ..file_io import (
     check_free_space,
     check_output_path,
     is_disk_full,
+    output_lock,
     reserve_space,
     temporary_prefix,
 )
@@ -211,6 +213,12 @@ def run(args) -> int:
     if args.forget_sentences and output_format == "npy":
         raise CommandError("--forget-sentences applies to hdf5 output (its sentence_to_index dataset); .npy has none")
     check_output_path(args.output, args.overwrite)
+    # Only the process that writes the output holds its lock (the other ranks of a torchrun write shards).
+    with output_lock(args.output) if os.environ.get("RANK", "0") == "0" else contextlib.nullcontext():
+        return _embed_into(args, output_format, layers)
+
+
+def _embed_into(args, output_format: str, layers) -> int:
     remove_leftovers(args.output)
     lines = read_lines(args.input, args.blank_lines, max_line_bytes=args.max_line_bytes)
     distributed = Distributed()

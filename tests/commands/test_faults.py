@@ -127,3 +127,77 @@ def test_convert_overwrite_refuses_folders_that_are_not_outputs(tmp_path, model_
     assert "FIFO" in capsys.readouterr().err
     (output / "pipe").unlink()
     assert run("convert", "--to", "allennlp", "--model", model_dir, output, "--overwrite") == 0
+
+
+# 6: one writer per output ------------------------------------------------------------------------
+
+HOLD_THE_LOCK = """
+import sys, time
+from hf_elmo.file_io import output_lock
+with output_lock(sys.argv[1]):
+    print("locked", flush=True)
+    time.sleep(120)
+"""
+
+
+def hold_lock(target):
+    import subprocess
+    import sys
+
+    process = subprocess.Popen([sys.executable, "-c", HOLD_THE_LOCK, str(target)], stdout=subprocess.PIPE, text=True)
+    assert process.stdout.readline().strip() == "locked"
+    return process
+
+
+def test_a_second_run_into_the_same_output_is_refused_naming_the_first(tmp_path, model_dir, capsys):
+    import signal
+    import socket
+
+    text = tmp_path / "in.txt"
+    text.write_text("小米 粥\n", encoding="utf-8")
+    output = tmp_path / "out.hdf5"
+    first = hold_lock(output)
+    try:
+        assert run("embed", text, output, "--model", model_dir) == 2
+        error = capsys.readouterr().err
+        assert f"pid {first.pid} on {socket.gethostname()}, started " in error and str(output) in error
+        assert not output.exists()
+        assert run("convert", "--to", "allennlp", "--model", model_dir, output) == 2  # the same name as a folder
+        assert f"pid {first.pid}" in capsys.readouterr().err
+    finally:
+        first.send_signal(signal.SIGKILL)
+        first.wait()
+    # the kernel released the killed run's lock: the next run takes it over, and leaves no lock file
+    assert run("embed", text, output, "--model", model_dir) == 0
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["in.txt", "out.hdf5"]
+
+
+def test_corpus_segment_and_vocab_hold_the_lock(tmp_path, capsys):
+    text = tmp_path / "in.txt"
+    text.write_text("我们 喝 小米粥\n", encoding="utf-8")
+    output = tmp_path / "out.txt"
+    first = hold_lock(output)
+    try:
+        assert run("corpus", "segment", "--input", text, "--output", output, "--segmenter", "chars") == 2
+        assert f"pid {first.pid}" in capsys.readouterr().err
+        assert run("corpus", "vocab", "--corpus", text, "--output", output) == 2
+        assert f"pid {first.pid}" in capsys.readouterr().err
+    finally:
+        first.kill()
+        first.wait()
+    assert not output.exists()
+
+
+@pytest.mark.parametrize("what_appears", ["another run's output", "an empty folder"])
+def test_a_folder_output_does_not_replace_one_that_appeared_while_it_was_built(tmp_path, what_appears):
+    from hf_elmo.file_io import AtomicDirectory
+
+    target = tmp_path / "out"
+    with pytest.raises(FileExistsError, match="appeared while writing it"):
+        with AtomicDirectory(target) as folder:
+            (folder / "config.json").write_text("mine")
+            target.mkdir()  # what a slow run finds when it is done
+            if what_appears == "another run's output":
+                (target / "config.json").write_text("theirs")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["out"]
+    assert [p.name for p in target.iterdir()] == ([] if what_appears == "an empty folder" else ["config.json"])
