@@ -248,6 +248,25 @@ def restore_interrupted_overwrite(target: str | os.PathLike) -> bool:
     return False
 
 
+def finish_interrupted_file_set(target: str | os.PathLike) -> bool:
+    """Move in the rest of a complete set of files (see `AtomicFileSet`) whose run died while moving them into
+    place, so the folder holds the whole new set; returns whether there was one."""
+    target = Path(os.path.abspath(os.fspath(target)))
+    finished = False
+    for match, path in _dead_temporaries(target):
+        if match["kind"] == "ready" and os.path.isdir(path):
+            _move_files_in(path, target.parent)
+            finished = True
+    return finished
+
+
+def _move_files_in(source: str | os.PathLike, folder: str | os.PathLike) -> None:
+    """Move every file of the folder `source` into `folder`, then remove `source`."""
+    for name in sorted(os.listdir(source)):
+        os.replace(os.path.join(source, name), os.path.join(folder, name))
+    os.rmdir(source)
+
+
 def _dead_temporaries(target: Path) -> list[tuple[re.Match, str]]:
     """(name match, path) of the temporaries beside `target` whose owner is provably gone."""
     try:
@@ -273,6 +292,7 @@ def remove_stale_temporaries(target: str | os.PathLike) -> int:
     looked up from here."""
     target = Path(os.path.abspath(os.fspath(target)))
     restore_interrupted_overwrite(target)  # never delete the only copy of the previous output
+    finish_interrupted_file_set(target)  # nor a complete set of new files half moved in
     _remove_stale_lock(str(target))
     removed = 0
     for _, path in _dead_temporaries(target):
@@ -593,4 +613,91 @@ class AtomicDirectory:
             except BaseException:
                 shutil.rmtree(self.path, ignore_errors=True)
                 raise
+        return False
+
+
+@contextlib.contextmanager
+def _termination_deferred() -> Iterator[None]:
+    """Hold SIGINT and SIGTERM until the block is done (they are delivered then): for steps that must not be
+    left half done. Only the main thread of a POSIX process can do this; elsewhere the block runs as is."""
+    import signal
+    import threading
+
+    if not hasattr(signal, "pthread_sigmask") or threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    held = {signal.SIGINT, signal.SIGTERM}
+    previous = signal.pthread_sigmask(signal.SIG_BLOCK, held)
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, previous)
+
+
+class AtomicFileSet:
+    """Write the files `names` of `folder` as one unit: the folder ends with all of the previous ones or all of
+    the new ones, never a mix (one file of a split written while another is not would leak the test part into
+    the pretraining text).
+
+    The block writes the files into a temporary folder inside `folder` (yielded). When it ends without error
+    that folder is renamed to a ".ready" one, which marks the set complete, and its files are moved in with
+    SIGINT/SIGTERM held back. A run killed (SIGKILL) while moving leaves the ".ready" folder, and the next run's
+    sweep (`remove_stale_temporaries` of ``folder / unit``) moves the rest in; a run that fails before leaves
+    the previous files untouched and its temporary is removed. Existing files are replaced only with
+    `overwrite`; the block holds `output_lock(folder / unit)` and sweeps what killed runs left first.
+    """
+
+    def __init__(self, folder: str | os.PathLike, names, unit: str, overwrite: bool = False):
+        self.folder = Path(folder)
+        self.names = tuple(names)
+        self.unit = unit
+        self.overwrite = overwrite
+        self.path: Path | None = None
+
+    def check(self) -> None:
+        """Raise (FileExistsError, ValueError) if the files could not be written; run before any work."""
+        check_output_folder(self.folder)
+        for name in self.names:
+            refuse_special_output(self.folder / name)
+            if os.path.isdir(self.folder / name):
+                raise ValueError(f"{self.folder / name} is a folder; not replacing it with a file")
+        existing = [name for name in self.names if os.path.lexists(self.folder / name)]
+        if existing and not self.overwrite:
+            raise FileExistsError(f"{self.folder} already holds {', '.join(existing)} (pass --overwrite to replace them)")
+
+    def __enter__(self) -> Path:
+        self.check()
+        self.folder.mkdir(parents=True, exist_ok=True)
+        self._lock = output_lock(self.folder / self.unit)
+        self._lock.__enter__()
+        try:
+            remove_stale_temporaries(self.folder / self.unit)
+            self.check()  # a killed run's set, now moved in, counts as existing
+            self.path = self.folder / temporary_name(self.unit)
+            self.path.mkdir()
+        except BaseException:
+            self._lock.__exit__(None, None, None)
+            raise
+        return self.path
+
+    def __exit__(self, exc_type, exc, tb) -> bool:
+        try:
+            if exc_type is None:
+                try:
+                    written = sorted(os.listdir(self.path))
+                    if written != sorted(self.names):
+                        raise RuntimeError(f"wrote {written} for the set {sorted(self.names)}")
+                    apply_umask(self.path)
+                    self.check()  # nothing appeared meanwhile that must not be replaced
+                    ready = self.folder / temporary_name(self.unit, "ready")
+                    os.replace(self.path, ready)
+                except BaseException:
+                    shutil.rmtree(self.path, ignore_errors=True)
+                    raise
+                with _termination_deferred():
+                    _move_files_in(ready, self.folder)
+            else:
+                shutil.rmtree(self.path, ignore_errors=True)
+        finally:
+            self._lock.__exit__(None, None, None)
         return False

@@ -247,7 +247,7 @@ def run_corpus_command(args) -> int:
     if args.corpus_command == "shopping":
         from .zh_corpora import write_online_shopping
 
-        counts = write_online_shopping(args.input, args.output_dir, args.salt)
+        counts = write_online_shopping(args.input, args.output_dir, args.salt, overwrite=args.overwrite)
         print(" ".join(f"{name}={count}" for name, count in counts.items()))
         return 0
     # Everything that can be checked is checked before any work, so a refused run writes nothing.
