@@ -406,5 +406,5 @@ def export_folder_to_bilm(model_dir, output_dir, overwrite: bool = False) -> Pat
     if not os.path.isdir(model_dir):
         raise ValueError(f"model folder not found: {os.fspath(model_dir)}")
     AtomicDirectory(output_dir, overwrite=overwrite).check()
-    model = ElmoModel.from_pretrained(model_dir)
+    model = ElmoModel.from_pretrained(model_dir, dtype=torch.float32)  # the weights as saved, whatever config.json's dtype
     return write_bilm_files(model, output_dir, overwrite=overwrite)

@@ -141,9 +141,13 @@ def load_model_and_tokenizer(model=None, model_class=None):
         raise ModelNotFoundError(
             f"the default model is not in this installation ({name} is missing); pass a model folder or Hub id"
         )
+    import torch
+
     hub_kwargs = check_model_location(name)
     try:
-        loaded = model_class.from_pretrained(name, **hub_kwargs)
+        # float32 whatever config.json's "dtype" says (transformers would load in that dtype): the commands
+        # and `Embedder` compute in float32 unless asked for another dtype, which they cast to themselves.
+        loaded = model_class.from_pretrained(name, dtype=torch.float32, **hub_kwargs)
     except (OSError, ValueError) as error:
         first_line = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
         raise ModelNotFoundError(f"cannot load model {name!r}: {first_line}") from None

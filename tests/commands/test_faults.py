@@ -201,3 +201,33 @@ def test_a_folder_output_does_not_replace_one_that_appeared_while_it_was_built(t
                 (target / "config.json").write_text("theirs")
     assert sorted(p.name for p in tmp_path.iterdir()) == ["out"]
     assert [p.name for p in target.iterdir()] == ([] if what_appears == "an empty folder" else ["config.json"])
+
+
+# 8: the dtype on load is the command's -------------------------------------------------------------
+
+
+@pytest.mark.parametrize("saved_dtype", ["bfloat16", "float16"])
+def test_a_dtype_in_config_json_does_not_change_what_the_commands_compute_in(tmp_path, model_dir, saved_dtype, capsys):
+    import json
+    import shutil
+
+    import h5py
+    import numpy as np
+
+    marked = tmp_path / "marked"
+    shutil.copytree(model_dir, marked)
+    config = json.loads((marked / "config.json").read_text())
+    config["dtype"] = saved_dtype
+    (marked / "config.json").write_text(json.dumps(config))
+    text = tmp_path / "in.txt"
+    text.write_text("小米 粥 很 好喝\n", encoding="utf-8")
+    for name, model in (("plain.hdf5", model_dir), ("marked.hdf5", marked)):
+        assert run("embed", text, tmp_path / name, "--model", model) == 0
+    with h5py.File(tmp_path / "plain.hdf5") as plain, h5py.File(tmp_path / "marked.hdf5") as other:
+        np.testing.assert_array_equal(plain["0"][...], other["0"][...])
+    capsys.readouterr()
+    assert run("info", "--json", "--model", marked) == 0
+    assert json.loads(capsys.readouterr().out)["dtype"] == "float32"
+    assert run("convert", "--to", "allennlp", "--model", marked, tmp_path / "bilm") == 0
+    assert run("convert", "--to", "allennlp", "--model", model_dir, tmp_path / "bilm-plain") == 0
+    assert (tmp_path / "bilm" / "weights.hdf5").read_bytes() == (tmp_path / "bilm-plain" / "weights.hdf5").read_bytes()
