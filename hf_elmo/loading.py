@@ -103,9 +103,10 @@ def check_model_location(name: str) -> dict:
 
 
 def load_tokenizer(name: str, config, hub_kwargs: dict | None = None):
-    """The tokenizer saved with the model `name`. A folder without tokenizer_config.json gets the default
-    byte-scheme `ElmoTokenizer`, with a warning naming the folder, unless the model's word embedding needs its
-    own dictionary (then `ModelNotFoundError`)."""
+    """The tokenizer saved with the model `name`. A folder without tokenizer_config.json gets, with a warning
+    naming the folder, an `ElmoTokenizer` of the model's character scheme (the dictionary one from its
+    char_vocab.json, else UTF-8 bytes), unless the model's word embedding needs its own dictionary or the
+    dictionary scheme cannot be built (then `ModelNotFoundError` naming the file)."""
     from transformers import AutoTokenizer
 
     from .tokenization_elmo import ElmoTokenizer
@@ -121,11 +122,37 @@ def load_tokenizer(name: str, config, hub_kwargs: dict | None = None):
             f"{name} has no tokenizer_config.json, and this model's word embedding needs its own dictionary "
             "(saved with its tokenizer); save the tokenizer beside the model"
         )
+    if getattr(config, "char_scheme", "bytes") == "dictionary":
+        return _dictionary_tokenizer(name, config)
     logger.warning(
         "%s has no tokenizer_config.json: using a default ElmoTokenizer (UTF-8 bytes, segmenter 'auto'); "
         "save the tokenizer the model was trained with beside it to use that one", name
     )
     return ElmoTokenizer(max_characters_per_token=config.max_characters_per_token)
+
+
+def _dictionary_tokenizer(name: str, config):
+    """The tokenizer of a dictionary-scheme model folder without tokenizer_config.json, built from its
+    char_vocab.json (a byte-scheme tokenizer would feed it ids of another alphabet)."""
+    from .tokenization_elmo import ElmoTokenizer
+
+    path = os.path.join(name, "char_vocab.json")
+    if not os.path.isfile(path):
+        raise ModelNotFoundError(
+            f"{name} has no tokenizer_config.json, and its config.json says char_scheme 'dictionary', whose "
+            f"character ids are in char_vocab.json, which is missing: save the tokenizer beside the model"
+        )
+    try:
+        tokenizer = ElmoTokenizer(char_vocab_file=path, char_scheme="dictionary",
+                                  max_characters_per_token=config.max_characters_per_token)
+    except (OSError, ValueError) as error:
+        first_line = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
+        raise ModelNotFoundError(f"{path}: cannot build this dictionary-scheme model's tokenizer: {first_line}") from None
+    logger.warning(
+        "%s has no tokenizer_config.json: using an ElmoTokenizer with its char_vocab.json (segmenter %r); save "
+        "the tokenizer the model was trained with beside it to use that one", name, tokenizer.segmenter
+    )
+    return tokenizer
 
 
 def load_model_and_tokenizer(model=None, model_class=None):

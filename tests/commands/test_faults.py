@@ -231,3 +231,49 @@ def test_a_dtype_in_config_json_does_not_change_what_the_commands_compute_in(tmp
     assert run("convert", "--to", "allennlp", "--model", marked, tmp_path / "bilm") == 0
     assert run("convert", "--to", "allennlp", "--model", model_dir, tmp_path / "bilm-plain") == 0
     assert (tmp_path / "bilm" / "weights.hdf5").read_bytes() == (tmp_path / "bilm-plain" / "weights.hdf5").read_bytes()
+
+
+# 5: a dictionary-scheme model without tokenizer_config.json ---------------------------------------------
+
+
+def shipped_without_tokenizer_config(tmp_path):
+    import shutil
+
+    from hf_elmo import DEFAULT_MODEL
+
+    folder = tmp_path / "no-tokenizer-config"
+    shutil.copytree(DEFAULT_MODEL, folder)
+    (folder / "tokenizer_config.json").unlink()
+    return folder
+
+
+def test_a_dictionary_model_without_tokenizer_config_gets_its_dictionary(tmp_path, capsys):
+    import h5py
+    import numpy as np
+
+    from hf_elmo import DEFAULT_MODEL
+
+    folder = shipped_without_tokenizer_config(tmp_path)
+    text = tmp_path / "in.txt"
+    text.write_text("小米 粥 很 好喝\n", encoding="utf-8")
+    for name, model in (("shipped.hdf5", DEFAULT_MODEL), ("bare.hdf5", folder)):
+        assert run("embed", text, tmp_path / name, "--split", "whitespace", "--model", model) == 0
+    with h5py.File(tmp_path / "shipped.hdf5") as shipped, h5py.File(tmp_path / "bare.hdf5") as bare:
+        np.testing.assert_array_equal(shipped["0"][...], bare["0"][...])
+    capsys.readouterr()
+    assert run("info", "--json", "--model", folder) == 0
+
+
+@pytest.mark.parametrize("damage", ["missing", "not a mapping"])
+def test_a_dictionary_model_whose_vocabulary_cannot_be_read_is_refused_naming_it(tmp_path, damage, capsys):
+    folder = shipped_without_tokenizer_config(tmp_path)
+    if damage == "missing":
+        (folder / "char_vocab.json").unlink()
+    else:
+        (folder / "char_vocab.json").write_text("[1, 2]")
+    text = tmp_path / "in.txt"
+    text.write_text("小米\n", encoding="utf-8")
+    assert run("embed", text, tmp_path / "out.hdf5", "--model", folder) == 2
+    error = capsys.readouterr().err.strip().splitlines()
+    assert error[-1].startswith("hf-elmo: error: ") and "char_vocab.json" in error[-1]
+    assert not (tmp_path / "out.hdf5").exists()
