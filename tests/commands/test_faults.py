@@ -277,3 +277,61 @@ def test_a_dictionary_model_whose_vocabulary_cannot_be_read_is_refused_naming_it
     error = capsys.readouterr().err.strip().splitlines()
     assert error[-1].startswith("hf-elmo: error: ") and "char_vocab.json" in error[-1]
     assert not (tmp_path / "out.hdf5").exists()
+
+
+# 1: weights that are not the model's are refused by every command ----------------------------------------
+
+
+def rewritten_weights(tmp_path, model_dir, keep):
+    """A copy of the model whose model.safetensors holds only the tensors `keep(name, tensor)` returns (a
+    (name, tensor) pair or None), without weights_checksums.json (as another tool would leave it)."""
+    import shutil
+
+    from safetensors.torch import load_file, save_file
+
+    folder = tmp_path / "rewritten"
+    shutil.copytree(model_dir, folder)
+    (folder / "weights_checksums.json").unlink()
+    kept = dict(filter(None, (keep(name, tensor) for name, tensor in load_file(folder / "model.safetensors").items())))
+    save_file(kept, folder / "model.safetensors", metadata={"format": "pt"})
+    return folder
+
+
+WEIGHT_DAMAGE = {
+    "no biLSTM": lambda name, tensor: None if name.startswith("bilstm.") else (name, tensor),
+    "foreign names": lambda name, tensor: (f"encoder.{name}", tensor),
+    "an extra tensor": lambda name, tensor: (name, tensor) if name != "char_encoder.projection.bias" else (
+        "char_encoder.projection.bias_v2", tensor),
+}
+
+
+@pytest.mark.parametrize("damage", list(WEIGHT_DAMAGE))
+def test_embed_info_and_export_refuse_weights_that_are_not_the_models(tmp_path, model_dir, damage, capsys):
+    folder = rewritten_weights(tmp_path, model_dir, WEIGHT_DAMAGE[damage])
+    text = tmp_path / "in.txt"
+    text.write_text("小米 粥\n", encoding="utf-8")
+    attempts = {
+        "embed": ["embed", text, tmp_path / "out.hdf5", "--model", folder],
+        "similar": ["similar", "--corpus", text, "--types", "--word", "小", "--min-count", "1", "--model", folder],
+        "info": ["info", "--model", folder],
+        "convert": ["convert", "--to", "allennlp", "--model", folder, tmp_path / "bilm"],
+    }
+    for command, argv in attempts.items():
+        capsys.readouterr()
+        assert run(*argv) == 2, command
+        last = capsys.readouterr().err.strip().splitlines()[-1]
+        assert last.startswith("hf-elmo: error: ") and str(folder / "model.safetensors") in last, (command, last)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["in.txt", "rewritten"]
+
+
+def test_checkpoints_with_a_head_still_load_as_the_encoder(tmp_path, model_dir):
+    from hf_elmo import ElmoTokenizer
+    from hf_elmo.modeling_elmo import ElmoForTokenClassification
+
+    tagger = ElmoForTokenClassification.from_pretrained(model_dir, num_labels=3)
+    tagger.save_pretrained(tmp_path / "tagger")
+    ElmoTokenizer(segmenter="chars").save_pretrained(tmp_path / "tagger")
+    text = tmp_path / "in.txt"
+    text.write_text("小米 粥\n", encoding="utf-8")
+    assert run("embed", text, tmp_path / "out.hdf5", "--model", tmp_path / "tagger") == 0
+    assert run("convert", "--to", "allennlp", "--model", tmp_path / "tagger", tmp_path / "bilm") == 0
