@@ -7,7 +7,7 @@ import sys
 from collections.abc import Sequence
 
 from ..file_io import read_input_bytes, remove_stale_temporaries, restore_interrupted_overwrite
-from .errors import CommandError
+from .errors import CommandError, memory_for
 
 
 DEFAULT_MAX_LINE_BYTES = 1_000_000
@@ -82,7 +82,16 @@ def make_embedder(args, distributed=None):
     device = args.device
     if device is None and torch.cuda.is_available():
         device = f"cuda:{distributed.local_rank}" if distributed else "cuda"
-    return Embedder(args.model, device=device or "cpu", dtype=args.dtype, batch_size=args.batch_size, progress=False)
+    with memory_for(f"the model {args.model or 'default'}"):
+        embedder = Embedder(args.model, device=device or "cpu", dtype=args.dtype, batch_size=args.batch_size,
+                            progress=False)
+    return embedder
+
+
+def batch_memory(args):
+    """`memory_for` the model's work on a batch, whose memory grows with --batch-size and the longest line."""
+    return memory_for(f"the vectors of a batch of {args.batch_size} sentence(s)",
+                      "pass a smaller --batch-size, or a file of shorter lines")
 
 
 def add_model_arguments(parser: argparse.ArgumentParser, batch: bool = True) -> None:

@@ -19,7 +19,15 @@ from ..file_io import (
     reserve_space,
     temporary_prefix,
 )
-from .common import add_model_arguments, add_text_arguments, make_embedder, read_lines, remove_leftovers, split_lines
+from .common import (
+    add_model_arguments,
+    add_text_arguments,
+    batch_memory,
+    make_embedder,
+    read_lines,
+    remove_leftovers,
+    split_lines,
+)
 from .errors import CommandError
 
 # Lines per unit of work. Batches are formed inside a chunk, so a given chunk is always computed
@@ -251,12 +259,13 @@ def _embed_into(args, output_format: str, layers) -> int:
                 raise CommandError(str(error)) from None
 
         if distributed.world_size == 1:
-            with atomic_file(args.output, args.overwrite) as temporary:
+            with atomic_file(args.output, args.overwrite) as temporary, batch_memory(args):
                 rows = _embed_chunks(embedder, word_lists, _shard_chunks(len(lines), chunk_size, 0, 1), layers, output_format, progress)
                 _write_embeddings(open_writer(temporary), rows, sentence_to_index, args.output, output_bytes)
         else:
-            _embed_distributed(args, embedder, word_lists, chunk_size, layers, output_format, progress,
-                               distributed, open_writer, sentence_to_index)
+            with batch_memory(args):
+                _embed_distributed(args, embedder, word_lists, chunk_size, layers, output_format, progress,
+                                   distributed, open_writer, sentence_to_index)
     finally:
         distributed.close()
     if distributed.is_main:

@@ -335,3 +335,98 @@ def test_checkpoints_with_a_head_still_load_as_the_encoder(tmp_path, model_dir):
     text.write_text("小米 粥\n", encoding="utf-8")
     assert run("embed", text, tmp_path / "out.hdf5", "--model", tmp_path / "tagger") == 0
     assert run("convert", "--to", "allennlp", "--model", tmp_path / "tagger", tmp_path / "bilm") == 0
+
+
+# 10: failed allocations are one line; hdf5 datasets are checked from their metadata -------------------------
+
+
+TORCH_OUT_OF_MEMORY = ("[enforce fail at alloc_cpu.cpp:127] err == 0. DefaultCPUAllocator: can't allocate memory: you "
+                       "tried to allocate 40000000000 bytes. Error code 12 (Cannot allocate memory)")
+
+
+def test_a_failed_allocation_is_one_line_naming_what_was_built(tmp_path, model_dir, monkeypatch, capsys):
+    from hf_elmo import ElmoModel
+
+    text = tmp_path / "in.txt"
+    text.write_text("小米 粥\n", encoding="utf-8")
+
+    def no_memory(self, *args, **kwargs):
+        raise RuntimeError(TORCH_OUT_OF_MEMORY)
+
+    with monkeypatch.context() as patch:
+        patch.setattr(ElmoModel, "forward", no_memory)
+        assert run("embed", text, tmp_path / "out.hdf5", "--model", model_dir, "--batch-size", 8) == 2
+        last = capsys.readouterr().err.strip().splitlines()[-1]
+        assert last.startswith("hf-elmo: error: not enough memory for the vectors of a batch of 8 sentence(s)")
+        assert "--batch-size" in last
+        assert run("similar", "--corpus", text, "--types", "--word", "小", "--model", model_dir) == 2
+        assert "not enough memory for the vectors" in capsys.readouterr().err
+
+    def numpy_out_of_memory(*args, **kwargs):
+        raise MemoryError("Unable to allocate 37.3 GiB for an array with shape (100000, 100000) and data type float32")
+
+    monkeypatch.setattr(ElmoModel, "from_pretrained", numpy_out_of_memory)
+    assert run("info", "--model", model_dir) == 2
+    last = capsys.readouterr().err.strip().splitlines()[-1]
+    assert last.startswith(f"hf-elmo: error: not enough memory for the model {model_dir}") and "37.3 GiB" in last
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["in.txt"]
+
+
+def bilm_weights_with(tmp_path, name, make):
+    """The AllenNLP fixture's weights.hdf5 with dataset `name` replaced by `make(h5py file, name)`."""
+    import shutil
+
+    import h5py
+
+    from helpers_embed import FIXTURES
+
+    weights = tmp_path / "weights.hdf5"
+    shutil.copy(FIXTURES / "lm_weights.hdf5", weights)
+    with h5py.File(weights, "r+") as handle:
+        del handle[name]
+        make(handle, name)
+    return FIXTURES / "options.json", weights
+
+
+def test_convert_refuses_a_huge_dataset_by_its_shape_without_reading_it(tmp_path, monkeypatch, capsys):
+    import h5py
+
+    options, weights = bilm_weights_with(tmp_path, "char_embed",
+                                         lambda handle, name: handle.create_dataset(name, (100_000, 100_000), "f4"))
+    assert weights.stat().st_size < 2_000_000  # never written: the dataset's values are not in the file
+
+    def no_reading(self, *args):
+        raise AssertionError("dataset values were read before the layout was checked")
+
+    monkeypatch.setattr(h5py.Dataset, "__getitem__", no_reading)
+    output = tmp_path / "out"
+    assert run("convert", "--from", "allennlp", "--options", options, "--weights", weights, output) == 2
+    last = capsys.readouterr().err.strip().splitlines()[-1]
+    assert "dataset char_embed has shape (100000, 100000)" in last and str(weights) in last
+    assert not output.exists()
+
+
+def test_convert_names_a_string_typed_dataset(tmp_path, capsys):
+    import h5py
+
+    def strings(handle, name):  # the shape the options expect, of strings
+        handle.create_dataset(name, data=["0.5"] * 4, dtype=h5py.string_dtype())
+
+    options, weights = bilm_weights_with(tmp_path, "CNN/b_cnn_0", strings)
+    assert run("convert", "--from", "allennlp", "--options", options, "--weights", weights, tmp_path / "out") == 2
+    last = capsys.readouterr().err.strip().splitlines()[-1]
+    assert "dataset CNN/b_cnn_0 holds strings" in last and str(weights) in last
+
+
+def test_an_impossible_model_size_is_one_line_from_any_command(tmp_path, capsys):
+    from pathlib import Path
+
+    if Path("/proc/sys/vm/overcommit_memory").read_text().strip() == "1":
+        pytest.skip("memory overcommit is unconditional here: the allocation would succeed and fill the memory")
+    corpus = tmp_path / "corpus.txt"
+    corpus.write_text("a b c\nd e f\n", encoding="utf-8")
+    assert run("pretrain", "--train-file", corpus, "--min-count", 1, "--output-dir", tmp_path / "run",
+               "--cell-dim", 1_000_000_000, "--projection-dim", 16, "--max-steps", 1, "--no-progress") == 2
+    last = capsys.readouterr().err.strip().splitlines()[-1]
+    assert last.startswith("hf-elmo: error: not enough memory for hf-elmo pretrain")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["corpus.txt"]
