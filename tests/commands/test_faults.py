@@ -430,3 +430,29 @@ def test_an_impossible_model_size_is_one_line_from_any_command(tmp_path, capsys)
     last = capsys.readouterr().err.strip().splitlines()[-1]
     assert last.startswith("hf-elmo: error: not enough memory for hf-elmo pretrain")
     assert sorted(p.name for p in tmp_path.iterdir()) == ["corpus.txt"]
+
+
+# 11, 16: weights_checksums.json of the wrong type, or naming files outside the folder --------------------
+
+
+@pytest.mark.parametrize("record", ['[]', '{"model.safetensors": 5}', '{"model.safetensors": {"bytes": "5"}}',
+                                    '{"../../../etc/hostname": {"bytes": 1, "crc32": "0"}}',
+                                    '{"/etc/hostname": {"bytes": 1, "crc32": "0"}}',
+                                    '{"sub/model.safetensors": {"bytes": 1, "crc32": "0"}}'])
+def test_a_mistyped_or_escaping_checksum_file_is_one_line_naming_it(tmp_path, model_dir, record, capsys, monkeypatch):
+    import builtins
+    import shutil
+
+    folder = tmp_path / "model"
+    shutil.copytree(model_dir, folder)
+    (folder / "weights_checksums.json").write_text(record)
+    real_open = builtins.open
+
+    def open_only_inside(path, *args, **kwargs):
+        assert "hostname" not in str(path), f"read {path}"
+        return real_open(path, *args, **kwargs)
+
+    monkeypatch.setattr(builtins, "open", open_only_inside)
+    assert run("info", "--model", folder) == 2
+    last = capsys.readouterr().err.strip().splitlines()[-1]
+    assert last.startswith("hf-elmo: error: ") and str(folder / "weights_checksums.json") in last
