@@ -540,6 +540,49 @@ def refuse_foreign_folder(folder: str | os.PathLike) -> None:
                 )
 
 
+def split_text_lines(data: bytes) -> list[bytes]:
+    """The lines of `data`, ending at ``\n``, ``\r\n`` or a lone ``\r`` (as Python's text mode reads them),
+    line ends removed; a line end at the very end makes no extra empty line. Every command reads its text
+    input with this (or `iter_text_lines`), so a file from an old Mac editor is read as the lines it shows."""
+    return data.splitlines()
+
+
+def iter_text_lines(path: str | os.PathLike, what: str = "input", chunk_bytes: int = 1 << 20) -> Iterator[tuple[int, str]]:
+    """(line number, text) of every line of the UTF-8 file `path`, read a chunk at a time, split as
+    `split_text_lines` does, a leading byte-order mark dropped. ValueError naming the file and line for bytes
+    that are not UTF-8 (and, as `read_input_bytes`, for a file that cannot be read)."""
+    path = os.fspath(path)
+    try:
+        handle = open(path, "rb")
+    except FileNotFoundError:
+        raise ValueError(f"{what} file not found: {path}") from None
+    except IsADirectoryError:
+        raise ValueError(f"{path} is a folder, not a {what} file") from None
+    except OSError as error:
+        raise ValueError(f"cannot read the {what} file {path}: {error.strerror or error}") from None
+    number = 0
+
+    def decoded(raw: bytes) -> str:
+        try:
+            text = raw.decode("utf-8")
+        except UnicodeDecodeError as error:
+            raise ValueError(f"{path}:{number}: not valid UTF-8 ({error.reason} at byte {error.start} of the line)") from None
+        return text.removeprefix("\ufeff") if number == 1 else text
+
+    with handle:
+        pending = b""
+        while chunk := handle.read(chunk_bytes):
+            lines = (pending + chunk).splitlines(keepends=True)
+            # The last piece may continue in the next chunk: no line end yet, or a "\r" whose "\n" comes next.
+            pending = lines.pop() if not lines[-1].endswith(b"\n") else b""
+            for raw in lines:
+                number += 1
+                yield number, decoded(raw.rstrip(b"\r\n"))
+        if pending:
+            number += 1
+            yield number, decoded(pending.rstrip(b"\r\n"))
+
+
 class AtomicDirectory:
     """Build a folder under a temporary name beside `target` and move it into place only on success.
 

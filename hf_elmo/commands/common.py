@@ -6,7 +6,7 @@ import argparse
 import sys
 from collections.abc import Sequence
 
-from ..file_io import read_input_bytes, remove_stale_temporaries, restore_interrupted_overwrite
+from ..file_io import read_input_bytes, remove_stale_temporaries, restore_interrupted_overwrite, split_text_lines
 from .errors import CommandError, memory_for
 
 
@@ -15,16 +15,15 @@ DEFAULT_MAX_WORDS_PER_LINE = 10_000
 
 
 def read_lines(path: str, blank_lines: str = "error", what: str = "input", max_line_bytes: int | None = None) -> list[str]:
-    """The stripped lines of a UTF-8 text file (`-` = stdin), checked for encoding and blank lines.
+    """The stripped lines of a UTF-8 text file (`-` = stdin), checked for encoding and blank lines; lines end at
+    \\n, \\r\\n or \\r (`split_text_lines`).
 
     `blank_lines="error"` refuses blank lines (naming them, as `allennlp elmo` did), `"keep"` keeps them
     as sentences of zero words, `"skip"` drops them. A line over `max_line_bytes` is refused before it is
     decoded or segmented: the model's memory grows with the longest sentence of a batch.
     """
     data = read_input_bytes(path, what)
-    raw_lines = data.split(b"\n")
-    if raw_lines and raw_lines[-1] == b"":
-        raw_lines.pop()  # the newline that ends the last line
+    raw_lines = split_text_lines(data)
     lines = []
     for number, raw in enumerate(raw_lines, start=1):
         if max_line_bytes is not None and len(raw) > max_line_bytes:

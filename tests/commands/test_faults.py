@@ -456,3 +456,40 @@ def test_a_mistyped_or_escaping_checksum_file_is_one_line_naming_it(tmp_path, mo
     assert run("info", "--model", folder) == 2
     last = capsys.readouterr().err.strip().splitlines()[-1]
     assert last.startswith("hf-elmo: error: ") and str(folder / "weights_checksums.json") in last
+
+
+# 14: one line reader: \n, \r\n and a lone \r end a line -------------------------------------------------
+
+
+@pytest.mark.parametrize("chunk_bytes", [1, 2, 3, 7, 1 << 20])
+def test_the_streaming_line_reader_splits_as_the_whole_file_reader(tmp_path, chunk_bytes):
+    from hf_elmo.file_io import iter_text_lines, split_text_lines
+
+    data = "\ufeff小米\r粥\r\n\r\n好喝\n\r最后".encode()
+    path = tmp_path / "mixed.txt"
+    path.write_bytes(data)
+    whole = [line.decode() for line in split_text_lines(data)]
+    assert whole == ["\ufeff小米", "粥", "", "好喝", "", "最后"]
+    assert [text for _, text in iter_text_lines(path, chunk_bytes=chunk_bytes)] == ["小米"] + whole[1:]
+    path.write_bytes(b"ok\r\xff\xfe\r")
+    with pytest.raises(ValueError, match=f"{path}:2: not valid UTF-8"):
+        list(iter_text_lines(path, chunk_bytes=chunk_bytes))
+
+
+def test_cr_only_line_ends_are_lines_for_embed_similar_and_corpus_segment(tmp_path, model_dir, capsys):
+    import json
+
+    import h5py
+
+    text = tmp_path / "mac.txt"
+    text.write_bytes("小米 粥\r小米 手机\r好 喝\r".encode())
+    assert run("embed", text, tmp_path / "out.hdf5", "--split", "whitespace", "--model", model_dir) == 0
+    with h5py.File(tmp_path / "out.hdf5") as handle:
+        assert sorted(json.loads(handle["sentence_to_index"][0])) == ["好 喝", "小米 手机", "小米 粥"]
+    capsys.readouterr()
+    assert run("similar", "--corpus", text, "--sentence", "小米 粥", "--word", "小米", "--same-word", "--json",
+               "--split", "whitespace", "--model", model_dir) == 0
+    assert sorted(item["line"] for item in json.loads(capsys.readouterr().out)) == [1, 2]
+    output = tmp_path / "segmented.txt"
+    assert run("corpus", "segment", "--input", text, "--output", output, "--segmenter", "whitespace") == 0
+    assert output.read_text(encoding="utf-8") == "小米 粥\n小米 手机\n好 喝\n"
