@@ -540,6 +540,19 @@ def refuse_foreign_folder(folder: str | os.PathLike) -> None:
                 )
 
 
+def decode_utf8(data: bytes, path: str | os.PathLike, encoding: str = "utf-8-sig") -> str:
+    """`data` (the bytes of the file `path`) as text, a leading byte-order mark dropped (unless `encoding` is
+    "utf-8"); ValueError naming the file, line and byte when it is not UTF-8."""
+    try:
+        return data.decode(encoding)
+    except UnicodeDecodeError as error:
+        line = len(split_text_lines(data[: error.start] + b"x"))
+        raise ValueError(
+            f"{os.fspath(path)}:{line}: not valid UTF-8 (byte 0x{data[error.start]:02x} at byte offset {error.start} "
+            "of the file); convert the file to UTF-8 first"
+        ) from None
+
+
 def split_text_lines(data: bytes) -> list[bytes]:
     """The lines of `data`, ending at ``\n``, ``\r\n`` or a lone ``\r`` (as Python's text mode reads them),
     line ends removed; a line end at the very end makes no extra empty line. Every command reads its text

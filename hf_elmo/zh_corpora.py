@@ -23,6 +23,7 @@ from __future__ import annotations
 import csv
 import hashlib
 import importlib.util
+import io
 import random
 from pathlib import Path
 
@@ -170,8 +171,11 @@ def online_shopping_reviews(path: str | Path) -> list[dict]:
     first review is removed. A file without the ``cat,label,review`` header or with a label other than 0/1
     raises ValueError naming the line.
     """
+    from .file_io import decode_utf8, read_input_bytes
+
     rows = []
-    with open(path, encoding="utf-8-sig", newline="") as handle:
+    text = decode_utf8(read_input_bytes(path, "reviews CSV"), path)  # bytes that are not UTF-8: file and line named
+    with io.StringIO(text, newline="") as handle:
         reader = csv.reader(handle)
         header = next(reader, None)
         if header is None or tuple(column.strip() for column in header) != SHOPPING_COLUMNS:

@@ -493,3 +493,30 @@ def test_cr_only_line_ends_are_lines_for_embed_similar_and_corpus_segment(tmp_pa
     output = tmp_path / "segmented.txt"
     assert run("corpus", "segment", "--input", text, "--output", output, "--segmenter", "whitespace") == 0
     assert output.read_text(encoding="utf-8") == "小米 粥\n小米 手机\n好 喝\n"
+
+
+# 16: messages name the file ----------------------------------------------------------------------------
+
+
+def test_invalid_utf8_in_the_shopping_csv_is_named_with_its_line(tmp_path, capsys):
+    csv = tmp_path / "shop.csv"
+    csv.write_bytes("cat,label,review\n手机,1,好\n手机,0,".encode() + b"\xff\xfe bad\n")
+    assert run("corpus", "shopping", "--input", csv, "--output-dir", tmp_path / "out") == 2
+    last = capsys.readouterr().err.strip().splitlines()[-1]
+    assert last.startswith(f"hf-elmo: error: {csv}:3: not valid UTF-8")
+    assert not (tmp_path / "out").exists() or not any((tmp_path / "out").iterdir())
+
+
+def test_an_invalid_char_dic_is_named_with_its_line(tmp_path, capsys):
+    import shutil
+
+    from paths import FIXTURES
+
+    model = tmp_path / "model"
+    shutil.copytree(FIXTURES / "elmoformanylangs" / "model", model)
+    dictionary = model / "char.dic"
+    dictionary.write_bytes(dictionary.read_bytes() + b"\xc3\x28\t999\n")
+    lines = dictionary.read_bytes().count(b"\n")
+    assert run("convert", "--from", "elmoformanylangs", "--model-dir", model, tmp_path / "out") == 2
+    last = capsys.readouterr().err.strip().splitlines()[-1]
+    assert last.startswith(f"hf-elmo: error: {dictionary}:{lines}: not valid UTF-8")
