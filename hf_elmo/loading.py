@@ -176,7 +176,7 @@ def saved_tensor_names(folder: str | os.PathLike) -> tuple[set[str], str]:
             with open(index, encoding="utf-8") as handle:
                 weight_map = json.load(handle)["weight_map"]
             return set(weight_map), index
-        except (OSError, ValueError, KeyError, TypeError) as error:
+        except (OSError, ValueError, KeyError, TypeError, RecursionError) as error:
             raise WeightNamesError(f"{index} cannot be read as a safetensors index ({error})") from None
     path = os.path.join(folder, SAFETENSORS_WEIGHTS)
     try:

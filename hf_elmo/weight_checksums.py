@@ -46,8 +46,8 @@ def verify_weight_checksums(folder: str | os.PathLike) -> bool:
     try:
         with open(path, encoding="utf-8") as handle:
             record = json.load(handle)
-    except (OSError, ValueError) as error:
-        raise OSError(f"{path} cannot be read ({error}); save or download the model again") from None
+    except (OSError, ValueError, RecursionError) as error:  # RecursionError: nesting too deep for the parser
+        raise OSError(f"{path} cannot be read ({str(error) or type(error).__name__}); save or download the model again") from None
     _check_record(record, path)
     for name, expected in record.items():
         weights = os.path.join(folder, name)

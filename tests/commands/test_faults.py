@@ -436,6 +436,7 @@ def test_an_impossible_model_size_is_one_line_from_any_command(tmp_path, capsys)
 
 
 @pytest.mark.parametrize("record", ['[]', '{"model.safetensors": 5}', '{"model.safetensors": {"bytes": "5"}}',
+                                    "[" * 100_000 + "]" * 100_000,
                                     '{"../../../etc/hostname": {"bytes": 1, "crc32": "0"}}',
                                     '{"/etc/hostname": {"bytes": 1, "crc32": "0"}}',
                                     '{"sub/model.safetensors": {"bytes": 1, "crc32": "0"}}'])
