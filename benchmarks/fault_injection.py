@@ -13,6 +13,12 @@ shows as an exit status. What counts as a pass:
   `hf-elmo: error:` line and no traceback, and no temporary file left.
 - damaged weights (256 random bytes, or a few flipped low bits, somewhere in model.safetensors): `embed`
   refuses with exit 2 naming the file; it never exits 0 with vectors that differ from the undamaged model's.
+- issue 37 (`--only issue37`): weights that are not the model's, `--overwrite` onto special files, `corpus
+  shopping` killed / on a full disk (the old or the new complete set of seven files, never a mix), the sweep
+  beside a run of another pid namespace, a dictionary model without tokenizer_config.json, two runs into one
+  output, `--overwrite` killed between its steps, a "dtype" in config.json, impossible sizes and huge hdf5
+  datasets, mistyped weights_checksums.json, CR-only line ends, file modes, invalid UTF-8. Each row says what
+  passes; a refusal passes only as exit 2 with one `hf-elmo: error:` line and no traceback.
 """
 
 from __future__ import annotations
@@ -259,21 +265,432 @@ def _same_vectors(output: Path, reference: Path) -> bool:
         return all(np.array_equal(a[k][...], b[k][...]) for k in ("0", "1"))
 
 
+# Issue 37: what outputs may replace, one writer, interrupted replacements, weights and inputs that are wrong ---
+
+
+FEW = "the cat sat on a mat\ndog run to the park\n"
+
+
+def _refused(result: subprocess.CompletedProcess, *phrases: str) -> bool:
+    """Exit 2 with one `hf-elmo: error:` line holding every phrase last, and no traceback."""
+    lines = result.stderr.strip().splitlines()
+    return (result.returncode == 2 and "Traceback" not in result.stderr and bool(lines)
+            and lines[-1].startswith("hf-elmo: error: ") and all(phrase in lines[-1] for phrase in phrases))
+
+
+def _row(scenario: str, outcomes: list[tuple[str, bool]], passing_note: str) -> dict:
+    failed = [label for label, ok in outcomes if not ok]
+    return {"scenario": scenario, "trials": len(outcomes), "passed": len(outcomes) - len(failed),
+            "notes": "failed: " + "; ".join(failed) if failed else passing_note}
+
+
+def _hidden(folder: Path) -> list[str]:
+    return sorted(name for name in os.listdir(folder) if name.startswith("."))
+
+
+def _snapshot(folder: Path) -> dict[str, bytes]:
+    return {path.name: path.read_bytes() for path in sorted(folder.iterdir()) if not path.name.startswith(".")}
+
+
+def weights_not_the_models_trials(work: Path) -> list[dict]:
+    from safetensors.torch import load_file, save_file
+
+    few = work / "few37.txt"
+    few.write_text(FEW, encoding="utf-8")
+    damages = {
+        "without the biLSTM tensors": lambda name: None if name.startswith("bilstm.") else name,
+        "with foreign names only": lambda name: f"encoder.{name}",
+    }
+    outcomes = []
+    for number, (damage, rename) in enumerate(damages.items()):
+        model = work / f"weights-not-the-models-{number}"
+        shutil.copytree(work / "tiny", model)
+        (model / "weights_checksums.json").unlink()
+        tensors = load_file(str(model / "model.safetensors"))
+        save_file({rename(k): v for k, v in tensors.items() if rename(k)}, str(model / "model.safetensors"),
+                  metadata={"format": "pt"})
+        outputs = work / f"weights-not-the-models-out-{number}"
+        outputs.mkdir()
+        for command, argv in {
+            "embed": ["embed", few, outputs / "out.hdf5", "--model", model],
+            "info": ["info", "--model", model],
+            "convert --to allennlp": ["convert", "--to", "allennlp", "--model", model, outputs / "bilm"],
+        }.items():
+            result = hf_elmo(argv)
+            ok = _refused(result, str(model / "model.safetensors")) and not os.listdir(outputs)
+            outcomes.append((f"`{command}` {damage}: exit {result.returncode}", ok))
+    return [_row("model.safetensors without the biLSTM tensors or with foreign names only (no checksum file): "
+                 "`embed`, `info`, `convert --to allennlp` (#1)", outcomes,
+                 "refused naming model.safetensors, exit 2, nothing written")]
+
+
+def special_file_trials(work: Path) -> list[dict]:
+    import socket
+    import stat
+
+    few = work / "few37.txt"
+    few.write_text(FEW, encoding="utf-8")
+    makers = {
+        "a FIFO": (os.mkfifo, stat.S_ISFIFO),
+        "a socket": (lambda path: socket.socket(socket.AF_UNIX).bind(str(path)), stat.S_ISSOCK),
+        "a symlink to another file": (lambda path: os.symlink(work / "few37.txt", path), stat.S_ISLNK),
+        "a dangling symlink": (lambda path: os.symlink(work / "nowhere", path), stat.S_ISLNK),
+    }
+    if os.geteuid() == 0:
+        makers["/dev/null's device numbers"] = (lambda path: os.mknod(path, 0o600 | stat.S_IFCHR, os.makedev(1, 3)),
+                                                stat.S_ISCHR)
+    outcomes = []
+    for number, (kind, (make, is_kind)) in enumerate(makers.items()):
+        for command in ("embed", "corpus segment"):
+            folder = work / f"special-{number}-{command.replace(' ', '-')}"
+            folder.mkdir()
+            output = folder / "out"
+            make(output)
+            argv = (["embed", few, output, "--model", work / "tiny", "--overwrite"] if command == "embed" else
+                    ["corpus", "segment", "--input", few, "--output", output, "--segmenter", "whitespace", "--overwrite"])
+            result = hf_elmo(argv)
+            ok = _refused(result, str(output)) and is_kind(os.lstat(output).st_mode) and os.listdir(folder) == ["out"]
+            ok = ok and few.read_text(encoding="utf-8") == FEW
+            outcomes.append((f"`{command} --overwrite` onto {kind}: exit {result.returncode}", ok))
+    return [_row("`--overwrite` onto a device node, FIFO, socket or symlink: `embed`, `corpus segment` (#2)", outcomes,
+                 "refused by name, exit 2, the entry untouched" + ("" if os.geteuid() == 0 else " (no device: not root)"))]
+
+
+def _shopping_csv(path: Path, reviews: int = 1500) -> None:
+    rng = random.Random(37)
+    characters = "小米手机很好用屏幕清楚苹果烂了拍照房间干净一般服务态度物流快质量差价格便宜推荐"
+    rows = [f"{rng.choice(['手机', '水果', '酒店', '书籍'])},{rng.randint(0, 1)},"
+            + "".join(rng.choice(characters) for _ in range(rng.randint(5, 60))) + f"{i}" for i in range(reviews)]
+    path.write_text("cat,label,review\n" + "\n".join(rows) + "\n", encoding="utf-8")
+
+
+def shopping_trials(work: Path, trials: int, rng: random.Random) -> list[dict]:
+    csv_path = work / "shopping.csv"
+    _shopping_csv(csv_path)
+
+    def shopping(folder: Path, salt: str, *extra) -> list:
+        return ["corpus", "shopping", "--input", csv_path, "--output-dir", folder, "--salt", salt, *extra]
+
+    old, new = work / "shopping-old", work / "shopping-new"
+    assert hf_elmo(shopping(old, "old")).returncode == 0
+    started = time.time()
+    assert hf_elmo(shopping(new, "new")).returncode == 0
+    duration = time.time() - started
+    old_set, new_set = _snapshot(old), _snapshot(new)
+    rows = []
+    outcomes = []
+    for trial in range(trials):
+        folder = work / f"shopping-kill-{trial}"
+        shutil.copytree(old, folder)
+        status, sent = killed_at_random(shopping(folder, "new", "--overwrite"), rng, duration)
+        whole = _snapshot(folder) in (old_set, new_set)
+        again = hf_elmo(shopping(folder, "new", "--overwrite"))
+        ok = whole and again.returncode == 0 and _snapshot(folder) == new_set and not _hidden(folder)
+        outcomes.append((f"trial {trial} ({sent}, exit {status}): a whole set {whole}, rerun exit {again.returncode}, "
+                         f"leftovers {_hidden(folder)}", ok))
+    rows.append(_row("kill `corpus shopping --salt NEW --overwrite` at a random moment, run again (#3)", outcomes,
+                     f"each time the old or the new complete set of 7 files, never a mix; the rerun wrote the new one "
+                     f"and left nothing behind (uninterrupted run {duration:.1f} s)"))
+    folder = work / "shopping-refuse"
+    shutil.copytree(old, folder)
+    result = hf_elmo(shopping(folder, "new"))
+    rows.append(_row("`corpus shopping` into a folder holding results, without `--overwrite` (#3)",
+                     [(f"exit {result.returncode}", _refused(result, "--overwrite") and _snapshot(folder) == old_set)],
+                     "refused, the results untouched"))
+    if os.geteuid() == 0:
+        set_size = sum(map(len, old_set.values()))
+        outcomes, exits = [], {0: 0, 2: 0}
+        for trial in range(trials):
+            size = rng.randint(set_size // 1024 + 8, 2 * set_size // 1024 + 24) * 1024  # old + new need 2x
+            folder = Path(tempfile.mkdtemp(prefix="fault-disk-"))
+            subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(folder)], check=True)
+            try:
+                for name, data in old_set.items():
+                    (folder / name).write_bytes(data)
+                result = hf_elmo(shopping(folder, "new", "--overwrite"))
+                exits[result.returncode] = exits.get(result.returncode, 0) + 1
+                expected = new_set if result.returncode == 0 else old_set
+                ok = (result.returncode == 0 or _refused(result)) and _snapshot(folder) == expected and not _hidden(folder)
+                outcomes.append((f"{size // 1024} kB: exit {result.returncode}", ok))
+            finally:
+                subprocess.run(["umount", "-l", str(folder)], check=False)
+                folder.rmdir()
+        rows.append(_row("full disk: `corpus shopping --salt NEW --overwrite` over an old set (#3)", outcomes,
+                         f"{exits[0]} wrote the new set (exit 0), {exits[2]} refused with one line keeping the old set "
+                         "whole (exit 2); nothing left behind"))
+    return rows
+
+
+LIVE_TEMPORARY = """
+import os, sys, time
+from hf_elmo.file_io import temporary_name
+path = os.path.join(sys.argv[1], temporary_name("out.hdf5"))
+open(path, "w").close()
+print(path, flush=True)
+time.sleep(120)
+"""
+
+
+def other_namespace_trials(work: Path) -> list[dict]:
+    if os.geteuid() != 0 or shutil.which("unshare") is None:
+        return [{"scenario": "sweep beside a live run of another pid namespace (#4)", "trials": 0, "passed": 0,
+                 "notes": "not run: unshare needs root"}]
+    folder = work / "namespace"
+    folder.mkdir()
+    (folder / "few.txt").write_text(FEW, encoding="utf-8")
+    owner = subprocess.Popen(["unshare", "--pid", "--fork", "--mount-proc", sys.executable, "-c", LIVE_TEMPORARY,
+                              folder], stdout=subprocess.PIPE, text=True, cwd=REPO, env=_env())
+    try:
+        temporary = owner.stdout.readline().strip()
+        result = hf_elmo(["embed", folder / "few.txt", folder / "out.hdf5", "--model", work / "tiny"])
+        ok = result.returncode == 0 and os.path.exists(temporary)
+    finally:
+        owner.kill()
+        owner.wait()
+    return [_row("`embed` beside the live temporary of a run in another pid namespace (a container) (#4)",
+                 [(f"exit {result.returncode}, temporary kept {os.path.exists(temporary)}", ok)],
+                 "the sweep left the live run's temporary alone")]
+
+
+def dictionary_tokenizer_trials(work: Path) -> list[dict]:
+    from hf_elmo import DEFAULT_MODEL
+
+    bare = work / "dictionary-without-tokenizer-config"
+    shutil.copytree(DEFAULT_MODEL, bare)
+    (bare / "tokenizer_config.json").unlink()
+    text = work / "chinese.txt"
+    text.write_text("我们喝小米粥\n小米发布了新手机\n", encoding="utf-8")
+    results = [hf_elmo(["embed", text, work / f"dictionary-{i}.hdf5", "--model", model])
+               for i, model in enumerate((DEFAULT_MODEL, bare))]
+    ok = all(r.returncode == 0 for r in results) and _same_vectors(work / "dictionary-0.hdf5", work / "dictionary-1.hdf5")
+    return [_row("dictionary-scheme model without tokenizer_config.json, `embed` (#5)",
+                 [(f"exits {[r.returncode for r in results]}", ok)],
+                 "the vectors of the shipped model with its own tokenizer, bit for bit")]
+
+
+def one_writer_trials(commands: dict, work: Path) -> list[dict]:
+    outcomes = []
+    for name in ("out.hdf5", "out.npy"):
+        folder = work / f"one-writer-{name}"
+        folder.mkdir()
+        output = folder / name
+        first = subprocess.Popen([sys.executable, "-m", "hf_elmo.cli", *map(str, with_output(commands["embed"], output))],
+                                 cwd=REPO, env=_env(), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        lock = folder / f".{name}.lock"
+        while first.poll() is None and not (lock.is_file() and "started" in lock.read_text(errors="replace")):
+            time.sleep(0.05)
+        first.send_signal(signal.SIGSTOP)  # still writing when the second one looks, however slow its start
+        try:
+            second = hf_elmo(with_output(commands["embed"], output))
+        finally:
+            first.send_signal(signal.SIGCONT)
+        first.wait()
+        complete = _complete("embed", output) if name.endswith(".hdf5") else output.is_file()
+        ok = _refused(second, f"pid {first.pid} on ") and first.returncode == 0 and complete
+        ok = ok and os.listdir(folder) == [name]
+        outcomes.append((f"{name}: second exit {second.returncode}, first exit {first.returncode}", ok))
+    return [_row("a second `embed` into the output a running one writes (#6)", outcomes,
+                 "refused naming the first run's pid, host and start time; the first finished; no lock file left")]
+
+
+KILLED_BETWEEN_RENAMES = """
+import os, sys
+from hf_elmo import file_io
+from hf_elmo.commands import main
+step, argv = sys.argv[1], sys.argv[2:]
+if step == "between the two renames":
+    file_io.exchange_paths = lambda first, second: False  # as where renameat2 is missing
+    real_replace = os.replace
+    def replace_then_die(source, destination):
+        real_replace(source, destination)
+        if os.path.basename(destination) == "previous":
+            os._exit(9)
+    file_io.os.replace = replace_then_die
+else:
+    file_io.shutil.rmtree = lambda *args, **kwargs: os._exit(9)
+main(argv)
+"""
+
+
+def interrupted_overwrite_trials(commands: dict, work: Path) -> list[dict]:
+    outcomes = []
+    for number, step in enumerate(("between the two renames", "after the exchange")):
+        output = work / f"overwrite-{number}" / "out"
+        output.parent.mkdir()
+        assert hf_elmo(with_output(commands["convert"], output)).returncode == 0
+        (output / "marker.txt").write_text("the previous output")
+        killed = subprocess.run([sys.executable, "-c", KILLED_BETWEEN_RENAMES, step,
+                                 *map(str, with_output(commands["convert"], output)), "--overwrite"],
+                                cwd=REPO, env=_env(), capture_output=True, text=True)
+        after_kill = "previous only in a .old folder" if not output.exists() else "an output in place"
+        refused = hf_elmo(with_output(commands["convert"], output))  # its sweep runs first
+        previous_back = (output / "marker.txt").is_file()
+        ok = killed.returncode == 9 and _refused(refused, "already exists") and _complete("convert", output)
+        ok = ok and previous_back == (step == "between the two renames") and os.listdir(output.parent) == ["out"]
+        outcomes.append((f"killed {step} ({after_kill}); next run: previous output back {previous_back}", ok))
+    return [_row("`convert --overwrite` killed between its steps, then any run into the same output (#7)", outcomes,
+                 "killed between the two renames (no renameat2): the next run's sweep put the previous output back; "
+                 "after the one-step exchange: the new output was in place; nothing left behind")]
+
+
+def dtype_trials(work: Path) -> list[dict]:
+    few = work / "few37.txt"
+    few.write_text(FEW, encoding="utf-8")
+    reference = work / "dtype-reference.hdf5"
+    assert hf_elmo(["embed", few, reference, "--model", work / "tiny", "--layers", "all"]).returncode == 0
+    outcomes = []
+    for dtype in ("bfloat16", "float16"):
+        model = work / f"dtype-{dtype}"
+        shutil.copytree(work / "tiny", model)
+        config = json.loads((model / "config.json").read_text())
+        (model / "config.json").write_text(json.dumps({**config, "dtype": dtype}))
+        output = work / f"dtype-{dtype}.hdf5"
+        result = hf_elmo(["embed", few, output, "--model", model, "--layers", "all"])
+        ok = result.returncode == 0 and _same_vectors(output, reference)
+        outcomes.append((f'"dtype": "{dtype}": exit {result.returncode}', ok))
+    return [_row('`"dtype": "bfloat16"` / `"float16"` in config.json, `embed` (#8)', outcomes,
+                 "float32 vectors, bit for bit those of the unmarked model")]
+
+
+def allocation_trials(work: Path) -> list[dict]:
+    import h5py
+
+    corpus = work / "corpus.txt"
+    fixtures = REPO / "tests" / "fixtures" / "allennlp_elmo"
+    outcomes = []
+    for label, extra in (("--cell-dim 1000000000", ["--cell-dim", "1000000000", "--projection-dim", "16"]),
+                         ("--filters [[1,1000000]]", ["--filters", "[[1,1000000]]"])):
+        result = hf_elmo(["pretrain", "--train-file", corpus, "--min-count", "1", "--output-dir",
+                          work / f"oom-{len(outcomes)}", "--max-steps", "1", "--no-progress", *extra])
+        ok = _refused(result, "not enough memory") and not (work / f"oom-{len(outcomes)}").exists()
+        outcomes.append((f"`pretrain {label}`: exit {result.returncode}", ok))
+    for label, make, phrase in (
+        ("a 100000 x 100000 char_embed never written (a 37 GB allocation)",
+         lambda handle: handle.create_dataset("char_embed", (100_000, 100_000), "f4"),
+         "dataset char_embed has shape (100000, 100000)"),
+        ("a string-typed CNN/b_cnn_0", lambda handle: handle.create_dataset("CNN/b_cnn_0", data=["0.5"] * 4,
+                                                                              dtype=h5py.string_dtype()),
+         "dataset CNN/b_cnn_0 holds strings"),
+    ):
+        weights = work / f"bilm-bad-{len(outcomes)}.hdf5"
+        shutil.copy(fixtures / "lm_weights.hdf5", weights)
+        with h5py.File(weights, "r+") as handle:
+            name = "char_embed" if "char_embed" in label else "CNN/b_cnn_0"
+            del handle[name]
+            make(handle)
+        output = work / f"bilm-bad-out-{len(outcomes)}"
+        result = hf_elmo(["convert", "--from", "allennlp", "--options", fixtures / "options.json", "--weights", weights,
+                          output])
+        outcomes.append((f"`convert --from allennlp`, {label}: exit {result.returncode}",
+                         _refused(result, phrase, str(weights)) and not output.exists()))
+    return [_row("impossible sizes (`pretrain`), a huge or string-typed hdf5 dataset (`convert --from allennlp`) "
+                 "(#10, #16)", outcomes,
+                 "one line, exit 2: 'not enough memory for ...', or the dataset named by its shape or type before "
+                 "any data is read")]
+
+
+def checksum_file_trials(work: Path) -> list[dict]:
+    outcomes = []
+    for number, record in enumerate(('[]', '{"model.safetensors": 5}',
+                                     '{"../../../../etc/hostname": {"bytes": 1, "crc32": "0"}}')):
+        model = work / f"checksums-{number}"
+        shutil.copytree(work / "tiny", model)
+        (model / "weights_checksums.json").write_text(record)
+        result = hf_elmo(["info", "--model", model])
+        outcomes.append((f"{record}: exit {result.returncode}", _refused(result, str(model / "weights_checksums.json"))))
+    return [_row("weights_checksums.json of `[]`, `{\"model.safetensors\": 5}`, a `../` name; `info` (#11, #16)",
+                 outcomes, "one line naming weights_checksums.json, exit 2; nothing outside the folder read")]
+
+
+def line_end_trials(work: Path) -> list[dict]:
+    import h5py
+
+    text = work / "cr-only.txt"
+    text.write_bytes(b"the cat sat\rdog run to the park\rbirds sang\r")
+    outcomes = []
+    output = work / "cr-only.hdf5"
+    result = hf_elmo(["embed", text, output, "--model", work / "tiny"])
+    with h5py.File(output, "r") as handle:
+        count = len(handle) - 1
+    outcomes.append((f"`embed`: {count} sentences", result.returncode == 0 and count == 3))
+    result = hf_elmo(["similar", "--corpus", text, "--sentence", "the cat sat", "--word", "cat", "--json",
+                      "--model", work / "tiny", "--top", "100"])
+    lines = {item["line"] for item in json.loads(result.stdout or "[]")}
+    outcomes.append((f"`similar`: lines {sorted(lines)}", result.returncode == 0 and lines == {1, 2, 3}))
+    output = work / "cr-only-segmented.txt"
+    result = hf_elmo(["corpus", "segment", "--input", text, "--output", output, "--segmenter", "whitespace"])
+    count = len(output.read_text(encoding="utf-8").splitlines()) if output.exists() else 0
+    outcomes.append((f"`corpus segment`: {count} lines", result.returncode == 0 and count == 3))
+    return [_row("a file with CR-only line ends (3 lines): `embed`, `similar`, `corpus segment` (#14)", outcomes,
+                 "3 lines each")]
+
+
+def permission_trials(work: Path) -> list[dict]:
+    import stat
+
+    fixtures = REPO / "tests" / "fixtures" / "allennlp_elmo"
+    output = work / "permissions"
+    result = subprocess.run([sys.executable, "-m", "hf_elmo.cli", "convert", "--from", "allennlp", "--options",
+                             str(fixtures / "options.json"), "--weights", str(fixtures / "lm_weights.hdf5"), str(output)],
+                            cwd=REPO, env=_env(), capture_output=True, text=True, preexec_fn=lambda: os.umask(0o022))
+    modes = {oct(stat.S_IMODE(path.stat().st_mode)) for path in output.iterdir()} if output.exists() else set()
+    return [_row("file modes of `convert --from allennlp` under umask 022 (#15)",
+                 [(f"exit {result.returncode}, modes {sorted(modes)}", result.returncode == 0 and modes == {"0o644"})],
+                 "every file 0644, model.safetensors included")]
+
+
+def invalid_utf8_trials(work: Path) -> list[dict]:
+    csv_path = work / "bad-utf8.csv"
+    csv_path.write_bytes("cat,label,review\n手机,1,好\n".encode() + b"\xff\xfe\n")
+    result = hf_elmo(["corpus", "shopping", "--input", csv_path, "--output-dir", work / "bad-utf8-out"])
+    outcomes = [(f"shopping CSV: exit {result.returncode}", _refused(result, f"{csv_path}:3: not valid UTF-8"))]
+    model = work / "bad-char-dic"
+    shutil.copytree(REPO / "tests" / "fixtures" / "elmoformanylangs" / "model", model)
+    dictionary = model / "char.dic"
+    dictionary.write_bytes(dictionary.read_bytes() + b"\xc3\x28\t999\n")
+    line = dictionary.read_bytes().count(b"\n")
+    result = hf_elmo(["convert", "--from", "elmoformanylangs", "--model-dir", model, work / "bad-char-dic-out"])
+    outcomes.append((f"char.dic: exit {result.returncode}", _refused(result, f"{dictionary}:{line}: not valid UTF-8")))
+    return [_row("invalid UTF-8 in the shopping CSV and in char.dic (#16)", outcomes,
+                 "one line naming the file and line, exit 2")]
+
+
+def issue_37_trials(commands: dict, work: Path, trials: int, rng: random.Random) -> list[dict]:
+    rows = weights_not_the_models_trials(work)
+    rows += special_file_trials(work)
+    rows += shopping_trials(work, trials, rng)
+    rows += other_namespace_trials(work)
+    rows += dictionary_tokenizer_trials(work)
+    rows += one_writer_trials(commands, work)
+    rows += interrupted_overwrite_trials(commands, work)
+    rows += dtype_trials(work)
+    rows += allocation_trials(work)
+    rows += checksum_file_trials(work)
+    rows += line_end_trials(work)
+    rows += permission_trials(work)
+    rows += invalid_utf8_trials(work)
+    return rows
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--trials", type=int, default=6, help="trials per scenario")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--markdown", type=Path, help="also write the table here")
     parser.add_argument("--keep", action="store_true", help="keep the work folder")
+    parser.add_argument("--only", choices=["kill", "disk", "damage", "issue37"], action="append",
+                        help="run only these groups of scenarios (repeatable; default: all)")
     args = parser.parse_args()
+    groups = set(args.only or ["kill", "disk", "damage", "issue37"])
     rng = random.Random(args.seed)
     work = Path(tempfile.mkdtemp(prefix="hf-elmo-faults-"))
     started = time.time()
     try:
         commands = build_inputs(work)
-        rows = kill_trials(commands, work, args.trials, rng)
-        rows += full_disk_trials(commands, work, args.trials, rng)
-        rows += damage_trials(commands, work, args.trials, rng)
+        rows = kill_trials(commands, work, args.trials, rng) if "kill" in groups else []
+        rows += full_disk_trials(commands, work, args.trials, rng) if "disk" in groups else []
+        rows += damage_trials(commands, work, args.trials, rng) if "damage" in groups else []
+        rows += issue_37_trials(commands, work, args.trials, rng) if "issue37" in groups else []
     finally:
         if not args.keep:
             shutil.rmtree(work, ignore_errors=True)

@@ -238,7 +238,10 @@ def allennlp_options(config: ElmoConfig) -> dict[str, Any]:
     }
 
 
-def _read_datasets(weights_path: str | os.PathLike) -> dict[str, np.ndarray]:
+def _read_datasets(weights_path: str | os.PathLike, expected: dict[str, tuple[int, ...]]) -> dict[str, np.ndarray]:
+    """The datasets of a bilm-tf ``weights.hdf5`` (the softmax of a training checkpoint left out), after every
+    name, shape and dtype was checked against `expected` from the file's metadata: a wrong or huge dataset is
+    refused by name before any data is read (a 100000 x 100000 one would otherwise be allocated in full)."""
     import h5py
 
     path = os.fspath(weights_path)
@@ -246,18 +249,41 @@ def _read_datasets(weights_path: str | os.PathLike) -> dict[str, np.ndarray]:
         raise ValueError(f"{path} is a folder, not an hdf5 weights file")
     if not os.path.isfile(path):
         raise ValueError(f"weights file not found: {path}")
-    arrays: dict[str, np.ndarray] = {}
     try:
         with h5py.File(path, "r") as handle:
+            datasets: dict[str, h5py.Dataset] = {}
 
             def visit(name, item):
-                if isinstance(item, h5py.Dataset):
-                    arrays[name] = np.asarray(item[...])
+                # bilm-tf training checkpoints may carry the softmax; it is not part of the encoder.
+                if isinstance(item, h5py.Dataset) and not name.startswith("softmax"):
+                    datasets[name] = item
 
             handle.visititems(visit)
+            problems = layout_problems({name: item.shape for name, item in datasets.items()}, expected, "datasets",
+                                       "dataset {}")
+            problems += [
+                f"dataset {name} holds {_dtype_name(item.dtype)}, not floating-point weights"
+                for name, item in sorted(datasets.items()) if name in expected and item.dtype.kind != "f"
+            ]
+            if problems:
+                raise _LayoutError(f"{path} does not match the options: " + "; ".join(problems))
+            return {name: np.asarray(item[...]) for name, item in datasets.items()}
+    except _LayoutError as error:
+        raise ValueError(str(error)) from None
     except (OSError, KeyError, RuntimeError) as error:
         raise ValueError(f"cannot read {path} as hdf5 (truncated or not an hdf5 file?): {error}") from None
-    return arrays
+
+
+class _LayoutError(Exception):
+    """A weights file whose datasets are not the layout of the options (raised inside the hdf5 reading)."""
+
+
+def _dtype_name(dtype: np.dtype) -> str:
+    import h5py
+
+    if h5py.check_string_dtype(dtype) is not None or dtype.kind in "SUO":
+        return "strings"
+    return f"{dtype} values"
 
 
 def layout_problems(found: dict, expected: dict, kind: str, name_format: str = "{}") -> list[str]:
@@ -280,14 +306,7 @@ def state_dict_from_bilm_hdf5(config: ElmoConfig, weights_path: str | os.PathLik
 
     Raises `ValueError` naming any missing, unexpected or wrongly shaped dataset.
     """
-    arrays = _read_datasets(weights_path)
-    expected = expected_datasets(config)
-    # bilm-tf training checkpoints may carry the softmax; it is not part of the encoder.
-    arrays = {name: value for name, value in arrays.items() if not name.startswith("softmax")}
-    problems = layout_problems({name: value.shape for name, value in arrays.items()}, expected, "datasets", "dataset {}")
-    if problems:
-        raise ValueError(f"{os.fspath(weights_path)} does not match the options: " + "; ".join(problems))
-
+    arrays = _read_datasets(weights_path, expected_datasets(config))
     damaged = sorted(name for name, value in arrays.items() if value.dtype.kind == "f" and not np.isfinite(value).all())
     if damaged:
         raise ValueError(
@@ -406,5 +425,8 @@ def export_folder_to_bilm(model_dir, output_dir, overwrite: bool = False) -> Pat
     if not os.path.isdir(model_dir):
         raise ValueError(f"model folder not found: {os.fspath(model_dir)}")
     AtomicDirectory(output_dir, overwrite=overwrite).check()
-    model = ElmoModel.from_pretrained(model_dir)
+    from .loading import check_saved_tensors
+
+    model = ElmoModel.from_pretrained(model_dir, dtype=torch.float32)  # the weights as saved, whatever config.json's dtype
+    check_saved_tensors(model, model_dir)  # a tensor left out would be exported with its random initial values
     return write_bilm_files(model, output_dir, overwrite=overwrite)

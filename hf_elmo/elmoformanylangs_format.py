@@ -20,6 +20,7 @@ The pickles are read with ``torch.load(weights_only=True)``: plain tensors only,
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import pickle
@@ -82,8 +83,11 @@ def read_dictionary(path: str | os.PathLike) -> dict[str, int]:
     path = Path(path)
     if not path.is_file():
         raise ValueError(f"missing file: {path}")
+    from .file_io import decode_utf8
+
     lexicon: dict[str, int] = {}
-    with open(path, encoding="utf-8") as handle:
+    text = decode_utf8(path.read_bytes(), path, "utf-8")  # bytes that are not UTF-8: file and line named
+    with io.StringIO(text, newline=None) as handle:  # line ends as a file opened in text mode reads them
         for number, line in enumerate(handle, start=1):
             fields = line.strip().split("\t")
             if len(fields) == 1:

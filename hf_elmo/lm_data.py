@@ -14,7 +14,7 @@ from collections.abc import Iterable, Iterator
 import numpy as np
 import torch
 
-from .file_io import atomic_file, atomic_write_text, check_output_path, read_input_bytes
+from .file_io import atomic_file, atomic_write_text, check_output_path, iter_text_lines, read_input_bytes
 
 SPECIAL_WORDS = ["<S>", "</S>", "<UNK>"]
 UNK_ID = 2
@@ -247,7 +247,7 @@ def run_corpus_command(args) -> int:
     if args.corpus_command == "shopping":
         from .zh_corpora import write_online_shopping
 
-        counts = write_online_shopping(args.input, args.output_dir, args.salt)
+        counts = write_online_shopping(args.input, args.output_dir, args.salt, overwrite=args.overwrite)
         print(" ".join(f"{name}={count}" for name, count in counts.items()))
         return 0
     # Everything that can be checked is checked before any work, so a refused run writes nothing.
@@ -257,7 +257,7 @@ def run_corpus_command(args) -> int:
         count = 0
         with atomic_file(args.output, overwrite=args.overwrite) as temporary:
             with open(temporary, "w", encoding="utf-8") as out:
-                raw = (" ".join(words) for _, words in read_corpus_lines(args.input))
+                raw = (" ".join(text.split()) for _, text in iter_text_lines(args.input))  # \r ends a line too
                 for line in segment_raw_text(raw, args.segmenter):
                     out.write(line + "\n")
                     count += 1

@@ -46,8 +46,9 @@ def verify_weight_checksums(folder: str | os.PathLike) -> bool:
     try:
         with open(path, encoding="utf-8") as handle:
             record = json.load(handle)
-    except (OSError, ValueError) as error:
-        raise OSError(f"{path} cannot be read ({error}); save or download the model again") from None
+    except (OSError, ValueError, RecursionError) as error:  # RecursionError: nesting too deep for the parser
+        raise OSError(f"{path} cannot be read ({str(error) or type(error).__name__}); save or download the model again") from None
+    _check_record(record, path)
     for name, expected in record.items():
         weights = os.path.join(folder, name)
         if not os.path.isfile(weights):
@@ -58,6 +59,22 @@ def verify_weight_checksums(folder: str | os.PathLike) -> bool:
                 "save, convert or download the model again (if you rewrote it on purpose, delete that file)"
             )
     return bool(record) and all(entry.get("all_finite") is True for entry in record.values())
+
+
+def _check_record(record, path: str) -> None:
+    """OSError naming `path` unless it maps plain file names (no folders, nothing outside the model folder) to
+    {"bytes": int, "crc32": str, ...}: a mistyped file is one line, and a name like ../../etc/hostname is
+    never read."""
+    if not isinstance(record, dict):
+        raise OSError(f"{path} must hold a JSON object (weight file name -> size and checksum), got "
+                      f"{type(record).__name__}; save or download the model again")
+    for name, entry in record.items():
+        if not name or name in (".", "..") or os.path.isabs(name) or "/" in name or "\\" in name:
+            raise OSError(f"{path} names {name!r}, which is not a file of the model folder; save or download the "
+                          "model again")
+        if not (isinstance(entry, dict) and type(entry.get("bytes")) is int and isinstance(entry.get("crc32"), str)):
+            raise OSError(f"{path}: the entry of {name} must be an object with \"bytes\" (a whole number) and "
+                          f"\"crc32\" (text), got {json.dumps(entry)[:100]}; save or download the model again")
 
 
 def check_finite_weights(model: nn.Module, source) -> None:

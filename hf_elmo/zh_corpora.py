@@ -23,6 +23,7 @@ from __future__ import annotations
 import csv
 import hashlib
 import importlib.util
+import io
 import random
 from pathlib import Path
 
@@ -170,8 +171,11 @@ def online_shopping_reviews(path: str | Path) -> list[dict]:
     first review is removed. A file without the ``cat,label,review`` header or with a label other than 0/1
     raises ValueError naming the line.
     """
+    from .file_io import decode_utf8, read_input_bytes
+
     rows = []
-    with open(path, encoding="utf-8-sig", newline="") as handle:
+    text = decode_utf8(read_input_bytes(path, "reviews CSV"), path)  # bytes that are not UTF-8: file and line named
+    with io.StringIO(text, newline="") as handle:
         reader = csv.reader(handle)
         header = next(reader, None)
         if header is None or tuple(column.strip() for column in header) != SHOPPING_COLUMNS:
@@ -197,38 +201,46 @@ def split_online_shopping(path: str | Path, salt: str = "") -> dict[str, list[di
     return parts
 
 
-def write_online_shopping(path: str | Path, output_dir: str | Path, salt: str = "") -> dict[str, int]:
+SHOPPING_FILES = tuple(f"{part}.{kind}.tsv" for part in ("train", "dev", "test") for kind in ("sentiment", "category")) + (
+    "pretrain.txt",
+)
+
+
+def write_online_shopping(path: str | Path, output_dir: str | Path, salt: str = "", overwrite: bool = False) -> dict[str, int]:
     """Write the split of `path` to `output_dir` and return the number of lines of each file:
 
     * ``{train,dev,test}.sentiment.tsv`` (``0|1<TAB>text``) and ``{train,dev,test}.category.tsv``
       (``category<TAB>text``): the labelled parts, in the ``label<TAB>text`` form ``hf-elmo finetune
       train-classifier`` reads, so every evaluation uses the same held-out *test* part;
     * ``pretrain.txt``: the *train* part only, jieba-segmented, one review a line, for ``hf-elmo pretrain``.
+
+    The seven files are written as one unit (`AtomicFileSet`): an interrupted or failed run leaves the previous
+    set whole, so a pretrain.txt of another split never sits beside these test files. Existing files are
+    replaced only with `overwrite`.
     """
-    from .file_io import atomic_file, check_output_folder
+    from .file_io import AtomicFileSet
     from .lm_data import segment_raw_text
 
+    files = AtomicFileSet(output_dir, SHOPPING_FILES, "online_shopping", overwrite=overwrite)
+    files.check()  # before the file is read
     parts = split_online_shopping(path, salt)  # a bad file fails before anything is written
-    output_dir = Path(output_dir)
-    check_output_folder(output_dir)
-    output_dir.mkdir(parents=True, exist_ok=True)
     counts = {}
+    with files as folder:
 
-    def write(name: str, lines) -> None:
-        n = 0
-        with atomic_file(output_dir / name) as temporary:
-            with open(temporary, "w", encoding="utf-8") as handle:
+        def write(name: str, lines) -> None:
+            n = 0
+            with open(folder / name, "w", encoding="utf-8") as handle:
                 for line in lines:
                     handle.write(line + "\n")
                     n += 1
-        counts[name] = n
+            counts[name] = n
 
-    for name, rows in parts.items():
-        # Tabs and line ends inside a review would break the one-row-a-line format.
-        texts = [" ".join(row["text"].split()) for row in rows]
-        write(f"{name}.sentiment.tsv", (f"{row['label']}\t{text}" for row, text in zip(rows, texts)))
-        write(f"{name}.category.tsv", (f"{row['category']}\t{text}" for row, text in zip(rows, texts)))
-    write("pretrain.txt", segment_raw_text((row["text"] for row in parts["train"]), "jieba"))
+        for name, rows in parts.items():
+            # Tabs and line ends inside a review would break the one-row-a-line format.
+            texts = [" ".join(row["text"].split()) for row in rows]
+            write(f"{name}.sentiment.tsv", (f"{row['label']}\t{text}" for row, text in zip(rows, texts)))
+            write(f"{name}.category.tsv", (f"{row['category']}\t{text}" for row, text in zip(rows, texts)))
+        write("pretrain.txt", segment_raw_text((row["text"] for row in parts["train"]), "jieba"))
     return counts
 
 

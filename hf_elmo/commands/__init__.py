@@ -68,8 +68,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 130
     except Exception as error:  # a full disk comes as OSError, h5py's RuntimeError, safetensors' own error, ...
         from ..file_io import is_disk_full
+        from .errors import is_out_of_memory, out_of_memory_message
 
-        if is_disk_full(error):
+        if is_out_of_memory(error):  # where no command named what it was building
+            print(f"hf-elmo: error: {out_of_memory_message(error, f'hf-elmo {args.command}')}", file=sys.stderr)
+        elif is_disk_full(error):
             print(f"hf-elmo: error: the disk is full ({_one_line(error)}); free some space and run the command "
                   "again", file=sys.stderr)
         elif isinstance(error, _user_errors()):

@@ -6,8 +6,8 @@ import argparse
 import sys
 from collections.abc import Sequence
 
-from ..file_io import read_input_bytes, remove_stale_temporaries
-from .errors import CommandError
+from ..file_io import read_input_bytes, remove_stale_temporaries, restore_interrupted_overwrite, split_text_lines
+from .errors import CommandError, memory_for
 
 
 DEFAULT_MAX_LINE_BYTES = 1_000_000
@@ -15,16 +15,15 @@ DEFAULT_MAX_WORDS_PER_LINE = 10_000
 
 
 def read_lines(path: str, blank_lines: str = "error", what: str = "input", max_line_bytes: int | None = None) -> list[str]:
-    """The stripped lines of a UTF-8 text file (`-` = stdin), checked for encoding and blank lines.
+    """The stripped lines of a UTF-8 text file (`-` = stdin), checked for encoding and blank lines; lines end at
+    \\n, \\r\\n or \\r (`split_text_lines`).
 
     `blank_lines="error"` refuses blank lines (naming them, as `allennlp elmo` did), `"keep"` keeps them
     as sentences of zero words, `"skip"` drops them. A line over `max_line_bytes` is refused before it is
     decoded or segmented: the model's memory grows with the longest sentence of a batch.
     """
     data = read_input_bytes(path, what)
-    raw_lines = data.split(b"\n")
-    if raw_lines and raw_lines[-1] == b"":
-        raw_lines.pop()  # the newline that ends the last line
+    raw_lines = split_text_lines(data)
     lines = []
     for number, raw in enumerate(raw_lines, start=1):
         if max_line_bytes is not None and len(raw) > max_line_bytes:
@@ -82,7 +81,16 @@ def make_embedder(args, distributed=None):
     device = args.device
     if device is None and torch.cuda.is_available():
         device = f"cuda:{distributed.local_rank}" if distributed else "cuda"
-    return Embedder(args.model, device=device or "cpu", dtype=args.dtype, batch_size=args.batch_size, progress=False)
+    with memory_for(f"the model {args.model or 'default'}"):
+        embedder = Embedder(args.model, device=device or "cpu", dtype=args.dtype, batch_size=args.batch_size,
+                            progress=False)
+    return embedder
+
+
+def batch_memory(args):
+    """`memory_for` the model's work on a batch, whose memory grows with --batch-size and the longest line."""
+    return memory_for(f"the vectors of a batch of {args.batch_size} sentence(s)",
+                      "pass a smaller --batch-size, or a file of shorter lines")
 
 
 def add_model_arguments(parser: argparse.ArgumentParser, batch: bool = True) -> None:
@@ -123,8 +131,10 @@ def positive_int(text: str) -> int:
 
 
 def remove_leftovers(target) -> None:
-    """Remove the temporaries that killed runs left beside `target` (hf-elmo names them for their process), and
-    say how many."""
+    """Put back a previous output that a killed `--overwrite` had moved aside, remove the temporaries that killed
+    runs left beside `target` (hf-elmo names them for their process), and say what was done."""
+    if restore_interrupted_overwrite(target):
+        print(f"hf-elmo: put back the previous {target}, which a killed --overwrite run had moved aside", file=sys.stderr)
     removed = remove_stale_temporaries(target)
     if removed:
         print(f"hf-elmo: removed {removed} temporary file(s) or folder(s) of killed runs beside {target}", file=sys.stderr)

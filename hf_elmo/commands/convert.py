@@ -6,8 +6,9 @@ import importlib
 import os
 import sys
 
+from ..file_io import output_lock
 from .common import remove_leftovers
-from .errors import CommandError
+from .errors import CommandError, memory_for
 
 
 HELP = "convert AllenNLP/bilm-tf or ELMoForManyLangs weights to an hf-elmo folder, or back"
@@ -52,6 +53,11 @@ def run(args) -> int:
     parent = os.path.dirname(os.path.abspath(args.output))
     if not os.path.isdir(parent):
         raise CommandError(f"output folder does not exist: {parent}")
+    with output_lock(args.output), memory_for(f"the model converted into {args.output}"):
+        return _convert(args)
+
+
+def _convert(args) -> int:
     remove_leftovers(args.output)
     direction = "--to allennlp" if args.to == "allennlp" else f"--from {args.source}"
     unused = [

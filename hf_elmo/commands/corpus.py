@@ -32,12 +32,22 @@ def add_arguments(parser) -> None:
     shopping.add_argument("--input", required=True, help="online_shopping_10_cats.csv (cat,label,review)")
     shopping.add_argument("--output-dir", required=True, help="folder for the six .tsv files and pretrain.txt")
     shopping.add_argument("--salt", default="", help="prefix hashed with each review: another salt, another split")
+    shopping.add_argument("--overwrite", action="store_true", help="replace the seven files if --output-dir holds them")
 
 
 def run(args) -> int:
+    from ..file_io import output_lock
+    from ..lm_data import run_corpus_command
     from .common import remove_leftovers
 
-    remove_leftovers(args.output if args.corpus_command != "shopping" else args.output_dir)
-    from ..lm_data import run_corpus_command
+    if args.corpus_command == "shopping":  # its seven files are one unit, which locks and sweeps itself
+        return run_corpus_command(args)
+    with output_lock(args.output):
+        remove_leftovers(args.output)
+        return run_corpus_command(args)
 
-    return run_corpus_command(args)
+
+def after_interruption(args) -> str:
+    if args.corpus_command == "shopping":
+        return f"{args.output_dir} holds either its previous files or the complete new set, never a mix"
+    return "no output was written"

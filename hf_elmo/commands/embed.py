@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import sys
@@ -14,10 +15,19 @@ from ..file_io import (
     check_free_space,
     check_output_path,
     is_disk_full,
+    output_lock,
     reserve_space,
     temporary_prefix,
 )
-from .common import add_model_arguments, add_text_arguments, make_embedder, read_lines, remove_leftovers, split_lines
+from .common import (
+    add_model_arguments,
+    add_text_arguments,
+    batch_memory,
+    make_embedder,
+    read_lines,
+    remove_leftovers,
+    split_lines,
+)
 from .errors import CommandError
 
 # Lines per unit of work. Batches are formed inside a chunk, so a given chunk is always computed
@@ -211,6 +221,12 @@ def run(args) -> int:
     if args.forget_sentences and output_format == "npy":
         raise CommandError("--forget-sentences applies to hdf5 output (its sentence_to_index dataset); .npy has none")
     check_output_path(args.output, args.overwrite)
+    # Only the process that writes the output holds its lock (the other ranks of a torchrun write shards).
+    with output_lock(args.output) if os.environ.get("RANK", "0") == "0" else contextlib.nullcontext():
+        return _embed_into(args, output_format, layers)
+
+
+def _embed_into(args, output_format: str, layers) -> int:
     remove_leftovers(args.output)
     lines = read_lines(args.input, args.blank_lines, max_line_bytes=args.max_line_bytes)
     distributed = Distributed()
@@ -243,12 +259,13 @@ def run(args) -> int:
                 raise CommandError(str(error)) from None
 
         if distributed.world_size == 1:
-            with atomic_file(args.output, args.overwrite) as temporary:
+            with atomic_file(args.output, args.overwrite) as temporary, batch_memory(args):
                 rows = _embed_chunks(embedder, word_lists, _shard_chunks(len(lines), chunk_size, 0, 1), layers, output_format, progress)
                 _write_embeddings(open_writer(temporary), rows, sentence_to_index, args.output, output_bytes)
         else:
-            _embed_distributed(args, embedder, word_lists, chunk_size, layers, output_format, progress,
-                               distributed, open_writer, sentence_to_index)
+            with batch_memory(args):
+                _embed_distributed(args, embedder, word_lists, chunk_size, layers, output_format, progress,
+                                   distributed, open_writer, sentence_to_index)
     finally:
         distributed.close()
     if distributed.is_main:

@@ -6,7 +6,7 @@ import heapq
 import json
 import sys
 
-from .common import add_model_arguments, add_text_arguments, make_embedder, read_lines, split_lines
+from .common import add_model_arguments, add_text_arguments, batch_memory, make_embedder, read_lines, split_lines
 from .errors import CommandError
 
 
@@ -74,12 +74,13 @@ def run(args) -> int:
     except (TypeError, ValueError) as error:
         raise CommandError(str(error)) from None
     word_lists = split_lines(lines, args.split, embedder.tokenizer, args.max_words_per_line, args.corpus)
-    query = _query_vector(embedder, args) if args.sentence else None
     progress = not args.no_progress and sys.stderr.isatty()
-    if args.types:
-        results = _similar_types(embedder, word_lists, args, query, progress)
-    else:
-        results = _similar_tokens(embedder, word_lists, lines, args, query, progress)
+    with batch_memory(args):
+        query = _query_vector(embedder, args) if args.sentence else None
+        if args.types:
+            results = _similar_types(embedder, word_lists, args, query, progress)
+        else:
+            results = _similar_tokens(embedder, word_lists, lines, args, query, progress)
     if not results:  # said on stderr, so that --json output stays a plain (empty) list
         if args.types:
             print(f"no word other than {args.word!r} occurs at least --min-count {args.min_count} times in the corpus",

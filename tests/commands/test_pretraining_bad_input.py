@@ -4,6 +4,7 @@ half-written, and no user file destroyed (the commands once used the fixed tempo
 from __future__ import annotations
 
 import json
+import os
 import re
 import shutil
 from pathlib import Path
@@ -68,7 +69,10 @@ def test_pretrain_removes_what_killed_runs_left_and_says_so(tmp_path, capsys):
     run = tmp_path / "run"
     (run / "checkpoint-3").mkdir(parents=True)  # a save that never finished: no trainer_state.json
     (run / "checkpoint-3" / "model.safetensors").write_bytes(b"partial")
-    dead = ".pretraining_summary.json.tmp-999999999-1-0123abcd"  # a process that cannot exist
+    from hf_elmo.file_io import temporary_name
+
+    # a temporary of this machine whose process cannot exist (pids stay below 2**22)
+    dead = temporary_name("pretraining_summary.json").replace(f".tmp-{os.getpid()}-", ".tmp-999999999-")
     (run / dead).write_text("half")
     argv = ["pretrain", "--train-file", DATA, "--min-count", "1", "--output-dir", str(run), "--max-steps", "1",
             "--batch-size", "2", "--save-steps", "100", *TINY_ARGS]

@@ -249,14 +249,16 @@ def test_options_that_do_not_match_the_weights(tmp_path, capsys):
 
 
 def existing_folder(tmp_path) -> Path:
+    """An earlier output (it has a config.json: --overwrite replaces only output folders) with a file of its own."""
     output = tmp_path / "out"
     output.mkdir()
+    (output / "config.json").write_text("{}")
     (output / "keep.txt").write_text("precious")
     return output
 
 
 def assert_untouched(output):
-    assert entries(output) == {"keep.txt"} and (output / "keep.txt").read_text() == "precious"
+    assert entries(output) == {"config.json", "keep.txt"} and (output / "keep.txt").read_text() == "precious"
     assert entries(output.parent) - {"weights.hdf5"} == {"out"}  # no temporary folders left
 
 
@@ -269,7 +271,7 @@ def test_existing_output_is_refused_without_overwrite(tmp_path, capsys):
     ElmoModel(ElmoConfig(**tiny_config_kwargs())).save_pretrained(tmp_path / "model")
     code, error = run_cli(capsys, "--reverse", "--model", tmp_path / "model", "--output", output)
     assert code == 2 and "already exists" in error
-    assert entries(output) == {"keep.txt"}
+    assert entries(output) == {"config.json", "keep.txt"}
 
 
 def test_overwrite_replaces_only_on_success(tmp_path, capsys):

@@ -335,6 +335,7 @@ def test_cli_errors_leave_no_output(model_copy, tmp_path, capsys):
 def test_cli_refuses_existing_output_and_overwrites_on_request(tmp_path, capsys):
     output = tmp_path / "out"
     output.mkdir()
+    (output / "config.json").write_text("{}")  # an earlier output: --overwrite replaces only those
     (output / "keep.txt").write_text("x")
     assert cli.main(["--model-dir", str(MODEL_DIR), "--output", str(output)]) == 2
     assert "already exists" in capsys.readouterr().err

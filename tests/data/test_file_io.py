@@ -78,3 +78,87 @@ def test_atomic_outputs_use_owned_temporaries_and_leave_none(tmp_path):
             assert folder.name.startswith(f".model.tmp-{os.getpid()}-")
             raise RuntimeError("interrupted")
     assert sorted(p.name for p in tmp_path.iterdir()) == ["vectors.npy"]
+
+
+def test_a_temporary_of_another_pid_namespace_is_never_taken_for_dead(tmp_path):
+    """A run in a container sharing the folder has pids of its own: the sweep cannot look its owner up."""
+    import shutil
+
+    if shutil.which("unshare") is None or subprocess.run(["unshare", "--pid", "--fork", "--mount-proc", "true"]).returncode:
+        pytest.skip("cannot start a process in a new pid namespace here (unshare needs root)")
+    process = subprocess.Popen(["unshare", "--pid", "--fork", "--mount-proc", sys.executable, "-c", LEAVE_A_TEMPORARY,
+                                str(tmp_path), "file"], stdout=subprocess.PIPE, text=True)
+    try:
+        temporary = process.stdout.readline().strip()
+        assert os.path.exists(temporary)
+        assert remove_stale_temporaries(tmp_path / "out.hdf5") == 0  # its pid (1 or 2 in there) is someone else here
+        assert os.path.exists(temporary)
+    finally:
+        process.send_signal(signal.SIGKILL)
+        process.wait()
+
+
+def test_temporaries_of_unknown_origin_are_left(tmp_path):
+    dead_pid = 2**22 + 1  # above Linux's pid_max limit: no such process
+    for name in (f".out.npy.tmp-{dead_pid}-5-0123456789ab-x", f".out.npy.tmp-{dead_pid}-5-000000000000-x",
+                 f".out.npy.tmp-{dead_pid}-5-abc"):
+        (tmp_path / name).write_text("another machine's, or an unknown one's")
+    assert remove_stale_temporaries(tmp_path / "out.npy") == 0
+    name = temporary_name("out.npy").replace(f".tmp-{os.getpid()}-", f".tmp-{dead_pid}-")
+    (tmp_path / name).write_text("a dead process of this machine")
+    assert remove_stale_temporaries(tmp_path / "out.npy") == 1
+
+
+KILLED_BETWEEN_THE_STEPS = textwrap.dedent(
+    """
+    import os, shutil, sys
+    from hf_elmo import file_io
+    target, step = sys.argv[1], sys.argv[2]
+    if step == "between the two renames":
+        file_io.exchange_paths = lambda first, second: False  # a system without renameat2
+        real_replace = file_io.os.replace
+        def replace_then_die(source, destination):
+            real_replace(source, destination)
+            os._exit(9)
+        file_io.os.replace = replace_then_die
+    else:  # after the exchange, before the previous output is deleted
+        file_io.shutil.rmtree = lambda *args, **kwargs: os._exit(9)
+    with file_io.AtomicDirectory(target, overwrite=True) as folder:
+        (folder / "config.json").write_text("new")
+    """
+)
+
+
+@pytest.mark.parametrize("step", ["between the two renames", "after the exchange"])
+def test_overwrite_killed_between_its_steps_keeps_the_previous_output_recoverable(tmp_path, step):
+    from hf_elmo.file_io import exchange_paths, restore_interrupted_overwrite
+
+    target = tmp_path / "model"
+    target.mkdir()
+    (target / "config.json").write_text("previous")
+    if step == "after the exchange":
+        probe = tmp_path / "probe"
+        probe.mkdir()
+        if not exchange_paths(probe, target) or not exchange_paths(probe, target):
+            pytest.skip("no renameat2 RENAME_EXCHANGE here")
+        probe.rmdir()
+    killed = subprocess.run([sys.executable, "-c", KILLED_BETWEEN_THE_STEPS, str(target), step])
+    assert killed.returncode == 9
+    if step == "between the two renames":
+        assert not target.exists()  # the previous output is only in the dead run's ".old" folder
+        assert restore_interrupted_overwrite(target)
+        assert (target / "config.json").read_text() == "previous"
+    else:
+        assert (target / "config.json").read_text() == "new"
+    assert remove_stale_temporaries(target) == 1  # the new folder, or the previous one after the exchange
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["model"]
+
+
+def test_the_sweep_itself_puts_the_previous_output_back(tmp_path):
+    target = tmp_path / "model"
+    target.mkdir()
+    (target / "config.json").write_text("previous")
+    subprocess.run([sys.executable, "-c", KILLED_BETWEEN_THE_STEPS, str(target), "between the two renames"])
+    remove_stale_temporaries(target)
+    assert (target / "config.json").read_text() == "previous"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["model"]

@@ -160,3 +160,103 @@ def test_split_reviews_is_seeded_and_its_test_part_stays_out_of_the_pretraining_
     written = set((tmp_path / "train.txt").read_text(encoding="utf-8").split())
     assert written == {text for text, _ in split["train"]}
     assert not written & {text for text, _ in split["test"]}
+
+
+# The seven files of `corpus shopping` are one unit (issue 37 #3) ------------------------------------------------
+
+
+@pytest.fixture
+def shopping(tmp_path, monkeypatch):
+    """A CSV, an output folder holding a complete earlier split (salt "old"), and a fake jieba."""
+    import hf_elmo.lm_data
+    from hf_elmo import zh_corpora
+
+    monkeypatch.setattr(hf_elmo.lm_data, "segment_raw_text", lambda lines, segmenter: (" ".join(text) for text in lines))
+    path = tmp_path / "shop.csv"
+    rows = "".join(f"类{i % 3},{i % 2},评论{i}号\n" for i in range(200))
+    path.write_text("cat,label,review\n" + rows, encoding="utf-8")
+    out = tmp_path / "out"
+    zh_corpora.write_online_shopping(path, out, salt="old")
+    return path, out, {name: (out / name).read_text(encoding="utf-8") for name in zh_corpora.SHOPPING_FILES}
+
+
+def snapshot(out):
+    return {path.name: path.read_text(encoding="utf-8") for path in out.iterdir()}
+
+
+def test_shopping_refuses_to_replace_results_without_overwrite(shopping, capsys):
+    import hf_elmo.lm_data
+
+    path, out, before = shopping
+    assert hf_elmo.lm_data.main(["shopping", "--input", str(path), "--output-dir", str(out), "--salt", "new"]) == 2
+    assert "--overwrite" in capsys.readouterr().err
+    assert snapshot(out) == before
+    assert hf_elmo.lm_data.main(["shopping", "--input", str(path), "--output-dir", str(out), "--salt", "new",
+                                 "--overwrite"]) == 0
+    after = snapshot(out)
+    assert set(after) == set(before) and after != before
+
+
+@pytest.mark.parametrize("fault", [KeyboardInterrupt, lambda: OSError(28, "No space left on device")])
+def test_an_interrupted_or_failed_shopping_run_leaves_the_previous_set_whole(shopping, monkeypatch, fault):
+    import hf_elmo.lm_data
+
+    path, out, before = shopping
+
+    def segment_then_fail(lines, segmenter):
+        yield "一 句"
+        raise fault() if not isinstance(fault, type) else fault
+
+    monkeypatch.setattr(hf_elmo.lm_data, "segment_raw_text", segment_then_fail)
+    status = hf_elmo.lm_data.main(["shopping", "--input", str(path), "--output-dir", str(out), "--salt", "new",
+                                   "--overwrite"])
+    assert status == (130 if fault is KeyboardInterrupt else 2)
+    assert snapshot(out) == before  # pretrain.txt is still the one of the same split as the test files
+
+
+KILLED_SHOPPING = """
+import os, sys
+import hf_elmo.lm_data
+from hf_elmo import file_io, zh_corpora
+hf_elmo.lm_data.segment_raw_text = lambda lines, segmenter: (" ".join(text) for text in lines)
+csv, out, moment = sys.argv[1:]
+if moment == "while writing":
+    real_open = open
+    def open_then_die(path, *args, **kwargs):
+        if str(path).endswith("pretrain.txt"):
+            os._exit(9)
+        return real_open(path, *args, **kwargs)
+    zh_corpora.open = open_then_die
+else:  # while moving the complete set in
+    moved = []
+    real_replace = os.replace
+    def replace_then_die(source, destination):
+        real_replace(source, destination)
+        moved.append(destination)
+        if len(moved) == 4:
+            os._exit(9)
+    file_io.os.replace = replace_then_die
+zh_corpora.write_online_shopping(csv, out, salt="new", overwrite=True)
+"""
+
+
+@pytest.mark.parametrize("moment", ["while writing", "while moving in"])
+def test_a_killed_shopping_run_is_finished_or_undone_by_the_next(shopping, tmp_path, moment):
+    import subprocess
+    import sys
+
+    from hf_elmo import zh_corpora
+    from hf_elmo.file_io import remove_stale_temporaries
+
+    path, out, before = shopping
+    killed = subprocess.run([sys.executable, "-c", KILLED_SHOPPING, str(path), str(out), moment])
+    assert killed.returncode == 9
+    assert [p.name for p in out.iterdir() if p.name.startswith(".")]  # what the killed run left
+    expected = tmp_path / "expected"
+    zh_corpora.write_online_shopping(path, expected, salt="new")
+    zh_corpora.write_online_shopping(path, tmp_path / "rerun", salt="other")  # another folder is not swept
+    assert [p.name for p in out.iterdir() if p.name.startswith(".")]
+    remove_stale_temporaries(out / "online_shopping")  # what the next run does first
+    assert snapshot(out) == (before if moment == "while writing" else snapshot(expected))
+    zh_corpora.write_online_shopping(path, out, salt="new", overwrite=True)
+    assert snapshot(out) == snapshot(expected)
