@@ -21,7 +21,7 @@ import torch
 from transformers.utils import logging
 
 from .configuration_elmo import ElmoConfig
-from .field_types import load_json_file
+from .file_io import load_json_file
 from .file_io import AtomicDirectory
 
 logger = logging.get_logger(__name__)

@@ -18,6 +18,7 @@ import ctypes
 import errno
 import functools
 import hashlib
+import json
 import os
 import re
 import shutil
@@ -757,3 +758,15 @@ class AtomicFileSet:
         finally:
             self._lock.__exit__(None, None, None)
         return False
+
+
+def load_json_file(path: str | os.PathLike, what: str):
+    """A hand-edited JSON file (options, vocabularies, results); a missing file or broken JSON is a ValueError
+    naming `what` and the path. A UTF-8 byte order mark is accepted."""
+    try:
+        with open(path, encoding="utf-8-sig") as handle:
+            return json.load(handle)
+    except FileNotFoundError:
+        raise ValueError(f"{what} not found: {os.fspath(path)}") from None
+    except (json.JSONDecodeError, UnicodeDecodeError, RecursionError) as error:
+        raise ValueError(f"{what} {os.fspath(path)} is not valid JSON: {type(error).__name__}: {error}") from None

@@ -31,7 +31,7 @@ from typing import Any
 
 from huggingface_hub import EvalResult, ModelCard, ModelCardData
 
-from .field_types import load_json_file
+from .file_io import load_json_file
 
 DEFAULT_NAMESPACE = "hf-elmo"
 _RESULT_KEYS = {

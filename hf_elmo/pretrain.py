@@ -16,7 +16,7 @@ from pathlib import Path
 import torch
 
 from .configuration_elmo import ElmoConfig
-from .field_types import load_json_file
+from .file_io import load_json_file
 from .loading import resolve_model_name
 from .file_io import atomic_write_text, check_output_folder
 from .lm_data import (

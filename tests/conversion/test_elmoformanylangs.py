@@ -199,8 +199,8 @@ def test_model_checks_word_ids(model_and_tokenizer):
         model(input_ids=encoding["input_ids"])
     with pytest.raises(ValueError, match="shape"):
         model(input_ids=encoding["input_ids"], word_ids=encoding["word_ids"][:, :1])
-    with pytest.raises(ValueError, match="word id"):
-        model(input_ids=encoding["input_ids"], word_ids=encoding["word_ids"] + model.config.word_vocab_size)
+    with pytest.raises(ValueError, match="word id"):  # values are checked on request (forward reads no tensor value)
+        model.validate_inputs(encoding["input_ids"], word_ids=encoding["word_ids"] + model.config.word_vocab_size)
     tiny = ElmoModel(
         ElmoConfig(char_embedding_dim=4, char_cnn_filters=[[1, 4]], num_highway_layers=1, projection_dim=4,
                    lstm_cell_dim=8, num_lstm_layers=1)
