@@ -562,7 +562,9 @@ def allocation_trials(work: Path) -> list[dict]:
                          ("--filters [[1,1000000]]", ["--filters", "[[1,1000000]]"])):
         result = hf_elmo(["pretrain", "--train-file", corpus, "--min-count", "1", "--output-dir",
                           work / f"oom-{len(outcomes)}", "--max-steps", "1", "--no-progress", *extra])
-        ok = _refused(result, "not enough memory") and not (work / f"oom-{len(outcomes)}").exists()
+        # Refused before anything is built (the configuration bounds every size), or where memory runs out.
+        ok = ((_refused(result, "Invalid ElmoConfig", "weights, more than") or _refused(result, "not enough memory"))
+              and not (work / f"oom-{len(outcomes)}").exists())
         outcomes.append((f"`pretrain {label}`: exit {result.returncode}", ok))
     for label, make, phrase in (
         ("a 100000 x 100000 char_embed never written (a 37 GB allocation)",
@@ -585,8 +587,8 @@ def allocation_trials(work: Path) -> list[dict]:
                          _refused(result, phrase, str(weights)) and not output.exists()))
     return [_row("impossible sizes (`pretrain`), a huge or string-typed hdf5 dataset (`convert --from allennlp`) "
                  "(#10, #16)", outcomes,
-                 "one line, exit 2: 'not enough memory for ...', or the dataset named by its shape or type before "
-                 "any data is read")]
+                 "one line, exit 2: the configuration's size bound before any module is built, or the dataset named "
+                 "by its shape or type before any data is read")]
 
 
 def checksum_file_trials(work: Path) -> list[dict]:

@@ -299,8 +299,9 @@ def _biLM_problems(loading_info: dict, source) -> str | None:
     if unexpected:
         parts.append(f"holds {len(unexpected)} tensors this model does not have ({', '.join(sorted(unexpected)[:4])}"
                      f"{', ...' if len(unexpected) > 4 else ''})")
-    return (f"the weights in {source} {' and '.join(parts)}: they would start random or be dropped. Load the "
-            "folder the weights belong to, or pass allow_missing_weights=True to accept transformers' default")
+    where = os.path.join(source, "model.safetensors") if os.path.isdir(source) else f"the weights of {source}"
+    return (f"{where}: the weights {' and '.join(parts)}: they would start random or be dropped. Load the folder "
+            "the weights belong to, or pass allow_missing_weights=True to accept transformers' default")
 
 
 class ElmoPreTrainedModel(PreTrainedModel):
