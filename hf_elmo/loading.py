@@ -68,22 +68,31 @@ def _is_cached(name: str) -> bool:
         return False
 
 
+def check_local_model(name: str) -> bool:
+    """Whether `name` is a local model folder (else it can only be a Hub name); `ModelNotFoundError` (one line)
+    for a local folder that is missing, a file, or without config.json. Reads nothing but the file system, so the
+    commands run it before torch is imported."""
+    if os.path.isdir(name):
+        if not os.path.isfile(os.path.join(name, "config.json")):
+            raise ModelNotFoundError(f"{name} has no config.json: it is not a saved hf-elmo model folder")
+        return True
+    if os.path.exists(name):
+        raise ModelNotFoundError(f"{name} is a file, not a model folder")
+    if _looks_like_local_path(name):
+        raise ModelNotFoundError(f"model folder not found: {name}")
+    return False
+
+
 def check_model_location(name: str) -> dict:
     """Check that `name` can be loaded, before any loading; returns extra `from_pretrained` keyword arguments.
 
     `ModelNotFoundError` (one line) for a local folder that is missing, a file, or without config.json, and for
     a Hub name that is not cached when the Hub is offline or unreachable. A cached Hub name with the Hub
     unreachable loads from the cache (``local_files_only=True``)."""
+    if check_local_model(name):
+        return {}
     from huggingface_hub import constants
 
-    if os.path.isdir(name):
-        if not os.path.isfile(os.path.join(name, "config.json")):
-            raise ModelNotFoundError(f"{name} has no config.json: it is not a saved hf-elmo model folder")
-        return {}
-    if os.path.exists(name):
-        raise ModelNotFoundError(f"{name} is a file, not a model folder")
-    if _looks_like_local_path(name):
-        raise ModelNotFoundError(f"model folder not found: {name}")
     if constants.HF_HUB_OFFLINE:
         if _is_cached(name):
             return {"local_files_only": True}
@@ -289,6 +298,7 @@ def load_model_and_tokenizer(model=None, model_class=None):
 __all__ = [
     "ModelNotFoundError",
     "WeightNamesError",
+    "check_local_model",
     "check_model_location",
     "check_saved_tensors",
     "hub_is_reachable",

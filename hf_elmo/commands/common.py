@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from collections.abc import Sequence
 
@@ -69,6 +70,34 @@ def split_lines(
                     "split it, or raise the limit"
                 )
     return word_lists
+
+
+def check_input_file(path: str | None, what: str = "input") -> None:
+    """`CommandError` naming `path` unless it is an existing file; `None` (not given) and `-` (stdin) pass."""
+    if path is None or path == "-":
+        return
+    if os.path.isdir(path):
+        raise CommandError(f"{path} is a folder, not a {what} file")
+    if not os.path.exists(path):
+        raise CommandError(f"{what} file not found: {path}")
+
+
+def check_output_parent(path: str) -> None:
+    """`CommandError` unless the folder that is to hold the output `path` exists (as for every output of hf-elmo
+    named by the user, it is not made)."""
+    parent = os.path.dirname(os.path.abspath(path))
+    if not os.path.isdir(parent):
+        raise CommandError(f"output folder does not exist: {parent}")
+
+
+def check_model_folder(model: str | None) -> None:
+    """`ModelNotFoundError` for a model named as a local folder that is missing or holds no config.json; `None`,
+    'default' and Hub names pass (the Hub is asked when the model is loaded)."""
+    if model is None:
+        return
+    from ..loading import check_local_model, resolve_model_name
+
+    check_local_model(resolve_model_name(model))
 
 
 def make_embedder(args, distributed=None):

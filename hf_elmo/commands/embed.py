@@ -23,6 +23,8 @@ from .common import (
     add_model_arguments,
     add_text_arguments,
     batch_memory,
+    check_input_file,
+    check_model_folder,
     make_embedder,
     read_lines,
     remove_leftovers,
@@ -210,17 +212,26 @@ def _write_embeddings(writer, rows, sentence_to_index, output: str, remaining_by
 OUTPUT_EXTENSIONS = {".npy": "npy", ".hdf5": "hdf5", ".h5": "hdf5"}
 
 
-def run(args) -> int:
+def _output_format(args) -> str:
     named_format = OUTPUT_EXTENSIONS.get(os.path.splitext(args.output.lower())[1])
     if args.format and named_format and args.format != named_format:
         raise CommandError(f"--format {args.format} but {args.output} is named as {named_format}: rename one of them")
-    output_format = args.format or named_format or "hdf5"
-    layers = args.layers or ("average" if output_format == "npy" else "all")
+    return args.format or named_format or "hdf5"
+
+
+def check(args) -> None:
     if args.output == "-":
         raise CommandError("embeddings are written to a file, not to standard output: give a file name")
-    if args.forget_sentences and output_format == "npy":
+    if args.forget_sentences and _output_format(args) == "npy":
         raise CommandError("--forget-sentences applies to hdf5 output (its sentence_to_index dataset); .npy has none")
     check_output_path(args.output, args.overwrite)
+    check_input_file(args.input)
+    check_model_folder(args.model)
+
+
+def run(args) -> int:
+    output_format = _output_format(args)
+    layers = args.layers or ("average" if output_format == "npy" else "all")
     # Only the process that writes the output holds its lock (the other ranks of a torchrun write shards).
     with output_lock(args.output) if os.environ.get("RANK", "0") == "0" else contextlib.nullcontext():
         return _embed_into(args, output_format, layers)

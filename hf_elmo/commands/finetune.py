@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import argparse
 
-from ..finetune_options import add_finetune_arguments, options_from_arguments
+from ..finetune_options import add_finetune_arguments, check_batch_size, options_from_arguments
+from .common import check_input_file, check_model_folder
 
 HELP = "fine-tune ELMo with a task head"
 DESCRIPTION = "Fine-tune ELMo on word-level tagging (NER, POS, ...) or sentence classification with the `Trainer`."
@@ -119,11 +120,10 @@ def _predict(args) -> None:
     import json
 
     from ..conll import DataError, read_text_lines
-    from ..finetune import check_batch_size, classify, load_finetuned
+    from ..finetune import classify, load_finetuned
     from ..modeling_elmo import ElmoForSequenceClassification, ElmoForTokenClassification
     from ..tagging import tag
 
-    check_batch_size(args.batch_size)
     texts = list(args.text)
     if args.input:
         texts += read_text_lines(args.input)  # blank lines too: one output line per input line
@@ -143,14 +143,26 @@ def _evaluate(args) -> None:
     import json
 
     from ..conll import read_conll
-    from ..finetune import check_batch_size, evaluate_tagger, load_tagger
+    from ..finetune import evaluate_tagger, load_tagger
 
-    check_batch_size(args.batch_size)
     test = read_conll(args.test)
     model, tokenizer = load_tagger(args.model)
     scores = evaluate_tagger(model, tokenizer, test, args.batch_size, args.unseen_label)
     print(format_scores(f"{args.test}:", scores))
     print(json.dumps(scores, ensure_ascii=False))
+
+
+def check(args) -> None:
+    """The mistakes found without a model, before torch is imported: options, files, the model folder."""
+    if args.finetune_command in ("train", "train-classifier"):
+        _options(args)
+        for split in ("train", "dev", "test"):
+            check_input_file(getattr(args, split), f"--{split}")
+    else:
+        check_batch_size(args.batch_size)
+        check_input_file(args.input if args.finetune_command == "predict" else args.test,
+                         "--input" if args.finetune_command == "predict" else "--test")
+    check_model_folder(args.model)
 
 
 SUB_COMMANDS = {"train": _train, "train-classifier": _train_classifier, "predict": _predict, "evaluate": _evaluate}
