@@ -39,9 +39,11 @@ def resolve_model_name(model: str | os.PathLike | None) -> str:
     return DEFAULT_MODEL if name == "default" and not os.path.isdir(name) else name
 
 
-def _what_to_do_instead() -> str:
+def _what_to_do_instead(option: str | None) -> str:
+    """The advice, in the caller's words: `option` is the command-line flag naming the model, `None` from Python."""
+    default = f"{option} default" if option else "'default' (hf_elmo.DEFAULT_MODEL)"
     return (
-        "use --model default (the Chinese model shipped with hf-elmo) or a local model folder; a model "
+        f"use {default} (the Chinese model shipped with hf-elmo) or a local model folder; a model "
         "downloaded before is used from the cache with HF_HUB_OFFLINE=1, and HF_ENDPOINT points to a mirror"
     )
 
@@ -83,8 +85,9 @@ def check_local_model(name: str) -> bool:
     return False
 
 
-def check_model_location(name: str) -> dict:
+def check_model_location(name: str, option: str | None = None) -> dict:
     """Check that `name` can be loaded, before any loading; returns extra `from_pretrained` keyword arguments.
+    `option` is the command-line flag that named the model, for the advice (`None`: the caller is Python code).
 
     `ModelNotFoundError` (one line) for a local folder that is missing, a file, or without config.json, and for
     a Hub name that is not cached when the Hub is offline or unreachable. A cached Hub name with the Hub
@@ -98,7 +101,7 @@ def check_model_location(name: str) -> dict:
             return {"local_files_only": True}
         raise ModelNotFoundError(
             f"{name!r} is no local folder, and HF_HUB_OFFLINE is set while the local Hub cache does not hold it; "
-            + _what_to_do_instead()
+            + _what_to_do_instead(option)
         )
     if not hub_is_reachable():
         if _is_cached(name):
@@ -106,23 +109,25 @@ def check_model_location(name: str) -> dict:
             return {"local_files_only": True}
         raise ModelNotFoundError(
             f"{name!r} is no local folder, and the Hugging Face Hub ({constants.ENDPOINT}) cannot be reached "
-            "to download it; " + _what_to_do_instead()
+            "to download it; " + _what_to_do_instead(option)
         )
     return {}
 
 
-def load_tokenizer(name: str, config, hub_kwargs: dict | None = None):
-    """The tokenizer saved with the model `name`. A folder without tokenizer_config.json gets, with a warning
-    naming the folder, an `ElmoTokenizer` of the model's character scheme (the dictionary one from its
-    char_vocab.json, else UTF-8 bytes), unless the model's word embedding needs its own dictionary or the
-    dictionary scheme cannot be built (then `ModelNotFoundError` naming the file)."""
+def load_tokenizer(name: str, config, hub_kwargs: dict | None = None, user_dict: str | os.PathLike | None = None):
+    """The tokenizer saved with the model `name`, segmenting with the jieba user dictionary `user_dict` when given
+    (in place of one saved with it). A folder without tokenizer_config.json gets, with a warning naming the
+    folder, an `ElmoTokenizer` of the model's character scheme (the dictionary one from its char_vocab.json,
+    else UTF-8 bytes), unless the model's word embedding needs its own dictionary or the dictionary scheme
+    cannot be built (then `ModelNotFoundError` naming the file)."""
     from transformers import AutoTokenizer
 
     from .tokenization_elmo import ElmoTokenizer
 
+    user_dict_kwargs = {} if user_dict is None else {"user_dict": os.fspath(user_dict)}
     if not os.path.isdir(name) or os.path.isfile(os.path.join(name, "tokenizer_config.json")):
         try:
-            return AutoTokenizer.from_pretrained(name, **(hub_kwargs or {}))
+            return AutoTokenizer.from_pretrained(name, **(hub_kwargs or {}), **user_dict_kwargs)
         except (OSError, ValueError):
             if os.path.isdir(name):
                 raise
@@ -132,15 +137,15 @@ def load_tokenizer(name: str, config, hub_kwargs: dict | None = None):
             "(saved with its tokenizer); save the tokenizer beside the model"
         )
     if getattr(config, "char_scheme", "bytes") == "dictionary":
-        return _dictionary_tokenizer(name, config)
+        return _dictionary_tokenizer(name, config, user_dict_kwargs)
     logger.warning(
         "%s has no tokenizer_config.json: using a default ElmoTokenizer (UTF-8 bytes, segmenter 'auto'); "
         "save the tokenizer the model was trained with beside it to use that one", name
     )
-    return ElmoTokenizer(max_characters_per_token=config.max_characters_per_token)
+    return ElmoTokenizer(max_characters_per_token=config.max_characters_per_token, **user_dict_kwargs)
 
 
-def _dictionary_tokenizer(name: str, config):
+def _dictionary_tokenizer(name: str, config, user_dict_kwargs: dict):
     """The tokenizer of a dictionary-scheme model folder without tokenizer_config.json, built from its
     char_vocab.json (a byte-scheme tokenizer would feed it ids of another alphabet)."""
     from .tokenization_elmo import ElmoTokenizer
@@ -153,7 +158,7 @@ def _dictionary_tokenizer(name: str, config):
         )
     try:
         tokenizer = ElmoTokenizer(char_vocab_file=path, char_scheme="dictionary",
-                                  max_characters_per_token=config.max_characters_per_token)
+                                  max_characters_per_token=config.max_characters_per_token, **user_dict_kwargs)
     except (OSError, ValueError) as error:
         first_line = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
         raise ModelNotFoundError(f"{path}: cannot build this dictionary-scheme model's tokenizer: {first_line}") from None
@@ -266,10 +271,11 @@ def _weights_folder(name: str) -> str | None:
     return None
 
 
-def load_model_and_tokenizer(model=None, model_class=None):
-    """Load `model_class` (default `ElmoModel`) and its tokenizer from a folder, 'default' or a Hub id; returns
-    (model, tokenizer, resolved name). Raises `ModelNotFoundError` with a one-line explanation when nothing
-    loadable is there."""
+def load_model_and_tokenizer(model=None, model_class=None, option: str | None = None, user_dict=None):
+    """Load `model_class` (default `ElmoModel`) and its tokenizer (with the jieba user dictionary `user_dict`, if
+    given) from a folder, 'default' or a Hub id; returns (model, tokenizer, resolved name). Raises
+    `ModelNotFoundError` with a one-line explanation when nothing loadable is there, naming the command-line
+    flag `option` when a command asks."""
     from . import DEFAULT_MODEL
 
     if model_class is None:
@@ -281,7 +287,7 @@ def load_model_and_tokenizer(model=None, model_class=None):
         )
     import torch
 
-    hub_kwargs = check_model_location(name)
+    hub_kwargs = check_model_location(name, option)
     try:
         # float32 whatever config.json's "dtype" says (transformers would load in that dtype): the commands
         # and `Embedder` compute in float32 unless asked for another dtype, which they cast to themselves.
@@ -292,7 +298,7 @@ def load_model_and_tokenizer(model=None, model_class=None):
     folder = _weights_folder(name)
     if folder is not None:
         check_saved_tensors(loaded, folder)
-    return loaded, load_tokenizer(name, loaded.config, hub_kwargs), name
+    return loaded, load_tokenizer(name, loaded.config, hub_kwargs, user_dict), name
 
 
 __all__ = [

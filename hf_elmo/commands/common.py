@@ -105,14 +105,17 @@ def make_embedder(args, distributed=None):
     from transformers.utils import logging as hf_logging
 
     from ..embedder import Embedder
+    from ..loading import load_model_and_tokenizer
 
     hf_logging.disable_progress_bar()
     device = args.device
     if device is None and torch.cuda.is_available():
         device = f"cuda:{distributed.local_rank}" if distributed else "cuda"
     with memory_for(f"the model {args.model or 'default'}"):
-        embedder = Embedder(args.model, device=device or "cpu", dtype=args.dtype, batch_size=args.batch_size,
-                            progress=False)
+        model, tokenizer, _ = load_model_and_tokenizer(args.model, option="--model",
+                                                       user_dict=getattr(args, "user_dict", None))
+        embedder = Embedder(model, tokenizer=tokenizer, device=device or "cpu", dtype=args.dtype,
+                            batch_size=args.batch_size, progress=False)
     return embedder
 
 
@@ -131,7 +134,26 @@ def add_model_arguments(parser: argparse.ArgumentParser, batch: bool = True) -> 
         group.add_argument("--batch-size", type=int, default=64, help="sentences per forward pass (default 64)")
 
 
+def add_user_dict_argument(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--user-dict", metavar="FILE",
+        help="a jieba user dictionary (one word a line, optionally with a frequency and a part of speech) for "
+        "the model's tokenizer: names and terms it should keep whole (needs a model that segments with jieba)",
+    )
+
+
+def check_user_dict(args, presplit: bool, split_option: str) -> None:
+    """`CommandError` for a --user-dict that is missing, or given for text that is split already."""
+    if args.user_dict is None:
+        return
+    if presplit:
+        raise CommandError(f"--user-dict tells jieba how to split text into words; with {split_option} the text is "
+                           "split already: give one of them")
+    check_input_file(args.user_dict, "--user-dict")
+
+
 def add_text_arguments(parser: argparse.ArgumentParser) -> None:
+    add_user_dict_argument(parser)
     parser.add_argument(
         "--split",
         choices=["model", "whitespace"],

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 
 from ..finetune_options import add_finetune_arguments, check_batch_size, options_from_arguments
-from .common import check_input_file, check_model_folder
+from .common import add_user_dict_argument, check_input_file, check_model_folder, check_user_dict
 
 HELP = "fine-tune ELMo with a task head"
 DESCRIPTION = "Fine-tune ELMo on word-level tagging (NER, POS, ...) or sentence classification with the `Trainer`."
@@ -40,6 +40,7 @@ def add_arguments(parser) -> None:
         "--input", help="UTF-8 file with one text per line ('-' = stdin); a blank line gives an empty result"
     )
     predict.add_argument("--split-into-words", action="store_true", help="inputs are already space-separated words")
+    add_user_dict_argument(predict)
     predict.add_argument("--batch-size", type=int, default=32, help="sentences per batch (>= 1)")
 
     evaluate = commands.add_parser("evaluate", help="score a fine-tuned tagger on a labelled file")
@@ -131,7 +132,7 @@ def _predict(args) -> None:
         raise DataError(f"nothing to tag: {args.input} is empty" if args.input else
                         "nothing to tag: give texts as arguments or --input FILE")
     model, tokenizer = load_finetuned(args.model, (ElmoForTokenClassification, ElmoForSequenceClassification),
-                                      "predict")
+                                      "predict", user_dict=args.user_dict)
     inputs = [text.split() for text in texts] if args.split_into_words else texts
     predict = classify if isinstance(model, ElmoForSequenceClassification) else tag
     for result in predict(model, tokenizer, inputs, is_split_into_words=args.split_into_words,
@@ -160,6 +161,8 @@ def check(args) -> None:
             check_input_file(getattr(args, split), f"--{split}")
     else:
         check_batch_size(args.batch_size)
+        if args.finetune_command == "predict":
+            check_user_dict(args, args.split_into_words, "--split-into-words")
         check_input_file(args.input if args.finetune_command == "predict" else args.test,
                          "--input" if args.finetune_command == "predict" else "--test")
     check_model_folder(args.model)

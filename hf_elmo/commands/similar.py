@@ -7,7 +7,7 @@ import json
 import sys
 
 from .common import add_model_arguments, add_text_arguments, batch_memory, check_input_file, check_model_folder
-from .common import make_embedder, read_lines, split_lines
+from .common import check_user_dict, make_embedder, read_lines, split_lines
 from .errors import CommandError
 
 
@@ -66,6 +66,7 @@ def check(args) -> None:
     if args.min_count < 1:
         raise CommandError(f"--min-count must be >= 1, got {args.min_count}")
     check_input_file(args.corpus, "corpus")
+    check_user_dict(args, args.split == "whitespace", "--split whitespace")
     check_model_folder(args.model)
 
 

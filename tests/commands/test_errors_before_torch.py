@@ -74,6 +74,8 @@ CASES = {
                                                "model folder not found"),
     "finetune predict: missing input": (["finetune", "predict", "--model", "{tmp}/model", "--input",
                                          "{tmp}/missing.txt"], "not found"),
+    "finetune predict: missing user dictionary": (["finetune", "predict", "--model", "{tmp}/model", "--user-dict",
+                                                   "{tmp}/missing.txt", "text"], "--user-dict file not found"),
     "export: missing model folder": (["export", "--model", "{tmp}/nofolder", "--output", "{tmp}/exported"],
                                      "model folder not found"),
     "export: missing output parent": (["export", "--output", "{tmp}/nofolder/exported"], "does not exist"),
