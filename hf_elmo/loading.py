@@ -8,6 +8,7 @@ holds the model, and otherwise the error says so at once instead of after minute
 
 from __future__ import annotations
 
+import contextvars
 import logging
 import os
 import socket
@@ -39,8 +40,13 @@ def resolve_model_name(model: str | os.PathLike | None) -> str:
     return DEFAULT_MODEL if name == "default" and not os.path.isdir(name) else name
 
 
-def _what_to_do_instead(option: str | None) -> str:
-    """The advice, in the caller's words: `option` is the command-line flag naming the model, `None` from Python."""
+# The command-line flag that named the model, set by the `hf-elmo` commands while they run so that the advice
+# names it; unset, the caller is Python code, and the advice names Python's arguments.
+MODEL_OPTION: contextvars.ContextVar[str | None] = contextvars.ContextVar("hf_elmo_model_option", default=None)
+
+
+def _what_to_do_instead() -> str:
+    option = MODEL_OPTION.get()
     default = f"{option} default" if option else "'default' (hf_elmo.DEFAULT_MODEL)"
     return (
         f"use {default} (the Chinese model shipped with hf-elmo) or a local model folder; a model "
@@ -85,9 +91,8 @@ def check_local_model(name: str) -> bool:
     return False
 
 
-def check_model_location(name: str, option: str | None = None) -> dict:
+def check_model_location(name: str) -> dict:
     """Check that `name` can be loaded, before any loading; returns extra `from_pretrained` keyword arguments.
-    `option` is the command-line flag that named the model, for the advice (`None`: the caller is Python code).
 
     `ModelNotFoundError` (one line) for a local folder that is missing, a file, or without config.json, and for
     a Hub name that is not cached when the Hub is offline or unreachable. A cached Hub name with the Hub
@@ -101,7 +106,7 @@ def check_model_location(name: str, option: str | None = None) -> dict:
             return {"local_files_only": True}
         raise ModelNotFoundError(
             f"{name!r} is no local folder, and HF_HUB_OFFLINE is set while the local Hub cache does not hold it; "
-            + _what_to_do_instead(option)
+            + _what_to_do_instead()
         )
     if not hub_is_reachable():
         if _is_cached(name):
@@ -109,7 +114,7 @@ def check_model_location(name: str, option: str | None = None) -> dict:
             return {"local_files_only": True}
         raise ModelNotFoundError(
             f"{name!r} is no local folder, and the Hugging Face Hub ({constants.ENDPOINT}) cannot be reached "
-            "to download it; " + _what_to_do_instead(option)
+            "to download it; " + _what_to_do_instead()
         )
     return {}
 
@@ -271,11 +276,10 @@ def _weights_folder(name: str) -> str | None:
     return None
 
 
-def load_model_and_tokenizer(model=None, model_class=None, option: str | None = None, user_dict=None):
+def load_model_and_tokenizer(model=None, model_class=None, user_dict=None):
     """Load `model_class` (default `ElmoModel`) and its tokenizer (with the jieba user dictionary `user_dict`, if
     given) from a folder, 'default' or a Hub id; returns (model, tokenizer, resolved name). Raises
-    `ModelNotFoundError` with a one-line explanation when nothing loadable is there, naming the command-line
-    flag `option` when a command asks."""
+    `ModelNotFoundError` with a one-line explanation when nothing loadable is there."""
     from . import DEFAULT_MODEL
 
     if model_class is None:
@@ -287,7 +291,7 @@ def load_model_and_tokenizer(model=None, model_class=None, option: str | None = 
         )
     import torch
 
-    hub_kwargs = check_model_location(name, option)
+    hub_kwargs = check_model_location(name)
     try:
         # float32 whatever config.json's "dtype" says (transformers would load in that dtype): the commands
         # and `Embedder` compute in float32 unless asked for another dtype, which they cast to themselves.
@@ -302,6 +306,7 @@ def load_model_and_tokenizer(model=None, model_class=None, option: str | None = 
 
 
 __all__ = [
+    "MODEL_OPTION",
     "ModelNotFoundError",
     "WeightNamesError",
     "check_local_model",

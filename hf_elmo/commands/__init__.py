@@ -59,7 +59,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.print_help()
         return 2
     from .. import register_auto_classes
+    from ..loading import MODEL_OPTION
 
+    model_option = MODEL_OPTION.set("--model")  # the flag every command names its model with
     try:
         if args.check is not None:
             args.check(args)
@@ -84,6 +86,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         else:
             raise
         return 2
+    finally:
+        MODEL_OPTION.reset(model_option)
 
 
 def _one_line(error: BaseException) -> str:

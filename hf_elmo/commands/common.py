@@ -112,8 +112,7 @@ def make_embedder(args, distributed=None):
     if device is None and torch.cuda.is_available():
         device = f"cuda:{distributed.local_rank}" if distributed else "cuda"
     with memory_for(f"the model {args.model or 'default'}"):
-        model, tokenizer, _ = load_model_and_tokenizer(args.model, option="--model",
-                                                       user_dict=getattr(args, "user_dict", None))
+        model, tokenizer, _ = load_model_and_tokenizer(args.model, user_dict=getattr(args, "user_dict", None))
         embedder = Embedder(model, tokenizer=tokenizer, device=device or "cpu", dtype=args.dtype,
                             batch_size=args.batch_size, progress=False)
     return embedder

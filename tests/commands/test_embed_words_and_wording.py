@@ -104,6 +104,16 @@ def test_an_unknown_model_from_python_is_explained_in_python_words(offline):
     assert "--" not in message, message
 
 
-def test_an_unknown_model_from_a_command_is_explained_with_its_flag(offline, capsys):
-    assert run("info", "--model", "org/x") == 2
+@pytest.mark.parametrize("argv", [["info"], ["finetune", "predict", "a"], ["similar", "--corpus", "{tmp}/in.txt",
+                                                                          "--word", "a", "--types"]])
+def test_an_unknown_model_from_a_command_is_explained_with_its_flag(argv, tmp_path, offline, capsys):
+    (tmp_path / "in.txt").write_text("a b\n", encoding="utf-8")
+    argv = [arg.replace("{tmp}", str(tmp_path)) for arg in argv]
+    assert run(*argv, "--model", "org/x") == 2
     assert "use --model default" in capsys.readouterr().err
+
+
+def test_python_after_a_command_speaks_python_again(tmp_path, offline, capsys):
+    assert run("info", "--model", "org/x") == 2
+    with pytest.raises(ModelNotFoundError, match="'default' \\(hf_elmo.DEFAULT_MODEL\\)"):
+        Embedder("org/x")
