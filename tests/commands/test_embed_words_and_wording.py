@@ -117,3 +117,16 @@ def test_python_after_a_command_speaks_python_again(tmp_path, offline, capsys):
     assert run("info", "--model", "org/x") == 2
     with pytest.raises(ModelNotFoundError, match="'default' \\(hf_elmo.DEFAULT_MODEL\\)"):
         Embedder("org/x")
+
+
+def test_finetune_predict_keeps_a_user_dictionary_word_whole(tmp_path, user_dict, capsys):
+    pytest.importorskip("jieba")
+    from head_helpers import tagger
+
+    folder = tmp_path / "tagger"
+    tagger().save_pretrained(folder)
+    ElmoTokenizer(segmenter="jieba").save_pretrained(folder)
+    assert run("finetune", "predict", "--model", folder, NAMED) == 0
+    assert json.loads(capsys.readouterr().out)["words"][0] == "张伟住"
+    assert run("finetune", "predict", "--model", folder, "--user-dict", user_dict, NAMED) == 0
+    assert json.loads(capsys.readouterr().out)["words"] == ["张伟", "住", "在", "南京", "。"]
