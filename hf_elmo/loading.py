@@ -86,6 +86,12 @@ def check_local_model(name: str) -> bool:
         return True
     if os.path.exists(name):
         raise ModelNotFoundError(f"{name} is a file, not a model folder")
+    from . import DEFAULT_MODEL
+
+    if os.path.abspath(name) == os.path.abspath(DEFAULT_MODEL):
+        raise ModelNotFoundError(
+            f"the default model is not in this installation ({name} is missing); pass a model folder or Hub id"
+        )
     if _looks_like_local_path(name):
         raise ModelNotFoundError(f"model folder not found: {name}")
     return False
@@ -280,15 +286,9 @@ def load_model_and_tokenizer(model=None, model_class=None, user_dict=None):
     """Load `model_class` (default `ElmoModel`) and its tokenizer (with the jieba user dictionary `user_dict`, if
     given) from a folder, 'default' or a Hub id; returns (model, tokenizer, resolved name). Raises
     `ModelNotFoundError` with a one-line explanation when nothing loadable is there."""
-    from . import DEFAULT_MODEL
-
     if model_class is None:
         from .modeling_elmo import ElmoModel as model_class
     name = resolve_model_name(model)
-    if os.path.abspath(name) == os.path.abspath(DEFAULT_MODEL) and not os.path.isdir(name):
-        raise ModelNotFoundError(
-            f"the default model is not in this installation ({name} is missing); pass a model folder or Hub id"
-        )
     import torch
 
     hub_kwargs = check_model_location(name)

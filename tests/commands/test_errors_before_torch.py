@@ -106,3 +106,14 @@ def test_the_harness_notices_an_import_of_torch(tmp_path):
                              str(tmp_path / "out.hdf5")], capture_output=True, text=True, cwd=REPO_ROOT, timeout=120)
     assert "was imported" in result.stderr
     assert not (tmp_path / "out.hdf5").exists()
+
+
+def test_a_missing_default_model_is_named_before_torch_is_imported(tmp_path):
+    """An installation without the shipped model: `--model default` says so, before any import of torch."""
+    gone = f"import hf_elmo\nhf_elmo.DEFAULT_MODEL = {str(tmp_path / 'gone')!r}\n"
+    code = WITHOUT_TORCH.replace("from hf_elmo.cli import main", gone + "from hf_elmo.cli import main")
+    result = subprocess.run([sys.executable, "-c", code, "info", "--model", "default"], capture_output=True, text=True,
+                            cwd=REPO_ROOT, timeout=120)
+    assert result.returncode == 2, result.stderr[-1500:]
+    last = result.stderr.strip().splitlines()[-1]
+    assert last.startswith("hf-elmo: error: the default model is not in this installation"), result.stderr[-1500:]
