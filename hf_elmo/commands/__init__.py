@@ -11,8 +11,8 @@ Each command is a module here with `HELP`, `DESCRIPTION` (kept as written in --h
 (argparse only, so that `--help` answers without loading torch), optionally `check(args)`, the checks that need
 no model (input and output paths, the model folder, option combinations: answered before torch and transformers
 are imported), and `run(args)`, which imports the library code it drives; a `HelpFormatter` class there
-replaces the default formatter. Exit status: 0 done, 2 a problem the
-user can fix (one `hf-elmo: error:` line), 3 an upload failed after the output was written, 130 interrupted.
+replaces the default formatter. Exit status: 0 done, 2 a problem the user can fix (one `hf-elmo: error:` line),
+3 an upload failed after the output was written, 130 interrupted.
 """
 
 from __future__ import annotations

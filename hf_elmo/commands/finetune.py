@@ -159,12 +159,13 @@ def check(args) -> None:
         _options(args)
         for split in ("train", "dev", "test"):
             check_input_file(getattr(args, split), f"--{split}")
+    elif args.finetune_command == "predict":
+        check_batch_size(args.batch_size)
+        check_user_dict(args, args.split_into_words, "--split-into-words")
+        check_input_file(args.input, "--input")
     else:
         check_batch_size(args.batch_size)
-        if args.finetune_command == "predict":
-            check_user_dict(args, args.split_into_words, "--split-into-words")
-        check_input_file(args.input if args.finetune_command == "predict" else args.test,
-                         "--input" if args.finetune_command == "predict" else "--test")
+        check_input_file(args.test, "--test")
     check_model_folder(args.model)
 
 
