@@ -52,12 +52,13 @@ def hdf5_words(path) -> list[list[str]]:
 
 def test_embed_hdf5_records_each_lines_words_row_by_row(tmp_path, model_dir):
     corpus = tmp_path / "sentences.txt"
-    corpus.write_text("\n".join(SENTENCES) + "\n", encoding="utf-8")
+    lines = [*SENTENCES, ""]  # a blank line kept is a line of no words
+    corpus.write_text("\n".join(lines) + "\n", encoding="utf-8")
     output = tmp_path / "out.hdf5"
-    assert run("embed", corpus, output, "--split", "whitespace", "--model", model_dir) == 0
-    assert hdf5_words(output) == [sentence.split() for sentence in SENTENCES]
+    assert run("embed", corpus, output, "--split", "whitespace", "--blank-lines", "keep", "--model", model_dir) == 0
+    assert hdf5_words(output) == [line.split() for line in lines]
     with h5py.File(output, "r") as handle:
-        for i in range(len(SENTENCES)):
+        for i in range(len(lines)):
             assert handle[str(i)].shape[-2] == len(handle["words"][str(i)])
 
 
