@@ -275,9 +275,11 @@ _TAKES = {"predict": "the --output-dir of `hf-elmo finetune train` or `train-cla
           "evaluate": "the --output-dir of `hf-elmo finetune train`"}
 
 
-def load_finetuned(name: str | os.PathLike, model_classes: tuple = TAGGERS, command: str = "evaluate"):
-    """A fine-tuned model of one of `model_classes` (the first when config.json names none) and its tokenizer, from a
-    folder (or Hub id) written by `train_tagger` / `train_classifier`.
+def load_finetuned(name: str | os.PathLike, model_classes: tuple = TAGGERS, command: str = "evaluate",
+                   user_dict: str | os.PathLike | None = None):
+    """A fine-tuned model of one of `model_classes` (the first when config.json names none) and its tokenizer (with
+    the jieba user dictionary `user_dict`, if given), from a folder (or Hub id) written by `train_tagger` /
+    `train_classifier`.
 
     Refuses, with a one-line `OptionError`, anything else: a pretrained biLM (`ElmoModel`, `ElmoForPreTraining`), a
     head of another kind, or a folder whose weights hold no head. `command` names what takes the folder.
@@ -310,7 +312,7 @@ def load_finetuned(name: str | os.PathLike, model_classes: tuple = TAGGERS, comm
     if all(re.fullmatch(r"LABEL_\d+", label) for label in labels):
         logger.warning("%s: the labels are transformers' defaults (%s): was it saved without its label names?",
                        name, ", ".join(labels))
-    return model, load_tokenizer(name, model.config, hub_kwargs)
+    return model, load_tokenizer(name, model.config, hub_kwargs, user_dict)
 
 
 def load_tagger(name: str | os.PathLike):

@@ -8,6 +8,7 @@ holds the model, and otherwise the error says so at once instead of after minute
 
 from __future__ import annotations
 
+import contextvars
 import logging
 import os
 import socket
@@ -39,9 +40,16 @@ def resolve_model_name(model: str | os.PathLike | None) -> str:
     return DEFAULT_MODEL if name == "default" and not os.path.isdir(name) else name
 
 
+# The command-line flag that named the model, set by the `hf-elmo` commands while they run so that the advice
+# names it; unset, the caller is Python code, and the advice names Python's arguments.
+MODEL_OPTION: contextvars.ContextVar[str | None] = contextvars.ContextVar("hf_elmo_model_option", default=None)
+
+
 def _what_to_do_instead() -> str:
+    option = MODEL_OPTION.get()
+    default = f"{option} default" if option else "'default' (hf_elmo.DEFAULT_MODEL)"
     return (
-        "use --model default (the Chinese model shipped with hf-elmo) or a local model folder; a model "
+        f"use {default} (the Chinese model shipped with hf-elmo) or a local model folder; a model "
         "downloaded before is used from the cache with HF_HUB_OFFLINE=1, and HF_ENDPOINT points to a mirror"
     )
 
@@ -68,22 +76,37 @@ def _is_cached(name: str) -> bool:
         return False
 
 
+def check_local_model(name: str) -> bool:
+    """Whether `name` is a local model folder (else it can only be a Hub name); `ModelNotFoundError` (one line)
+    for a local folder that is missing, a file, or without config.json. Reads nothing but the file system, so the
+    commands run it before torch is imported."""
+    if os.path.isdir(name):
+        if not os.path.isfile(os.path.join(name, "config.json")):
+            raise ModelNotFoundError(f"{name} has no config.json: it is not a saved hf-elmo model folder")
+        return True
+    if os.path.exists(name):
+        raise ModelNotFoundError(f"{name} is a file, not a model folder")
+    from . import DEFAULT_MODEL
+
+    if os.path.abspath(name) == os.path.abspath(DEFAULT_MODEL):
+        raise ModelNotFoundError(
+            f"the default model is not in this installation ({name} is missing); pass a model folder or Hub id"
+        )
+    if _looks_like_local_path(name):
+        raise ModelNotFoundError(f"model folder not found: {name}")
+    return False
+
+
 def check_model_location(name: str) -> dict:
     """Check that `name` can be loaded, before any loading; returns extra `from_pretrained` keyword arguments.
 
     `ModelNotFoundError` (one line) for a local folder that is missing, a file, or without config.json, and for
     a Hub name that is not cached when the Hub is offline or unreachable. A cached Hub name with the Hub
     unreachable loads from the cache (``local_files_only=True``)."""
+    if check_local_model(name):
+        return {}
     from huggingface_hub import constants
 
-    if os.path.isdir(name):
-        if not os.path.isfile(os.path.join(name, "config.json")):
-            raise ModelNotFoundError(f"{name} has no config.json: it is not a saved hf-elmo model folder")
-        return {}
-    if os.path.exists(name):
-        raise ModelNotFoundError(f"{name} is a file, not a model folder")
-    if _looks_like_local_path(name):
-        raise ModelNotFoundError(f"model folder not found: {name}")
     if constants.HF_HUB_OFFLINE:
         if _is_cached(name):
             return {"local_files_only": True}
@@ -102,18 +125,20 @@ def check_model_location(name: str) -> dict:
     return {}
 
 
-def load_tokenizer(name: str, config, hub_kwargs: dict | None = None):
-    """The tokenizer saved with the model `name`. A folder without tokenizer_config.json gets, with a warning
-    naming the folder, an `ElmoTokenizer` of the model's character scheme (the dictionary one from its
-    char_vocab.json, else UTF-8 bytes), unless the model's word embedding needs its own dictionary or the
-    dictionary scheme cannot be built (then `ModelNotFoundError` naming the file)."""
+def load_tokenizer(name: str, config, hub_kwargs: dict | None = None, user_dict: str | os.PathLike | None = None):
+    """The tokenizer saved with the model `name`, segmenting with the jieba user dictionary `user_dict` when given
+    (in place of one saved with it). A folder without tokenizer_config.json gets, with a warning naming the
+    folder, an `ElmoTokenizer` of the model's character scheme (the dictionary one from its char_vocab.json,
+    else UTF-8 bytes), unless the model's word embedding needs its own dictionary or the dictionary scheme
+    cannot be built (then `ModelNotFoundError` naming the file)."""
     from transformers import AutoTokenizer
 
     from .tokenization_elmo import ElmoTokenizer
 
+    user_dict_kwargs = {} if user_dict is None else {"user_dict": os.fspath(user_dict)}
     if not os.path.isdir(name) or os.path.isfile(os.path.join(name, "tokenizer_config.json")):
         try:
-            return AutoTokenizer.from_pretrained(name, **(hub_kwargs or {}))
+            return AutoTokenizer.from_pretrained(name, **(hub_kwargs or {}), **user_dict_kwargs)
         except (OSError, ValueError):
             if os.path.isdir(name):
                 raise
@@ -123,15 +148,15 @@ def load_tokenizer(name: str, config, hub_kwargs: dict | None = None):
             "(saved with its tokenizer); save the tokenizer beside the model"
         )
     if getattr(config, "char_scheme", "bytes") == "dictionary":
-        return _dictionary_tokenizer(name, config)
+        return _dictionary_tokenizer(name, config, user_dict_kwargs)
     logger.warning(
         "%s has no tokenizer_config.json: using a default ElmoTokenizer (UTF-8 bytes, segmenter 'auto'); "
         "save the tokenizer the model was trained with beside it to use that one", name
     )
-    return ElmoTokenizer(max_characters_per_token=config.max_characters_per_token)
+    return ElmoTokenizer(max_characters_per_token=config.max_characters_per_token, **user_dict_kwargs)
 
 
-def _dictionary_tokenizer(name: str, config):
+def _dictionary_tokenizer(name: str, config, user_dict_kwargs: dict):
     """The tokenizer of a dictionary-scheme model folder without tokenizer_config.json, built from its
     char_vocab.json (a byte-scheme tokenizer would feed it ids of another alphabet)."""
     from .tokenization_elmo import ElmoTokenizer
@@ -144,7 +169,7 @@ def _dictionary_tokenizer(name: str, config):
         )
     try:
         tokenizer = ElmoTokenizer(char_vocab_file=path, char_scheme="dictionary",
-                                  max_characters_per_token=config.max_characters_per_token)
+                                  max_characters_per_token=config.max_characters_per_token, **user_dict_kwargs)
     except (OSError, ValueError) as error:
         first_line = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
         raise ModelNotFoundError(f"{path}: cannot build this dictionary-scheme model's tokenizer: {first_line}") from None
@@ -257,19 +282,13 @@ def _weights_folder(name: str) -> str | None:
     return None
 
 
-def load_model_and_tokenizer(model=None, model_class=None):
-    """Load `model_class` (default `ElmoModel`) and its tokenizer from a folder, 'default' or a Hub id; returns
-    (model, tokenizer, resolved name). Raises `ModelNotFoundError` with a one-line explanation when nothing
-    loadable is there."""
-    from . import DEFAULT_MODEL
-
+def load_model_and_tokenizer(model=None, model_class=None, user_dict=None):
+    """Load `model_class` (default `ElmoModel`) and its tokenizer (with the jieba user dictionary `user_dict`, if
+    given) from a folder, 'default' or a Hub id; returns (model, tokenizer, resolved name). Raises
+    `ModelNotFoundError` with a one-line explanation when nothing loadable is there."""
     if model_class is None:
         from .modeling_elmo import ElmoModel as model_class
     name = resolve_model_name(model)
-    if os.path.abspath(name) == os.path.abspath(DEFAULT_MODEL) and not os.path.isdir(name):
-        raise ModelNotFoundError(
-            f"the default model is not in this installation ({name} is missing); pass a model folder or Hub id"
-        )
     import torch
 
     hub_kwargs = check_model_location(name)
@@ -283,12 +302,14 @@ def load_model_and_tokenizer(model=None, model_class=None):
     folder = _weights_folder(name)
     if folder is not None:
         check_saved_tensors(loaded, folder)
-    return loaded, load_tokenizer(name, loaded.config, hub_kwargs), name
+    return loaded, load_tokenizer(name, loaded.config, hub_kwargs, user_dict), name
 
 
 __all__ = [
+    "MODEL_OPTION",
     "ModelNotFoundError",
     "WeightNamesError",
+    "check_local_model",
     "check_model_location",
     "check_saved_tensors",
     "hub_is_reachable",

@@ -8,9 +8,11 @@
     hf-elmo corpus ... / hf-elmo pretrain ... / hf-elmo finetune ...
 
 Each command is a module here with `HELP`, `DESCRIPTION` (kept as written in --help), `add_arguments(parser)`
-(argparse only, so that `--help` answers without loading torch) and `run(args)`, which imports the library code
-it drives; a `HelpFormatter` class there replaces the default formatter. Exit status: 0 done, 2 a problem the
-user can fix (one `hf-elmo: error:` line), 3 an upload failed after the output was written, 130 interrupted.
+(argparse only, so that `--help` answers without loading torch), optionally `check(args)`, the checks that need
+no model (input and output paths, the model folder, option combinations: answered before torch and transformers
+are imported), and `run(args)`, which imports the library code it drives; a `HelpFormatter` class there
+replaces the default formatter. Exit status: 0 done, 2 a problem the user can fix (one `hf-elmo: error:` line),
+3 an upload failed after the output was written, 130 interrupted.
 """
 
 from __future__ import annotations
@@ -39,7 +41,7 @@ def build_parser() -> argparse.ArgumentParser:
         command_parser = subparsers.add_parser(name, help=command.HELP, description=command.DESCRIPTION,
                                                formatter_class=formatter)
         command.add_arguments(command_parser)
-        command_parser.set_defaults(run=command.run)
+        command_parser.set_defaults(run=command.run, check=getattr(command, "check", None))
     return parser
 
 
@@ -57,8 +59,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.print_help()
         return 2
     from .. import register_auto_classes
+    from ..loading import MODEL_OPTION
 
+    model_option = MODEL_OPTION.set("--model")  # the flag every command names its model with
     try:
+        if args.check is not None:
+            args.check(args)
         register_auto_classes()
         return args.run(args) or 0
     except KeyboardInterrupt:
@@ -80,6 +86,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         else:
             raise
         return 2
+    finally:
+        MODEL_OPTION.reset(model_option)
 
 
 def _one_line(error: BaseException) -> str:

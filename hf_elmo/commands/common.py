@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from collections.abc import Sequence
 
@@ -71,19 +72,49 @@ def split_lines(
     return word_lists
 
 
+def check_input_file(path: str | None, what: str = "input") -> None:
+    """`CommandError` naming `path` unless it is an existing file; `None` (not given) and `-` (stdin) pass."""
+    if path is None or path == "-":
+        return
+    if os.path.isdir(path):
+        raise CommandError(f"{path} is a folder, not a {what} file")
+    if not os.path.exists(path):
+        raise CommandError(f"{what} file not found: {path}")
+
+
+def check_output_parent(path: str) -> None:
+    """`CommandError` unless the folder that is to hold the output `path` exists (as for every output of hf-elmo
+    named by the user, it is not made)."""
+    parent = os.path.dirname(os.path.abspath(path))
+    if not os.path.isdir(parent):
+        raise CommandError(f"output folder does not exist: {parent}")
+
+
+def check_model_folder(model: str | None) -> None:
+    """`ModelNotFoundError` for a model named as a local folder that is missing or holds no config.json; `None`,
+    'default' and Hub names pass (the Hub is asked when the model is loaded)."""
+    if model is None:
+        return
+    from ..loading import check_local_model, resolve_model_name
+
+    check_local_model(resolve_model_name(model))
+
+
 def make_embedder(args, distributed=None):
     import torch
     from transformers.utils import logging as hf_logging
 
     from ..embedder import Embedder
+    from ..loading import load_model_and_tokenizer
 
     hf_logging.disable_progress_bar()
     device = args.device
     if device is None and torch.cuda.is_available():
         device = f"cuda:{distributed.local_rank}" if distributed else "cuda"
     with memory_for(f"the model {args.model or 'default'}"):
-        embedder = Embedder(args.model, device=device or "cpu", dtype=args.dtype, batch_size=args.batch_size,
-                            progress=False)
+        model, tokenizer, _ = load_model_and_tokenizer(args.model, user_dict=getattr(args, "user_dict", None))
+        embedder = Embedder(model, tokenizer=tokenizer, device=device or "cpu", dtype=args.dtype,
+                            batch_size=args.batch_size, progress=False)
     return embedder
 
 
@@ -102,7 +133,26 @@ def add_model_arguments(parser: argparse.ArgumentParser, batch: bool = True) -> 
         group.add_argument("--batch-size", type=int, default=64, help="sentences per forward pass (default 64)")
 
 
+def add_user_dict_argument(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--user-dict", metavar="FILE",
+        help="a jieba user dictionary (one word a line, optionally with a frequency and a part of speech) for "
+        "the model's tokenizer: names and terms it should keep whole (needs a model that segments with jieba)",
+    )
+
+
+def check_user_dict(args, presplit: bool, split_option: str) -> None:
+    """`CommandError` for a --user-dict that is missing, or given for text that is split already."""
+    if args.user_dict is None:
+        return
+    if presplit:
+        raise CommandError(f"--user-dict tells jieba how to split text into words; with {split_option} the text is "
+                           "split already: give one of them")
+    check_input_file(args.user_dict, "--user-dict")
+
+
 def add_text_arguments(parser: argparse.ArgumentParser) -> None:
+    add_user_dict_argument(parser)
     parser.add_argument(
         "--split",
         choices=["model", "whitespace"],

@@ -3,11 +3,10 @@
 from __future__ import annotations
 
 import importlib
-import os
 import sys
 
 from ..file_io import output_lock
-from .common import remove_leftovers
+from .common import check_input_file, check_model_folder, check_output_parent, remove_leftovers
 from .errors import CommandError, memory_for
 
 
@@ -48,17 +47,8 @@ _CONVERT_OPTIONS = {
 }
 
 
-def run(args) -> int:
-    # As for every output of hf-elmo named by the user (embed, corpus): its folder must exist.
-    parent = os.path.dirname(os.path.abspath(args.output))
-    if not os.path.isdir(parent):
-        raise CommandError(f"output folder does not exist: {parent}")
-    with output_lock(args.output), memory_for(f"the model converted into {args.output}"):
-        return _convert(args)
-
-
-def _convert(args) -> int:
-    remove_leftovers(args.output)
+def check(args) -> None:
+    check_output_parent(args.output)
     direction = "--to allennlp" if args.to == "allennlp" else f"--from {args.source}"
     unused = [
         "--" + name.replace("_", "-")
@@ -70,12 +60,28 @@ def _convert(args) -> int:
     if args.to == "allennlp":
         if not args.model:
             raise CommandError("--to allennlp needs --model (the hf-elmo folder to export)")
+        check_model_folder(args.model)
+    elif args.source == "allennlp":
+        if not (args.options and args.weights):
+            raise CommandError("--from allennlp needs --options options.json and --weights weights.hdf5")
+        check_input_file(args.options, "--options")
+        check_input_file(args.weights, "--weights")
+    elif not args.model_dir:
+        raise CommandError("--from elmoformanylangs needs --model-dir (the folder with config.json, char.dic, *.pkl)")
+
+
+def run(args) -> int:
+    with output_lock(args.output), memory_for(f"the model converted into {args.output}"):
+        return _convert(args)
+
+
+def _convert(args) -> int:
+    remove_leftovers(args.output)
+    if args.to == "allennlp":
         from ..bilm_format import export_folder_to_bilm
 
         export_folder_to_bilm(args.model, args.output, overwrite=args.overwrite)
     elif args.source == "allennlp":
-        if not (args.options and args.weights):
-            raise CommandError("--from allennlp needs --options options.json and --weights weights.hdf5")
         from ..bilm_format import convert_bilm_to_folder
 
         tokenizer_kwargs = {"segmenter": args.segmenter} if args.segmenter else None
@@ -83,8 +89,6 @@ def _convert(args) -> int:
         convert_bilm_to_folder(args.options, args.weights, args.output, overwrite=args.overwrite,
                                tokenizer_kwargs=tokenizer_kwargs, model_card=card)
     else:
-        if not args.model_dir:
-            raise CommandError("--from elmoformanylangs needs --model-dir (the folder with config.json, char.dic, *.pkl)")
         try:
             module = importlib.import_module("hf_elmo.elmoformanylangs_format")
         except ModuleNotFoundError as error:

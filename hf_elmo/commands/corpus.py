@@ -35,6 +35,18 @@ def add_arguments(parser) -> None:
     shopping.add_argument("--overwrite", action="store_true", help="replace the seven files if --output-dir holds them")
 
 
+def check(args) -> None:
+    from ..file_io import check_output_path
+    from .common import check_input_file
+
+    if args.corpus_command == "shopping":
+        check_input_file(args.input)
+        return
+    check_output_path(args.output, args.overwrite)
+    for path in [args.input] if args.corpus_command == "segment" else args.corpus:
+        check_input_file(path, "corpus")
+
+
 def run(args) -> int:
     from ..file_io import output_lock
     from ..lm_data import run_corpus_command

@@ -23,6 +23,9 @@ from .common import (
     add_model_arguments,
     add_text_arguments,
     batch_memory,
+    check_input_file,
+    check_model_folder,
+    check_user_dict,
     make_embedder,
     read_lines,
     remove_leftovers,
@@ -70,15 +73,22 @@ def add_arguments(parser) -> None:
 
 
 class Hdf5Writer:
-    """The `allennlp elmo` layout: dataset `str(i)` per line, plus `sentence_to_index` (JSON in a (1,) string dataset)."""
+    """The `allennlp elmo` layout: dataset `str(i)` per line, plus `sentence_to_index` (JSON in a (1,) string dataset);
+    and the words its rows belong to, `words/str(i)` (UTF-8 strings)."""
 
-    def __init__(self, path: str):
+    def __init__(self, path: str, word_lists):
         import h5py
 
         self.file = h5py.File(path, "w")
+        self.word_lists = word_lists
+        self.words = self.file.create_group(WORDS_GROUP)
 
     def write(self, index: int, array) -> None:
+        import h5py
+
         self.file.create_dataset(str(index), array.shape, dtype="float32", data=array)
+        self.words.create_dataset(str(index), data=self.word_lists[index], shape=(len(self.word_lists[index]),),
+                                  dtype=h5py.string_dtype())
 
     def close(self, sentence_to_index: dict[str, str] | None) -> None:
         import h5py
@@ -174,6 +184,8 @@ def _embed_chunks(embedder, word_lists, chunks, layers, output_format, progress)
 # HDF5 bookkeeping per dataset (object header, B-tree entry) and per file, on top of the float32 values.
 _HDF5_BYTES_PER_DATASET = 2048
 _HDF5_BYTES_PER_FILE = 64 * 1024
+# A variable-length string's global-heap entry and its reference, beside the UTF-8 bytes.
+_HDF5_BYTES_PER_STRING = 32
 
 
 def _output_bytes(word_lists, row_shape, output_format, sentence_to_index) -> int:
@@ -183,9 +195,14 @@ def _output_bytes(word_lists, row_shape, output_format, sentence_to_index) -> in
         values_per_word *= size
     if output_format == "npy":
         return 128 + 4 * values_per_word * len(word_lists)
-    words = sum(len(words) for words in word_lists)
     index = len(json.dumps(sentence_to_index, ensure_ascii=False).encode("utf-8")) if sentence_to_index else 0
-    return 4 * values_per_word * words + _HDF5_BYTES_PER_DATASET * len(word_lists) + index + _HDF5_BYTES_PER_FILE
+    return sum(_hdf5_line_bytes(words, values_per_word) for words in word_lists) + index + _HDF5_BYTES_PER_FILE
+
+
+def _hdf5_line_bytes(words, values_per_word: int) -> int:
+    """About how many bytes one line takes in the hdf5 output: its vectors and its words, two datasets."""
+    text = sum(len(word.encode("utf-8")) + _HDF5_BYTES_PER_STRING for word in words)
+    return 4 * values_per_word * len(words) + text + 2 * _HDF5_BYTES_PER_DATASET
 
 
 def _write_embeddings(writer, rows, sentence_to_index, output: str, remaining_bytes: int) -> None:
@@ -196,7 +213,8 @@ def _write_embeddings(writer, rows, sentence_to_index, output: str, remaining_by
         for index, array in rows:
             if isinstance(writer, Hdf5Writer):
                 check_free_space(output, remaining_bytes, f"the rest of {output}")
-                remaining_bytes -= 4 * array.size + _HDF5_BYTES_PER_DATASET
+                words = writer.word_lists[index]
+                remaining_bytes -= _hdf5_line_bytes(words, array.size // max(len(words), 1))
             writer.write(index, array)
         writer.close(sentence_to_index)
     except DiskFullError as error:
@@ -207,20 +225,33 @@ def _write_embeddings(writer, rows, sentence_to_index, output: str, remaining_by
         raise
 
 
+# The group of one string dataset per line: the words of the rows of that line's vectors.
+WORDS_GROUP = "words"
+
 OUTPUT_EXTENSIONS = {".npy": "npy", ".hdf5": "hdf5", ".h5": "hdf5"}
 
 
-def run(args) -> int:
+def _output_format(args) -> str:
     named_format = OUTPUT_EXTENSIONS.get(os.path.splitext(args.output.lower())[1])
     if args.format and named_format and args.format != named_format:
         raise CommandError(f"--format {args.format} but {args.output} is named as {named_format}: rename one of them")
-    output_format = args.format or named_format or "hdf5"
-    layers = args.layers or ("average" if output_format == "npy" else "all")
+    return args.format or named_format or "hdf5"
+
+
+def check(args) -> None:
     if args.output == "-":
         raise CommandError("embeddings are written to a file, not to standard output: give a file name")
-    if args.forget_sentences and output_format == "npy":
+    if args.forget_sentences and _output_format(args) == "npy":
         raise CommandError("--forget-sentences applies to hdf5 output (its sentence_to_index dataset); .npy has none")
     check_output_path(args.output, args.overwrite)
+    check_input_file(args.input)
+    check_user_dict(args, args.split == "whitespace", "--split whitespace")
+    check_model_folder(args.model)
+
+
+def run(args) -> int:
+    output_format = _output_format(args)
+    layers = args.layers or ("average" if output_format == "npy" else "all")
     # Only the process that writes the output holds its lock (the other ranks of a torchrun write shards).
     with output_lock(args.output) if os.environ.get("RANK", "0") == "0" else contextlib.nullcontext():
         return _embed_into(args, output_format, layers)
@@ -254,7 +285,7 @@ def _embed_into(args, output_format: str, layers) -> int:
 
         def open_writer(path):
             try:
-                return NpyWriter(path, (len(lines),) + row_shape) if output_format == "npy" else Hdf5Writer(path)
+                return NpyWriter(path, (len(lines),) + row_shape) if output_format == "npy" else Hdf5Writer(path, word_lists)
             except DiskFullError as error:
                 raise CommandError(str(error)) from None
 

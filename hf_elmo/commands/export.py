@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-import os
 import sys
 
-from .common import remove_leftovers
+from .common import check_model_folder, check_output_parent, remove_leftovers
 from .errors import CommandError
 
 HELP = "export a model for serving without PyTorch (ONNX) or as a sentence-transformers folder"
@@ -35,6 +34,11 @@ def add_arguments(parser) -> None:
                         help="sentence-transformers: how the words' vectors become the sentence's (default: mean)")
 
 
+def check(args) -> None:
+    check_output_parent(args.output)
+    check_model_folder(args.model)
+
+
 def run(args) -> int:
     package = "onnx" if args.format == "onnx" else "sentence_transformers"
     try:
@@ -42,10 +46,6 @@ def run(args) -> int:
     except ImportError:
         extra = "export" if args.format == "onnx" else "sentence-transformers"
         raise CommandError(f"--format {args.format} needs the {package} package: pip install 'hf-elmo[{extra}]'") from None
-    # As for every output of hf-elmo named by the user: its folder must exist.
-    parent = os.path.dirname(os.path.abspath(args.output))
-    if not os.path.isdir(parent):
-        raise CommandError(f"output folder does not exist: {parent}")
     remove_leftovers(args.output)
     if args.format == "onnx":
         from ..export import export_onnx

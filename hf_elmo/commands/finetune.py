@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import argparse
 
-from ..finetune_options import add_finetune_arguments, options_from_arguments
+from ..finetune_options import add_finetune_arguments, check_batch_size, options_from_arguments
+from .common import add_user_dict_argument, check_input_file, check_model_folder, check_user_dict
 
 HELP = "fine-tune ELMo with a task head"
 DESCRIPTION = "Fine-tune ELMo on word-level tagging (NER, POS, ...) or sentence classification with the `Trainer`."
@@ -39,6 +40,7 @@ def add_arguments(parser) -> None:
         "--input", help="UTF-8 file with one text per line ('-' = stdin); a blank line gives an empty result"
     )
     predict.add_argument("--split-into-words", action="store_true", help="inputs are already space-separated words")
+    add_user_dict_argument(predict)
     predict.add_argument("--batch-size", type=int, default=32, help="sentences per batch (>= 1)")
 
     evaluate = commands.add_parser("evaluate", help="score a fine-tuned tagger on a labelled file")
@@ -119,11 +121,10 @@ def _predict(args) -> None:
     import json
 
     from ..conll import DataError, read_text_lines
-    from ..finetune import check_batch_size, classify, load_finetuned
+    from ..finetune import classify, load_finetuned
     from ..modeling_elmo import ElmoForSequenceClassification, ElmoForTokenClassification
     from ..tagging import tag
 
-    check_batch_size(args.batch_size)
     texts = list(args.text)
     if args.input:
         texts += read_text_lines(args.input)  # blank lines too: one output line per input line
@@ -131,7 +132,7 @@ def _predict(args) -> None:
         raise DataError(f"nothing to tag: {args.input} is empty" if args.input else
                         "nothing to tag: give texts as arguments or --input FILE")
     model, tokenizer = load_finetuned(args.model, (ElmoForTokenClassification, ElmoForSequenceClassification),
-                                      "predict")
+                                      "predict", user_dict=args.user_dict)
     inputs = [text.split() for text in texts] if args.split_into_words else texts
     predict = classify if isinstance(model, ElmoForSequenceClassification) else tag
     for result in predict(model, tokenizer, inputs, is_split_into_words=args.split_into_words,
@@ -143,14 +144,29 @@ def _evaluate(args) -> None:
     import json
 
     from ..conll import read_conll
-    from ..finetune import check_batch_size, evaluate_tagger, load_tagger
+    from ..finetune import evaluate_tagger, load_tagger
 
-    check_batch_size(args.batch_size)
     test = read_conll(args.test)
     model, tokenizer = load_tagger(args.model)
     scores = evaluate_tagger(model, tokenizer, test, args.batch_size, args.unseen_label)
     print(format_scores(f"{args.test}:", scores))
     print(json.dumps(scores, ensure_ascii=False))
+
+
+def check(args) -> None:
+    """The mistakes found without a model, before torch is imported: options, files, the model folder."""
+    if args.finetune_command in ("train", "train-classifier"):
+        _options(args)
+        for split in ("train", "dev", "test"):
+            check_input_file(getattr(args, split), f"--{split}")
+    elif args.finetune_command == "predict":
+        check_batch_size(args.batch_size)
+        check_user_dict(args, args.split_into_words, "--split-into-words")
+        check_input_file(args.input, "--input")
+    else:
+        check_batch_size(args.batch_size)
+        check_input_file(args.test, "--test")
+    check_model_folder(args.model)
 
 
 SUB_COMMANDS = {"train": _train, "train-classifier": _train_classifier, "predict": _predict, "evaluate": _evaluate}

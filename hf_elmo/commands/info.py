@@ -7,7 +7,7 @@ import os
 from pathlib import Path
 
 from ..file_io import human_size
-from .common import add_model_arguments, make_embedder
+from .common import add_model_arguments, check_model_folder, make_embedder
 
 
 HELP = "show a model's size, layers, dimensions and vocabulary"
@@ -45,6 +45,10 @@ def model_info(embedder) -> dict:
         "lm_output_vocabulary": int(lm_vocab),
         "segmenter": getattr(tokenizer, "chinese_segmentation", getattr(tokenizer, "segmenter", None)),
     }
+
+
+def check(args) -> None:
+    check_model_folder(args.model)
 
 
 def run(args) -> int:

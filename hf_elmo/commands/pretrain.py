@@ -118,6 +118,16 @@ ARCHITECTURE_DEFAULTS = {
 }
 
 
+def check(args) -> None:
+    from .common import check_input_file, check_model_folder
+
+    for path in args.train_file:
+        check_input_file(path, "corpus")
+    check_input_file(args.dev_file, "--dev-file corpus")
+    check_input_file(args.vocab, "--vocab")
+    check_model_folder(args.init_from)
+
+
 def run(args) -> int:
     from ..pretrain import run as pretrain
 

@@ -6,7 +6,8 @@ import heapq
 import json
 import sys
 
-from .common import add_model_arguments, add_text_arguments, batch_memory, make_embedder, read_lines, split_lines
+from .common import add_model_arguments, add_text_arguments, batch_memory, check_input_file, check_model_folder
+from .common import check_user_dict, make_embedder, read_lines, split_lines
 from .errors import CommandError
 
 
@@ -54,10 +55,7 @@ def _query_vector(embedder, args):
     return vectors[positions[args.occurrence - 1]]
 
 
-def run(args) -> int:
-
-    from ..embedder import check_layers
-
+def check(args) -> None:
     if args.layer == "all":
         raise CommandError("--layer all gives several vectors per word; choose top, average, mix or a layer index")
     if not args.types and not args.sentence:
@@ -67,6 +65,14 @@ def run(args) -> int:
         raise CommandError(f"--top must be >= 1, got {args.top}")
     if args.min_count < 1:
         raise CommandError(f"--min-count must be >= 1, got {args.min_count}")
+    check_input_file(args.corpus, "corpus")
+    check_user_dict(args, args.split == "whitespace", "--split whitespace")
+    check_model_folder(args.model)
+
+
+def run(args) -> int:
+    from ..embedder import check_layers
+
     lines = read_lines(args.corpus, "skip", what="corpus", max_line_bytes=args.max_line_bytes)
     embedder = make_embedder(args)
     try:

@@ -51,8 +51,9 @@ def run(*argv, model_dir=None) -> int:
 
 
 def read_hdf5(path) -> dict:
+    """The datasets of the `allennlp elmo` layout (the `words` group beside them has its own test)."""
     with h5py.File(path, "r") as handle:
-        return {key: handle[key][...] for key in handle}
+        return {key: handle[key][...] for key in handle if key != embed_command.WORDS_GROUP}
 
 
 def leftovers(folder: Path, keep: set[str]) -> list[str]:

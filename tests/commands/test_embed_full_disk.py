@@ -73,7 +73,7 @@ FILL_DURING_WRITE = textwrap.dedent(
 
     try:
         with atomic_file(output) as temporary:
-            writer = cli.NpyWriter(temporary, (400, 3, 20, 32)) if output_format == "npy" else cli.Hdf5Writer(temporary)
+            writer = cli.NpyWriter(temporary, (400, 3, 20, 32)) if output_format == "npy" else cli.Hdf5Writer(temporary, [["w"] * 20] * 400)
             cli._write_embeddings(writer, rows(), None, output, 400 * (4 * 3 * 20 * 32 + 2048))
     except CommandError as error:
         print("error:", error)
