@@ -100,7 +100,10 @@ def __dir__():
 def _started_as_the_command() -> bool:
     """Whether this process is the `hf-elmo` console script (its commands register what they need)."""
     program = _os.path.basename(getattr(_sys, "argv", [""])[0] or "")
-    return program in ("hf-elmo", "hf-elmo.exe", "hf-elmo-script.py")
+    if program in ("hf-elmo", "hf-elmo.exe", "hf-elmo-script.py"):
+        return True
+    arguments = getattr(_sys, "orig_argv", [])  # the interpreter's own: `python -m hf_elmo.cli ...`
+    return "-m" in arguments[:-1] and arguments[arguments.index("-m") + 1] == "hf_elmo.cli"
 
 
 if not _started_as_the_command():
