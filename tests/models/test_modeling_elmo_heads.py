@@ -159,3 +159,15 @@ def test_stock_text_classification_pipeline_batches_like_one_by_one(tmp_path):
         for got, want in zip(batched, one_by_one):
             assert [r["label"] for r in got] == [r["label"] for r in want]
             assert [r["score"] for r in got] == pytest.approx([r["score"] for r in want], rel=1e-5)
+
+
+def test_the_word_taggers_forward_takes_the_papers_inputs_only():
+    """Issue 34: at most 9 named inputs (BERT's head takes 6); the character tagger's inputs live on its own class."""
+    import inspect
+
+    from hf_elmo import ElmoForTokenClassification
+
+    named = [name for name, parameter in inspect.signature(ElmoForTokenClassification.forward).parameters.items()
+             if name != "self" and parameter.kind is not inspect.Parameter.VAR_KEYWORD]
+    assert len(named) <= 9, named
+    assert not {"token_word_index", "token_positions", "character_input_ids"} & set(named)
