@@ -501,11 +501,16 @@ def read_input_bytes(path: str | os.PathLike, what: str = "input") -> bytes:
     """The bytes of `path` (`-` = standard input); ValueError naming the file when it is missing, a folder or
     unreadable (`what` names the kind of file in the message)."""
     path = os.fspath(path)
+    if path == "-":
+        return sys.stdin.buffer.read()
+    with _opened_input(path, what) as handle:
+        return handle.read()
+
+
+def _opened_input(path: str, what: str):
+    """`path` opened for reading in binary; ValueError naming the file when it is missing, a folder or unreadable."""
     try:
-        if path == "-":
-            return sys.stdin.buffer.read()
-        with open(path, "rb") as handle:
-            return handle.read()
+        return open(path, "rb")
     except FileNotFoundError:
         raise ValueError(f"{what} file not found: {path}") from None
     except IsADirectoryError:
@@ -566,14 +571,7 @@ def iter_text_lines(path: str | os.PathLike, what: str = "input", chunk_bytes: i
     `split_text_lines` does, a leading byte-order mark dropped. ValueError naming the file and line for bytes
     that are not UTF-8 (and, as `read_input_bytes`, for a file that cannot be read)."""
     path = os.fspath(path)
-    try:
-        handle = open(path, "rb")
-    except FileNotFoundError:
-        raise ValueError(f"{what} file not found: {path}") from None
-    except IsADirectoryError:
-        raise ValueError(f"{path} is a folder, not a {what} file") from None
-    except OSError as error:
-        raise ValueError(f"cannot read the {what} file {path}: {error.strerror or error}") from None
+    handle = _opened_input(path, what)
     number = 0
 
     def decoded(raw: bytes) -> str:
