@@ -1,18 +1,10 @@
 """Character tokenizer for ELMo: text -> words -> `(words, max_characters_per_token)` character ids.
 
-The words come from a segmenter (jieba, optionally with a user dictionary; single characters; whitespace) and
-their ids from a character scheme (AllenNLP / bilm-tf UTF-8 bytes; ELMoForManyLangs' character dictionary, with
-its optional word vocabulary giving ``word_ids``), both in `elmo_text.py`, which describes them.
-
-Every position of an encoding is one word: ``encoding.word_ids(i)`` is ``[0, ..., n_i - 1]`` then ``None`` per
-padded position, a word's "id" is its row of character ids (`convert_tokens_to_ids`), and padding adds all-zero
-rows (`pad`, so transformers' `DataCollatorWithPadding` and `DataCollatorForTokenClassification` work).
-
-Edge cases: an empty string is a sentence of zero words (the model still runs ``<S> </S>``); an empty batch is a
-`ValueError`; a word longer than 48 UTF-8 bytes is cut to its first 48 bytes (a multi-byte character may be cut,
-as in the references); in raw text, control characters (C0/C1, e.g. NUL, BEL, DEL) separate words like
-whitespace, while pre-split words keep them as bytes; a surrogate pair written as two code points is joined into
-its character and lone surrogates (not encodable as UTF-8) are dropped.
+Words come from a segmenter and their ids from a character scheme, both in `elmo_text.py`. Every position of an
+encoding is one word: ``encoding.word_ids(i)`` is ``[0, ..., n_i - 1]`` then ``None`` per padded position, a word's
+"id" is its row of character ids, and padding adds all-zero rows (`pad`, so transformers' data collators work).
+An empty string is a sentence of zero words (the model still runs ``<S> </S>``); in raw text, control characters
+separate words like whitespace, while pre-split words keep them; lone surrogates are dropped.
 """
 
 from __future__ import annotations
@@ -55,11 +47,6 @@ _OPTION_TYPES = {
     "word_vocab": _MAPPING_OR_NULL,
 }
 
-
-def _option_problems(options: dict) -> list[str]:
-    return [f"{name} must be {description}, got {options[name]!r}"
-            for name, (description, accepts) in _OPTION_TYPES.items() if not accepts(options[name])]
-
 # The keys this tokenizer writes with one value per word (padded by `pad`), and those never made tensors.
 _PER_WORD_KEYS = ("input_ids", "attention_mask", "word_ids", "special_tokens_mask")
 _TEXT_KEYS = ("words",)
@@ -71,10 +58,9 @@ _ONE_ROW_PER_WORD = (
 
 
 class ElmoBatchEncoding(BatchEncoding):
-    """What `ElmoTokenizer` returns. Each position is one word, so `word_ids(i)` is `[0, ..., n_i - 1]` followed
-    by None for each padded position, as a fast tokenizer gives it for text of one token per word (e.g. to align
-    word labels). Not to be confused with the key `"word_ids"`, the word-vocabulary ids of models with a word
-    embedding."""
+    """What `ElmoTokenizer` returns: `word_ids(i)` is `[0, ..., n_i - 1]` then None per padded position, as a fast
+    tokenizer gives it for text of one token per word (to align word labels). The key `"word_ids"` is another thing:
+    the word-vocabulary ids of models with a word embedding."""
 
     def __init__(self, data=None, tensor_type=None, sentence_lengths: list[tuple[int, int]] | None = None):
         super().__init__(data, tensor_type=tensor_type)
@@ -103,24 +89,17 @@ class ElmoTokenizer(PreTrainedTokenizerBase):
     embedding, `word_ids` `(batch, words)`).
 
     Args:
-        char_vocab_file (`str`, *optional*):
-            ``char_vocab.json`` (character -> model id) for ``char_scheme="dictionary"``.
-        word_vocab_file (`str`, *optional*): ``word_vocab.json`` (word -> id) of a model with a word embedding.
+        char_vocab_file / char_vocab: ``char_vocab.json`` (character -> model id) or the mapping itself, for
+            ``char_scheme="dictionary"``; word_vocab_file / word_vocab: the same for a model's word embedding.
         max_characters_per_token (`int`, defaults to 50): ids per word, boundaries included.
-        segmenter (`str`, defaults to `"auto"`):
-            How runs of Chinese characters become words: `"jieba"` (needs jieba), `"chars"` (one word
-            per character), `"auto"` (jieba when installed, else characters; the choice is what the tokenizer
-            then reports and saves), or `"whitespace"`
-            (split on whitespace only, no punctuation splitting).
+        segmenter (`str`, defaults to `"auto"`): `"jieba"`, `"chars"` (one word per CJK character), `"auto"`
+            (jieba when installed, else characters; what it chose is what the tokenizer reports and saves) or
+            `"whitespace"` (no punctuation splitting either).
         do_lower_case (`bool`, defaults to `False`): lower-case words before encoding.
-        char_scheme (`str`, defaults to `"bytes"`): ``"bytes"`` or ``"dictionary"`` (see the module docstring).
-        char_vocab (`dict[str, int]`, *optional*): the character vocabulary itself, instead of `char_vocab_file`.
-        word_vocab (`dict[str, int]`, *optional*): the word vocabulary itself, instead of `word_vocab_file`.
-        user_dict (`str` or `os.PathLike`, *optional*):
-            A jieba user dictionary (jieba's format: ``word [frequency] [tag]`` a line, UTF-8), used by this
-            tokenizer only and saved beside it as ``jieba_user_dict.txt``. Needs jieba.
-        pad_token (`str`, defaults to `"<pad>"`):
-            The name of a padded word position, whose row of character ids is all `pad_token_id` (0).
+        char_scheme (`str`, defaults to `"bytes"`): ``"bytes"`` or ``"dictionary"`` (see `elmo_text.py`).
+        user_dict (`str` or `os.PathLike`, *optional*): a jieba user dictionary, used by this tokenizer only and
+            saved beside it as ``jieba_user_dict.txt``.
+        pad_token (`str`, defaults to `"<pad>"`): the name of a padded word position (its ids are all 0).
     """
 
     vocab_files_names = VOCAB_FILES_NAMES
@@ -143,7 +122,9 @@ class ElmoTokenizer(PreTrainedTokenizerBase):
         pad_token: str = PAD_TOKEN,
         **kwargs,
     ):
-        problems = _option_problems(locals())
+        options = locals()
+        problems = [f"{name} must be {description}, got {options[name]!r}"
+                    for name, (description, accepts) in _OPTION_TYPES.items() if not accepts(options[name])]
         if problems:  # e.g. "do_lower_case": "false" in a hand-edited tokenizer_config.json
             raise ValueError("Invalid ElmoTokenizer options: " + "; ".join(problems))
         if max_characters_per_token < 3:
@@ -223,37 +204,29 @@ class ElmoTokenizer(PreTrainedTokenizerBase):
     # the HF entry points ------------------------------------------------------------------------
 
     def __call__(
-        self,
-        text: str | Sequence[str] | Sequence[Sequence[str]],
-        is_split_into_words: bool = False,
-        padding: bool | str = False,
-        truncation: bool | str | None = None,
-        max_length: int | None = None,
-        return_tensors: str | None = None,
-        return_attention_mask: bool | None = True,
-        return_words: bool = False,
-        pad_to_multiple_of: int | None = None,
-        return_special_tokens_mask: bool = False,
-        **kwargs,
+        self, text: str | Sequence[str] | Sequence[Sequence[str]], is_split_into_words: bool = False,
+        padding: bool | str = False, truncation: bool | str | None = None, max_length: int | None = None,
+        return_tensors: str | None = None, return_attention_mask: bool | None = True, return_words: bool = False,
+        pad_to_multiple_of: int | None = None, return_special_tokens_mask: bool = False, **kwargs,
     ) -> ElmoBatchEncoding:
-        """Encode one sentence or a batch.
+        """Encode a string, a list of strings (a batch) or, with `is_split_into_words=True`, a list of words or of
+        word lists. Arguments as transformers' tokenizers, counting words: `truncation` keeps at most `max_length`
+        words, `return_special_tokens_mask` gives 0 per word (none is added), 1 per padded position.
 
-        Args:
-            text: a string, a list of strings (a batch), or with `is_split_into_words=True` a list of
-                words (one sentence) or a list of word lists (a batch).
-            padding: `True`/`"longest"` pads to the longest sentence, `"max_length"` to `max_length`.
-            truncation: keep at most `max_length` words per sentence.
-            return_tensors: `"pt"` (or `"np"`) for arrays of shape (batch, words, max_characters_per_token).
-            pad_to_multiple_of: with padding, round the number of words up to a multiple of this.
-            return_special_tokens_mask: also return `special_tokens_mask`, 0 per word (none is added), 1 per
-                padded position.
-
-        Returns:
-            `ElmoBatchEncoding` with `input_ids` (words x character ids per sentence), `attention_mask`
-            (1 per real word), `word_ids` when the tokenizer has a word vocabulary (padded with the `<pad>` word id)
-            and, with `return_words=True`, `words` (the words each position holds).
-        """
-        _check_call_options(kwargs, max_length)
+        Returns `input_ids` (a row of character ids per word), `attention_mask`, `word_ids` when the tokenizer
+        has a word vocabulary and, with `return_words=True`, `words` (the words each position holds)."""
+        if "return_offsets_mapping" in kwargs:
+            # Whatever its value: transformers' token-classification pipeline asks for it (False from a slow
+            # tokenizer), then reads one id per token, so it is told here which pipeline reads ELMo's rows.
+            raise ValueError(
+                "ElmoTokenizer keeps no character offsets (return_offsets_mapping) and each word's ids are a row: for "
+                "entity spans use pipeline('elmo-token-classification', ...), not transformers' 'token-classification'"
+            )
+        unknown = set(kwargs) - {"add_special_tokens", "verbose", "text_target", "return_token_type_ids"}
+        if unknown:  # transformers' options that change nothing here are accepted
+            raise TypeError(f"ElmoTokenizer got unexpected arguments {sorted(unknown)}")
+        if max_length is not None and (not _is_id(max_length) or max_length < 0):
+            raise ValueError(f"max_length must be a whole number of words >= 0, got {max_length!r}")
         sentences, batched = _as_word_lists(text, is_split_into_words, self.tokenize)
         if truncation and truncation != "do_not_truncate":
             limit = max_length if max_length is not None else self.model_max_length
@@ -266,38 +239,28 @@ class ElmoTokenizer(PreTrainedTokenizerBase):
         if return_special_tokens_mask:
             features["special_tokens_mask"] = [[0] * len(words) for words in sentences]
         word_counts = [len(words) for words in sentences]
-        encoding = self._padded_encoding(
-            features, word_counts, batched, padding, max_length, pad_to_multiple_of, return_tensors
-        )
+        encoding = self._padded_encoding(features, word_counts, batched, padding, max_length, pad_to_multiple_of,
+                                         return_tensors)
         if return_words:
             encoding["words"] = sentences if batched else sentences[0]
         return encoding
 
     def pad(
-        self,
-        encoded_inputs,
-        padding: bool | str = True,
-        max_length: int | None = None,
-        pad_to_multiple_of: int | None = None,
-        padding_side: str | None = None,
-        return_attention_mask: bool | None = None,
-        return_tensors: str | None = None,
-        verbose: bool = True,
+        self, encoded_inputs, padding: bool | str = True, max_length: int | None = None,
+        pad_to_multiple_of: int | None = None, padding_side: str | None = None,
+        return_attention_mask: bool | None = None, return_tensors: str | None = None, verbose: bool = True,
     ) -> ElmoBatchEncoding:
-        """Pad encodings of this tokenizer to one number of words: a padded position is an all-zero row of
-        character ids, attention 0 and, with a word vocabulary, the `<pad>` word id.
+        """Pad encodings of this tokenizer to one number of words (all-zero rows, attention 0, the `<pad>` word id).
 
-        Takes what `__call__` returns (one sentence or a batch, lists, arrays or tensors) or a list of such
-        encodings, one per sentence (what data collators pass); other keys (e.g. `label`) are kept as they are.
-        Arguments as transformers' `pad`; padding is on the right only."""
+        Takes what `__call__` returns (lists, arrays or tensors) or a list of such encodings, one per sentence (what
+        data collators pass); other keys (e.g. `label`) are kept. Arguments as transformers' `pad`."""
         _check_padding_side(padding_side or "right")
         features, batched, input_tensors = _features_to_pad(encoded_inputs, self.max_characters_per_token)
         if return_attention_mask is not False and "attention_mask" not in features:
             features["attention_mask"] = [[1] * len(rows) for rows in features["input_ids"]]
         word_counts = [sum(1 for row in rows if any(row)) for rows in features["input_ids"]]
-        return self._padded_encoding(
-            features, word_counts, batched, padding, max_length, pad_to_multiple_of, return_tensors or input_tensors
-        )
+        return self._padded_encoding(features, word_counts, batched, padding, max_length, pad_to_multiple_of,
+                                     return_tensors or input_tensors)
 
     def _padded_encoding(
         self, features: dict[str, list], word_counts: list[int], batched: bool, padding, max_length,
@@ -306,11 +269,34 @@ class ElmoTokenizer(PreTrainedTokenizerBase):
         """The encoding of `features` (key -> one value per sentence), padded as `padding` says."""
         _check_padding_side(self.padding_side)
         lengths = [len(rows) for rows in features["input_ids"]]
-        target = _padded_length(lengths, padding, max_length, pad_to_multiple_of, return_tensors)
+        target = None
+        if padding is True or padding == "longest":
+            target = max(lengths)
+        elif padding == "max_length":
+            if max_length is None:
+                raise ValueError("padding='max_length' needs max_length")
+            if max(lengths) > max_length:
+                raise ValueError(
+                    f"a sentence has {max(lengths)} words, more than max_length={max_length}: pass truncation=True"
+                )
+            target = max_length
+        elif padding not in (False, None, "do_not_pad"):
+            raise ValueError(f"padding must be True, False, 'longest' or 'max_length', got {padding!r}")
+        elif return_tensors is not None and len(set(lengths)) > 1:
+            raise ValueError("sentences have different numbers of words: pass padding=True to make a tensor")
         if target is not None:
-            word_pad_id = PADDED_POSITION_ID if self._words is None else self._words.pad_id
-            _pad_per_word_values(features, target, self.max_characters_per_token, word_pad_id)
-        sentence_lengths = list(zip(word_counts, lengths if target is None else [target] * len(lengths)))
+            if pad_to_multiple_of:
+                target = -(-target // pad_to_multiple_of) * pad_to_multiple_of
+            # A padded position: an all-zero row, attention 0, the `<pad>` word, and 1 in a special-tokens mask,
+            # as transformers marks padding there.
+            fill = {"input_ids": [PADDED_POSITION_ID] * self.max_characters_per_token, "attention_mask": 0,
+                    "word_ids": PADDED_POSITION_ID if self._words is None else self._words.pad_id,
+                    "special_tokens_mask": 1}
+            for key in _PER_WORD_KEYS:
+                if key in features:
+                    features[key] = [values + [fill[key]] * (target - len(values)) for values in features[key]]
+            lengths = [target] * len(lengths)
+        sentence_lengths = list(zip(word_counts, lengths))
         data = features if batched else {key: value[0] for key, value in features.items()}
         if return_tensors is None:
             return ElmoBatchEncoding(data, sentence_lengths=sentence_lengths)
@@ -319,10 +305,8 @@ class ElmoTokenizer(PreTrainedTokenizerBase):
     # ids -> words -------------------------------------------------------------------------------
 
     def decode(self, token_ids, **kwargs) -> str | list[str]:
-        """Words back from character ids: one sentence `(words, max_characters_per_token)` -> a string, a batch
-        `(batch, words, max_characters_per_token)` -> a list of strings (what `batch_decode` passes).
-
-        Unknown characters come back as U+FFFD (dictionary scheme), cut bytes are replaced (byte scheme)."""
+        """Words back from character ids: a sentence's rows -> a string, a batch -> a list of strings (what
+        `batch_decode` passes). Unknown characters come back as U+FFFD, cut bytes are replaced."""
         token_ids = _as_lists(token_ids)
         depth, probe = 0, token_ids
         while isinstance(probe, (list, tuple)) and probe:
@@ -338,20 +322,16 @@ class ElmoTokenizer(PreTrainedTokenizerBase):
         return " ".join(self._characters.decode_word(ids) for ids in rows if any(ids))
 
     def convert_ids_to_tokens(self, ids, skip_special_tokens: bool = False) -> str | list[str]:
-        """A word's "id" is its row of `max_characters_per_token` character ids: a row -> its word, a sentence's
-        rows -> its words. An all-zero row (a padded position) is `pad_token`, left out with
-        `skip_special_tokens=True`."""
+        """A word's "id" is its row of character ids: a row -> its word, a sentence's rows -> its words. An all-zero
+        row (a padded position) is `pad_token`, left out with `skip_special_tokens=True`."""
         rows, one_word = _id_rows(ids, self.max_characters_per_token)
+        words = [self._characters.decode_word([int(i) for i in row]) if any(row) else self.pad_token for row in rows]
         if one_word:
-            return self._row_to_word(rows[0])
-        return [self._row_to_word(row) for row in rows if any(row) or not skip_special_tokens]
-
-    def _row_to_word(self, row: list[int]) -> str:
-        return self._characters.decode_word([int(i) for i in row]) if any(row) else self.pad_token
+            return words[0]
+        return [word for row, word in zip(rows, words) if any(row) or not skip_special_tokens]
 
     def convert_tokens_to_ids(self, tokens: str | Sequence[str]) -> list[int] | list[list[int]]:
-        """A word -> its row of `max_characters_per_token` character ids; a list of words -> one row each (as
-        `__call__` encodes pre-split words)."""
+        """A word -> its row of character ids; a list of words -> one row each (as `__call__` encodes them)."""
         if isinstance(tokens, str):
             return self.word_to_char_ids(tokens)
         if not isinstance(tokens, (list, tuple)) or not all(isinstance(token, str) for token in tokens):
@@ -373,9 +353,8 @@ class ElmoTokenizer(PreTrainedTokenizerBase):
 
     @property
     def pad_token_id(self) -> int:
-        """0, the id of every character of a padded word position (`attention_mask` marks those positions).
-        Code that pads `input_ids` with the tokenizer's pad id, like the stock pipelines' batching, then
-        writes exactly the rows this tokenizer pads with."""
+        """0 for every character of a padded word position, so code that pads `input_ids` with the tokenizer's pad
+        id (the stock pipelines' batching) writes exactly the rows this tokenizer pads with."""
         return PADDED_POSITION_ID
 
     @property
@@ -401,23 +380,6 @@ class ElmoTokenizer(PreTrainedTokenizerBase):
 
 
 # what __call__ and pad take and give ----------------------------------------------------------------
-
-
-def _check_call_options(kwargs: dict, max_length) -> None:
-    """`__call__`'s options beyond its own arguments: those of transformers' tokenizers that change nothing here
-    are accepted. Character offsets are refused whatever their value: transformers' token-classification
-    pipeline asks for them (False from a slow tokenizer), then reads one id per token, so it is told here
-    which pipeline reads ELMo's rows."""
-    if "return_offsets_mapping" in kwargs:
-        raise ValueError(
-            "ElmoTokenizer keeps no character offsets (return_offsets_mapping) and each word's ids are a row: for "
-            "entity spans use pipeline('elmo-token-classification', ...), not transformers' 'token-classification'"
-        )
-    unknown = set(kwargs) - {"add_special_tokens", "verbose", "text_target", "return_token_type_ids"}
-    if unknown:
-        raise TypeError(f"ElmoTokenizer got unexpected arguments {sorted(unknown)}")
-    if max_length is not None and (not _is_id(max_length) or max_length < 0):
-        raise ValueError(f"max_length must be a whole number of words >= 0, got {max_length!r}")
 
 
 def _as_word_lists(text, is_split_into_words: bool, tokenize) -> tuple[list[list[str]], bool]:
@@ -458,20 +420,22 @@ def _features_to_pad(encoded_inputs, width: int) -> tuple[dict[str, list], bool,
         keys = list(encoded_inputs[0])
         if any(set(example) != set(keys) for example in encoded_inputs):
             raise ValueError(f"the encodings to pad have different keys; the first has {keys}")
-        features = {key: [example[key] for example in encoded_inputs] for key in keys}
-        batched = True
+        features, batched = {key: [example[key] for example in encoded_inputs] for key in keys}, True
     elif isinstance(encoded_inputs, Mapping):
         features, batched = dict(encoded_inputs), None
     else:
         raise TypeError(f"pad takes an encoding or a list of encodings, got {type(encoded_inputs).__name__}")
     if "input_ids" not in features:
         raise ValueError(f"pad needs input_ids, the encodings hold {list(features)}")
-    input_tensors = _tensor_kind(features["input_ids"])
+    input_ids = features["input_ids"]
+    probe = input_ids[0] if isinstance(input_ids, (list, tuple)) and input_ids else input_ids
+    input_tensors = {"torch": "pt", "numpy": "np"}.get(type(probe).__module__.split(".")[0])
     for key in _PER_WORD_KEYS:
         if key in features:
             features[key] = _as_lists(features[key])
-    if batched is None:
-        batched = _holds_sentences(features["input_ids"])
+    if batched is None:  # one sentence (a list of rows) or a batch (a list of sentences)?
+        first = features["input_ids"][0] if features["input_ids"] else None
+        batched = isinstance(first, list) and (not first or isinstance(first[0], list))
         if not batched:
             features = {key: [value] for key, value in features.items()}
     for rows in features["input_ids"]:
@@ -495,16 +459,13 @@ def _to_tensors(data: dict, return_tensors, batched: bool, width: int, sentence_
     for key in _PER_WORD_KEYS:
         if key in data:
             array = np.asarray(data[key] if batched else [data[key]], dtype=np.int64)
-            words_axis = (-1, width) if key == "input_ids" else (-1,)
-            array = array.reshape(array.shape[0], *words_axis)
+            array = array.reshape(array.shape[0], -1, *([width] if key == "input_ids" else []))
             if kind == "pt":
                 import torch
 
                 array = torch.from_numpy(array)
             encoding[key] = array
-    for key in _TEXT_KEYS:
-        if key in data:
-            encoding[key] = data[key]
+    encoding.update({key: data[key] for key in _TEXT_KEYS if key in data})
     return encoding
 
 
@@ -514,16 +475,6 @@ def _check_padding_side(side: str) -> None:
             f"ElmoTokenizer pads on the right only (the model reads each sentence from its first position), "
             f"got padding_side={side!r}"
         )
-
-
-def _pad_per_word_values(features: dict[str, list], target: int, width: int, word_pad_id: int) -> None:
-    """Pad every sentence's per-word values to `target` words: all-zero rows, attention 0, the `<pad>` word, and
-    in a special-tokens mask 1, as transformers marks padding there."""
-    fill = {"input_ids": [PADDED_POSITION_ID] * width, "attention_mask": 0, "word_ids": word_pad_id,
-            "special_tokens_mask": 1}
-    for key in _PER_WORD_KEYS:
-        if key in features:
-            features[key] = [values + [fill[key]] * (target - len(values)) for values in features[key]]
 
 
 def _as_lists(value):
@@ -551,44 +502,6 @@ def _id_rows(ids, width: int) -> tuple[list[list[int]], bool]:
     if isinstance(ids, list) and all(map(is_row, ids)):
         return ids, False
     raise ValueError(_ONE_ROW_PER_WORD)
-
-
-def _tensor_kind(value) -> str | None:
-    """"pt" / "np" when `value` is, or is a list of, torch tensors / numpy arrays."""
-    probe = value[0] if isinstance(value, (list, tuple)) and value else value
-    module = type(probe).__module__.split(".")[0]
-    return {"torch": "pt", "numpy": "np"}.get(module)
-
-
-def _holds_sentences(input_ids: list) -> bool:
-    """Whether `input_ids` are a batch (a list of sentences, each a list of rows) or one sentence (rows)."""
-    first = input_ids[0] if input_ids else None
-    return isinstance(first, list) and (not first or isinstance(first[0], list))
-
-
-def _padded_length(
-    lengths: list[int], padding, max_length: int | None, pad_to_multiple_of: int | None, return_tensors
-) -> int | None:
-    """How many words every sentence is padded to, or None for no padding."""
-    if padding is True or padding == "longest":
-        target = max(lengths)
-    elif padding == "max_length":
-        if max_length is None:
-            raise ValueError("padding='max_length' needs max_length")
-        if max(lengths) > max_length:
-            raise ValueError(
-                f"a sentence has {max(lengths)} words, more than max_length={max_length}: pass truncation=True"
-            )
-        target = max_length
-    elif padding not in (False, None, "do_not_pad"):
-        raise ValueError(f"padding must be True, False, 'longest' or 'max_length', got {padding!r}")
-    else:
-        if return_tensors is not None and len(set(lengths)) > 1:
-            raise ValueError("sentences have different numbers of words: pass padding=True to make a tensor")
-        return None
-    if pad_to_multiple_of:
-        target = -(-target // pad_to_multiple_of) * pad_to_multiple_of
-    return target
 
 
 __all__ = ["DICTIONARY_CHAR_SPECIALS", "ElmoBatchEncoding", "ElmoTokenizer"]
