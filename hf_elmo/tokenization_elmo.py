@@ -62,26 +62,15 @@ class ElmoBatchEncoding(BatchEncoding):
     tokenizer gives it for text of one token per word (to align word labels). The key `"word_ids"` is another thing:
     the word-vocabulary ids of models with a word embedding."""
 
-    def __init__(self, data=None, tensor_type=None, sentence_lengths: list[tuple[int, int]] | None = None):
-        super().__init__(data, tensor_type=tensor_type)
-        # (words, positions) of each sentence: positions past the words are padding.
-        self._sentence_lengths = sentence_lengths
-
     def word_ids(self, batch_index: int = 0) -> list[int | None]:
-        if self._sentence_lengths is None:
-            raise ValueError("this encoding does not know its sentences' lengths: make it with ElmoTokenizer or pad")
-        count = len(self._sentence_lengths)
+        # Read from the rows, which the encoding carries anyway: a word's row is never all zero, a padded one is.
+        sentences = _as_lists(self["input_ids"])
+        sentences = sentences if _holds_sentences(sentences) else [sentences]
+        count = len(sentences)
         if not -count <= batch_index < count:
             raise IndexError(f"batch_index {batch_index} is out of range: the encoding holds {count} sentence(s)")
-        words, positions = self._sentence_lengths[batch_index]
-        return [*range(words), *[None] * (positions - words)]
-
-    def __getstate__(self):
-        return {**super().__getstate__(), "sentence_lengths": self._sentence_lengths}
-
-    def __setstate__(self, state):
-        super().__setstate__(state)
-        self._sentence_lengths = state.get("sentence_lengths")
+        words = sum(1 for row in sentences[batch_index] if any(row))
+        return [*range(words), *[None] * (len(sentences[batch_index]) - words)]
 
 
 class ElmoTokenizer(PreTrainedTokenizerBase):
@@ -132,9 +121,8 @@ class ElmoTokenizer(PreTrainedTokenizerBase):
         self.max_characters_per_token = max_characters_per_token
         self.do_lower_case = do_lower_case
         self.char_scheme = char_scheme
-        self._characters = CHARACTER_SCHEMES[char_scheme].from_options(
-            max_characters_per_token, char_vocab, char_vocab_file
-        )
+        scheme = CHARACTER_SCHEMES[char_scheme]
+        self._characters = scheme.from_options(max_characters_per_token, char_vocab, char_vocab_file)
         self._words = WordVocabulary.from_options(self._characters, word_vocab, word_vocab_file)
         # What "auto" chose is what the tokenizer is and saves: a model is used with the segmentation it was
         # trained or fine-tuned with, and a saved "jieba" refuses to load where jieba is missing.
@@ -144,14 +132,9 @@ class ElmoTokenizer(PreTrainedTokenizerBase):
         # property of the tokenizer (transformers passes these to __init__, which would save them).
         for name in ("model_input_names", "is_local", "local_files_only"):
             kwargs.pop(name, None)
-        super().__init__(
-            max_characters_per_token=max_characters_per_token,
-            segmenter=self.segmenter,
-            do_lower_case=do_lower_case,
-            char_scheme=char_scheme,
-            pad_token=PAD_TOKEN if pad_token is None else pad_token,
-            **kwargs,
-        )
+        super().__init__(max_characters_per_token=max_characters_per_token, segmenter=self.segmenter,
+                         do_lower_case=do_lower_case, char_scheme=char_scheme,
+                         pad_token=PAD_TOKEN if pad_token is None else pad_token, **kwargs)
         _check_padding_side(self.padding_side)
         if self._words is not None:
             self.model_input_names = ["input_ids", "attention_mask", "word_ids"]
@@ -238,9 +221,7 @@ class ElmoTokenizer(PreTrainedTokenizerBase):
             features["word_ids"] = [[self.word_to_id(word) for word in words] for words in sentences]
         if return_special_tokens_mask:
             features["special_tokens_mask"] = [[0] * len(words) for words in sentences]
-        word_counts = [len(words) for words in sentences]
-        encoding = self._padded_encoding(features, word_counts, batched, padding, max_length, pad_to_multiple_of,
-                                         return_tensors)
+        encoding = self._padded_encoding(features, batched, padding, max_length, pad_to_multiple_of, return_tensors)
         if return_words:
             encoding["words"] = sentences if batched else sentences[0]
         return encoding
@@ -258,13 +239,11 @@ class ElmoTokenizer(PreTrainedTokenizerBase):
         features, batched, input_tensors = _features_to_pad(encoded_inputs, self.max_characters_per_token)
         if return_attention_mask is not False and "attention_mask" not in features:
             features["attention_mask"] = [[1] * len(rows) for rows in features["input_ids"]]
-        word_counts = [sum(1 for row in rows if any(row)) for rows in features["input_ids"]]
-        return self._padded_encoding(features, word_counts, batched, padding, max_length, pad_to_multiple_of,
+        return self._padded_encoding(features, batched, padding, max_length, pad_to_multiple_of,
                                      return_tensors or input_tensors)
 
     def _padded_encoding(
-        self, features: dict[str, list], word_counts: list[int], batched: bool, padding, max_length,
-        pad_to_multiple_of, return_tensors,
+        self, features: dict[str, list], batched: bool, padding, max_length, pad_to_multiple_of, return_tensors
     ) -> ElmoBatchEncoding:
         """The encoding of `features` (key -> one value per sentence), padded as `padding` says."""
         _check_padding_side(self.padding_side)
@@ -295,12 +274,10 @@ class ElmoTokenizer(PreTrainedTokenizerBase):
             for key in _PER_WORD_KEYS:
                 if key in features:
                     features[key] = [values + [fill[key]] * (target - len(values)) for values in features[key]]
-            lengths = [target] * len(lengths)
-        sentence_lengths = list(zip(word_counts, lengths))
         data = features if batched else {key: value[0] for key, value in features.items()}
         if return_tensors is None:
-            return ElmoBatchEncoding(data, sentence_lengths=sentence_lengths)
-        return _to_tensors(data, return_tensors, batched, self.max_characters_per_token, sentence_lengths)
+            return ElmoBatchEncoding(data)
+        return _to_tensors(data, return_tensors, batched, self.max_characters_per_token)
 
     # ids -> words -------------------------------------------------------------------------------
 
@@ -384,12 +361,6 @@ class ElmoTokenizer(PreTrainedTokenizerBase):
 
 def _as_word_lists(text, is_split_into_words: bool, tokenize) -> tuple[list[list[str]], bool]:
     """The sentences of `__call__`'s input as word lists, and whether it was a batch."""
-
-    def check_words(words) -> list[str]:
-        if not all(isinstance(word, str) for word in words):
-            raise TypeError("pre-split sentences must be lists of strings")
-        return list(words)
-
     if isinstance(text, str):
         if is_split_into_words:
             raise TypeError("is_split_into_words=True needs a list of words, got a string")
@@ -398,15 +369,17 @@ def _as_word_lists(text, is_split_into_words: bool, tokenize) -> tuple[list[list
         raise TypeError(f"text must be a string or a list, got {type(text).__name__}")
     if len(text) == 0:
         raise ValueError("empty batch: got an empty list of sentences")
-    if is_split_into_words:
-        if all(isinstance(item, str) for item in text):
-            return [check_words(text)], False
-        if all(isinstance(item, (list, tuple)) for item in text):
-            return [check_words(words) for words in text], True
+    strings = all(isinstance(item, str) for item in text)
+    if not is_split_into_words:
+        if strings:
+            return [tokenize(sentence) for sentence in text], True
+        raise TypeError("a batch of raw text must be a list of strings (use is_split_into_words=True for word lists)")
+    if not strings and not all(isinstance(item, (list, tuple)) for item in text):
         raise TypeError("with is_split_into_words=True pass a list of words or a list of word lists")
-    if all(isinstance(item, str) for item in text):
-        return [tokenize(sentence) for sentence in text], True
-    raise TypeError("a batch of raw text must be a list of strings (use is_split_into_words=True for word lists)")
+    sentences = [list(words) for words in ([text] if strings else text)]
+    if not all(isinstance(word, str) for words in sentences for word in words):
+        raise TypeError("pre-split sentences must be lists of strings")
+    return sentences, not strings
 
 
 def _features_to_pad(encoded_inputs, width: int) -> tuple[dict[str, list], bool, str | None]:
@@ -433,9 +406,8 @@ def _features_to_pad(encoded_inputs, width: int) -> tuple[dict[str, list], bool,
     for key in _PER_WORD_KEYS:
         if key in features:
             features[key] = _as_lists(features[key])
-    if batched is None:  # one sentence (a list of rows) or a batch (a list of sentences)?
-        first = features["input_ids"][0] if features["input_ids"] else None
-        batched = isinstance(first, list) and (not first or isinstance(first[0], list))
+    if batched is None:
+        batched = _holds_sentences(features["input_ids"])
         if not batched:
             features = {key: [value] for key, value in features.items()}
     for rows in features["input_ids"]:
@@ -446,7 +418,7 @@ def _features_to_pad(encoded_inputs, width: int) -> tuple[dict[str, list], bool,
     return features, batched, input_tensors
 
 
-def _to_tensors(data: dict, return_tensors, batched: bool, width: int, sentence_lengths) -> ElmoBatchEncoding:
+def _to_tensors(data: dict, return_tensors, batched: bool, width: int) -> ElmoBatchEncoding:
     """The per-word values as int64 arrays `(batch, words[, width])`, other keys converted as transformers does
     it, the words left as lists."""
     import numpy as np
@@ -455,7 +427,7 @@ def _to_tensors(data: dict, return_tensors, batched: bool, width: int, sentence_
     if kind not in ("pt", "np"):
         raise ValueError(f"return_tensors must be 'pt' or 'np', got {return_tensors!r}")
     others = {key: value for key, value in data.items() if key not in _PER_WORD_KEYS + _TEXT_KEYS}
-    encoding = ElmoBatchEncoding(others, tensor_type=kind, sentence_lengths=sentence_lengths)
+    encoding = ElmoBatchEncoding(others, tensor_type=kind)
     for key in _PER_WORD_KEYS:
         if key in data:
             array = np.asarray(data[key] if batched else [data[key]], dtype=np.int64)
@@ -484,6 +456,12 @@ def _as_lists(value):
     if isinstance(value, (list, tuple)):
         return [_as_lists(item) for item in value]
     return value
+
+
+def _holds_sentences(input_ids: list) -> bool:
+    """Whether `input_ids` are a batch (a list of sentences, each a list of rows) or one sentence (rows)."""
+    first = input_ids[0] if input_ids else None
+    return isinstance(first, list) and (not first or isinstance(first[0], list))
 
 
 def _is_id(value) -> bool:
