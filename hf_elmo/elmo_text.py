@@ -1,14 +1,8 @@
-"""Text -> words -> character ids: everything about ELMo's input that needs no model.
+"""Text -> words -> character ids: everything about ELMo's input that needs no model (remote code).
 
-* **Word segmenters** turn raw text into words: `"whitespace"` splits on whitespace only; `"chars"` and
-  `"jieba"` let whitespace and punctuation separate words (BERT's pre-tokenizer) and cut each run of CJK characters
-  into single characters or into jieba's words (with an optional user dictionary in a jieba tokenizer of its own).
-* **Character schemes** turn a word into `max_characters_per_token` ids, 0 being kept for a padded word position:
-  `ByteScheme` is AllenNLP / bilm-tf's ``[BOW] + utf8_bytes[:max - 2] + [EOW] + [PAD]...``, every id + 1;
-  `DictionaryScheme` is ELMoForManyLangs' lookup in a character vocabulary (``char_vocab.json``).
-
-Only the standard library is imported at module level (jieba and `tokenizers` when a segmenter needs them). This
-file ships as remote code.
+Word segmenters turn raw text into words; character schemes turn a word into `max_characters_per_token` ids, 0
+being kept for a padded word position. Only the standard library is imported at module level (jieba and
+`tokenizers` when a segmenter needs them).
 """
 
 from __future__ import annotations
@@ -35,22 +29,17 @@ PADDING_BYTE = 260
 CHARACTER_ID_SHIFT = 1
 PADDED_POSITION_ID = 0
 BYTE_SCHEME_VOCAB_SIZE = PADDING_BYTE + CHARACTER_ID_SHIFT + 1
-
 # The sentence boundaries the model adds around every sentence (bilm-tf's names).
 BEGINNING_OF_SENTENCE = "<S>"
 END_OF_SENTENCE = "</S>"
 _BOUNDARY_BYTES = {BEGINNING_OF_SENTENCE: BEGINNING_OF_SENTENCE_BYTE, END_OF_SENTENCE: END_OF_SENTENCE_BYTE}
-
 # Special entries of the dictionary scheme's vocabularies (ELMoForManyLangs' names).
 DICTIONARY_CHAR_SPECIALS = ("<bos>", "<eos>", "<oov>", "<pad>", "<bow>", "<eow>")
 DICTIONARY_WORD_SPECIALS = ("<oov>", "<pad>")
-# The word a padded position stands for (the word vocabulary's entry for it too).
-PAD_TOKEN = "<pad>"
-# ELMoForManyLangs' sentence boundaries: as words, they become the `<S>` / `</S>` rows.
-DICTIONARY_SENTENCE_BOUNDARIES = ("<bos>", "<eos>")
+PAD_TOKEN = "<pad>"  # the word a padded position stands for (the word vocabulary's entry for it too)
+DICTIONARY_SENTENCE_BOUNDARIES = ("<bos>", "<eos>")  # as words, they are the `<S>` / `</S>` rows
 # Entries of a dictionary-scheme row that are not characters of the word (an unknown one reads as U+FFFD).
 _NON_CHARACTERS = set(DICTIONARY_CHAR_SPECIALS) - {"<oov>"}
-
 CHAR_VOCAB_FILE = "char_vocab.json"
 WORD_VOCAB_FILE = "word_vocab.json"
 JIEBA_USER_DICT_FILE = "jieba_user_dict.txt"
@@ -71,8 +60,6 @@ def byte_boundary_char_ids(boundary: str | int, max_characters_per_token: int) -
         boundary = _BOUNDARY_BYTES[boundary]
     return _byte_row([boundary], max_characters_per_token)
 
-
-# Text clean-up shared by every segmenter and the byte scheme ---------------------------------------
 
 _SURROGATE = re.compile("[\ud800-\udfff]")
 # C0 and C1 control characters other than tab, newline, vertical tab, form feed, carriage return and NEL.
@@ -95,9 +82,6 @@ def _clean_raw_text(text: str) -> str:
     return _CONTROL.sub(" ", without_surrogates(text))
 
 
-# Files ---------------------------------------------------------------------------------------------
-
-
 def _save_file(directory: str, filename_prefix: str | None, name: str, write: Callable[[io.TextIOBase], None]):
     """Written beside and renamed into place, so a killed save never leaves half a file; the temporary's name is
     the pattern of hf-elmo's file_io (its stale-temporary sweep recognises it)."""
@@ -112,11 +96,6 @@ def _save_file(directory: str, filename_prefix: str | None, name: str, write: Ca
         if os.path.exists(temporary):
             os.remove(temporary)
     return (path,)
-
-
-def _save_vocabulary(vocabulary: dict[str, int], directory: str, filename_prefix: str | None, name: str):
-    return _save_file(directory, filename_prefix, name,
-                      lambda handle: json.dump(vocabulary, handle, ensure_ascii=False, indent=0))
 
 
 def _read_text_file(path: str | os.PathLike, what: str) -> str:
@@ -171,7 +150,9 @@ def _checked_vocabulary(vocabulary, source: str, specials, lowest_id: int, why: 
 
 
 class CharacterScheme(ABC):
-    """How a word becomes `max_characters_per_token` character ids (0 never: it marks a padded position)."""
+    """How a word becomes `max_characters_per_token` character ids (0 never: it marks a padded position).
+    `from_options(max_characters_per_token, vocabulary=None, vocabulary_file=None)` makes one from a tokenizer's
+    options."""
 
     name: ClassVar[str]
     vocab_size: int  # size of the character id space, the padding id 0 included
@@ -179,12 +160,6 @@ class CharacterScheme(ABC):
 
     def __init__(self, max_characters_per_token: int):
         self.max_characters_per_token = max_characters_per_token
-
-    @classmethod
-    @abstractmethod
-    def from_options(cls, max_characters_per_token: int, vocabulary: Mapping[str, int] | None = None,
-                     vocabulary_file: str | os.PathLike | None = None) -> CharacterScheme:
-        """The scheme from a tokenizer's options: a character vocabulary, given itself or as a file, or none."""
 
     @abstractmethod
     def word_ids(self, word: str) -> list[int]:
@@ -279,7 +254,8 @@ class DictionaryScheme(CharacterScheme):
         return "".join(c if len(c) == 1 else "\ufffd" for c in characters if c not in _NON_CHARACTERS)
 
     def save(self, directory: str, filename_prefix: str | None = None) -> tuple[str, ...]:
-        return _save_vocabulary(self.vocabulary, directory, filename_prefix, CHAR_VOCAB_FILE)
+        return _save_file(directory, filename_prefix, CHAR_VOCAB_FILE,
+                          lambda handle: json.dump(self.vocabulary, handle, ensure_ascii=False, indent=0))
 
 
 CHARACTER_SCHEMES: dict[str, type[CharacterScheme]] = {scheme.name: scheme for scheme in (ByteScheme, DictionaryScheme)}
@@ -310,7 +286,8 @@ class WordVocabulary:
         return self.vocabulary.get(word[: self.max_characters_per_token - 2], self.unknown_id)
 
     def save(self, directory: str, filename_prefix: str | None = None) -> tuple[str, ...]:
-        return _save_vocabulary(self.vocabulary, directory, filename_prefix, WORD_VOCAB_FILE)
+        return _save_file(directory, filename_prefix, WORD_VOCAB_FILE,
+                          lambda handle: json.dump(self.vocabulary, handle, ensure_ascii=False, indent=0))
 
 
 # Word segmenters ---------------------------------------------------------------------------------
@@ -421,9 +398,7 @@ class JiebaSegmenter(CharacterSegmenter):
 
 
 SEGMENTERS = ("auto", "jieba", "chars", "whitespace")
-_SEGMENTER_CLASSES = {
-    segmenter.name: segmenter for segmenter in (JiebaSegmenter, CharacterSegmenter, WhitespaceSegmenter)
-}
+_SEGMENTER_CLASSES = {kind.name: kind for kind in (JiebaSegmenter, CharacterSegmenter, WhitespaceSegmenter)}
 
 
 def make_segmenter(name: str, user_dict: str | os.PathLike | None = None) -> WordSegmenter:

@@ -13,20 +13,12 @@ import numbers
 import os
 from collections.abc import Mapping, Sequence
 
+import numpy as np
 from transformers import BatchEncoding, PreTrainedTokenizerBase
 
 from .elmo_text import (
-    CHAR_SCHEMES,
-    CHAR_VOCAB_FILE,
-    CHARACTER_SCHEMES,
-    DICTIONARY_CHAR_SPECIALS,
-    JIEBA_USER_DICT_FILE,
-    PAD_TOKEN,
-    PADDED_POSITION_ID,
-    SEGMENTERS,
-    WORD_VOCAB_FILE,
-    WordVocabulary,
-    make_segmenter,
+    CHAR_SCHEMES, CHAR_VOCAB_FILE, CHARACTER_SCHEMES, DICTIONARY_CHAR_SPECIALS, JIEBA_USER_DICT_FILE, PAD_TOKEN,
+    PADDED_POSITION_ID, SEGMENTERS, WORD_VOCAB_FILE, WordVocabulary, make_segmenter,
 )
 
 VOCAB_FILES_NAMES = {
@@ -98,18 +90,10 @@ class ElmoTokenizer(PreTrainedTokenizerBase):
     truncation_side = "right"
 
     def __init__(
-        self,
-        char_vocab_file: str | None = None,
-        word_vocab_file: str | None = None,
-        max_characters_per_token: int = 50,
-        segmenter: str = "auto",
-        do_lower_case: bool = False,
-        char_scheme: str = "bytes",
-        char_vocab: dict[str, int] | None = None,
-        word_vocab: dict[str, int] | None = None,
-        user_dict: str | os.PathLike | None = None,
-        pad_token: str = PAD_TOKEN,
-        **kwargs,
+        self, char_vocab_file: str | None = None, word_vocab_file: str | None = None,
+        max_characters_per_token: int = 50, segmenter: str = "auto", do_lower_case: bool = False,
+        char_scheme: str = "bytes", char_vocab: dict[str, int] | None = None, word_vocab: dict[str, int] | None = None,
+        user_dict: str | os.PathLike | None = None, pad_token: str = PAD_TOKEN, **kwargs,
     ):
         options = locals()
         problems = [f"{name} must be {description}, got {options[name]!r}"
@@ -154,16 +138,12 @@ class ElmoTokenizer(PreTrainedTokenizerBase):
         """Which Chinese segmentation raw text gets: `"jieba"`, `"chars"` or `"none"`."""
         return self._segmenter.chinese_segmentation
 
-    # text -> words ------------------------------------------------------------------------
-
     def tokenize(self, text: str, **kwargs) -> list[str]:
         """Split raw text into words (see the module docstring for the rules)."""
         if not isinstance(text, str):
             raise TypeError(f"text must be a string, got {type(text).__name__}")
         words = self._segmenter(text)
         return [word.lower() for word in words] if self.do_lower_case else words
-
-    # words -> character ids ------------------------------------------------------------------
 
     def word_to_char_ids(self, word: str) -> list[int]:
         """The `max_characters_per_token` ids of one word (as the model reads them: 0 is never one)."""
@@ -183,8 +163,6 @@ class ElmoTokenizer(PreTrainedTokenizerBase):
     def batch_to_ids(self, sentences: Sequence[Sequence[str]]):
         """Pre-split sentences -> `torch.LongTensor` (batch, max_words, max_characters_per_token), zero-padded."""
         return self(list(sentences), is_split_into_words=True, padding=True, return_tensors="pt")["input_ids"]
-
-    # the HF entry points ------------------------------------------------------------------------
 
     def __call__(
         self, text: str | Sequence[str] | Sequence[Sequence[str]], is_split_into_words: bool = False,
@@ -277,7 +255,23 @@ class ElmoTokenizer(PreTrainedTokenizerBase):
         data = features if batched else {key: value[0] for key, value in features.items()}
         if return_tensors is None:
             return ElmoBatchEncoding(data)
-        return _to_tensors(data, return_tensors, batched, self.max_characters_per_token)
+        # The per-word values become int64 arrays `(batch, words[, width])`, other keys are converted as
+        # transformers does it, the words stay lists.
+        kind = getattr(return_tensors, "value", return_tensors)
+        if kind not in ("pt", "np"):
+            raise ValueError(f"return_tensors must be 'pt' or 'np', got {return_tensors!r}")
+        if kind == "pt":
+            import torch
+        others = {key: value for key, value in data.items() if key not in _PER_WORD_KEYS + _TEXT_KEYS}
+        encoding = ElmoBatchEncoding(others, tensor_type=kind)
+        for key in _PER_WORD_KEYS:
+            if key in data:
+                array = np.asarray(data[key] if batched else [data[key]], dtype=np.int64)
+                row = (self.max_characters_per_token,) if key == "input_ids" else ()
+                array = array.reshape(array.shape[0], -1, *row)
+                encoding[key] = torch.from_numpy(array) if kind == "pt" else array
+        encoding.update({key: data[key] for key in _TEXT_KEYS if key in data})
+        return encoding
 
     # ids -> words -------------------------------------------------------------------------------
 
@@ -301,9 +295,16 @@ class ElmoTokenizer(PreTrainedTokenizerBase):
     def convert_ids_to_tokens(self, ids, skip_special_tokens: bool = False) -> str | list[str]:
         """A word's "id" is its row of character ids: a row -> its word, a sentence's rows -> its words. An all-zero
         row (a padded position) is `pad_token`, left out with `skip_special_tokens=True`."""
-        rows, one_word = _id_rows(ids, self.max_characters_per_token)
+        ids = _as_lists(ids)
+
+        def is_row(value) -> bool:
+            return isinstance(value, list) and len(value) == self.max_characters_per_token and all(map(_is_id, value))
+
+        if not is_row(ids) and not (isinstance(ids, list) and all(map(is_row, ids))):
+            raise ValueError(_ONE_ROW_PER_WORD)
+        rows = [ids] if is_row(ids) else ids
         words = [self._characters.decode_word([int(i) for i in row]) if any(row) else self.pad_token for row in rows]
-        if one_word:
+        if is_row(ids):
             return words[0]
         return [word for row, word in zip(rows, words) if any(row) or not skip_special_tokens]
 
@@ -345,9 +346,7 @@ class ElmoTokenizer(PreTrainedTokenizerBase):
     def added_tokens_decoder(self) -> dict:
         return {}
 
-    @property
-    def added_tokens_encoder(self) -> dict:
-        return {}
+    added_tokens_encoder = added_tokens_decoder  # no token is ever added
 
     def save_vocabulary(self, save_directory: str, filename_prefix: str | None = None) -> tuple[str, ...]:
         saved = self._characters.save(save_directory, filename_prefix)
@@ -418,29 +417,6 @@ def _features_to_pad(encoded_inputs, width: int) -> tuple[dict[str, list], bool,
     return features, batched, input_tensors
 
 
-def _to_tensors(data: dict, return_tensors, batched: bool, width: int) -> ElmoBatchEncoding:
-    """The per-word values as int64 arrays `(batch, words[, width])`, other keys converted as transformers does
-    it, the words left as lists."""
-    import numpy as np
-
-    kind = getattr(return_tensors, "value", return_tensors)
-    if kind not in ("pt", "np"):
-        raise ValueError(f"return_tensors must be 'pt' or 'np', got {return_tensors!r}")
-    others = {key: value for key, value in data.items() if key not in _PER_WORD_KEYS + _TEXT_KEYS}
-    encoding = ElmoBatchEncoding(others, tensor_type=kind)
-    for key in _PER_WORD_KEYS:
-        if key in data:
-            array = np.asarray(data[key] if batched else [data[key]], dtype=np.int64)
-            array = array.reshape(array.shape[0], -1, *([width] if key == "input_ids" else []))
-            if kind == "pt":
-                import torch
-
-                array = torch.from_numpy(array)
-            encoding[key] = array
-    encoding.update({key: data[key] for key in _TEXT_KEYS if key in data})
-    return encoding
-
-
 def _check_padding_side(side: str) -> None:
     if side != "right":
         raise ValueError(
@@ -466,20 +442,6 @@ def _holds_sentences(input_ids: list) -> bool:
 
 def _is_id(value) -> bool:
     return isinstance(value, numbers.Integral) and not isinstance(value, bool)
-
-
-def _id_rows(ids, width: int) -> tuple[list[list[int]], bool]:
-    """`ids` as rows of character ids, and whether it was one row; anything else is refused naming the rows."""
-    ids = _as_lists(ids)
-
-    def is_row(value) -> bool:
-        return isinstance(value, list) and len(value) == width and all(map(_is_id, value))
-
-    if is_row(ids):
-        return [ids], True
-    if isinstance(ids, list) and all(map(is_row, ids)):
-        return ids, False
-    raise ValueError(_ONE_ROW_PER_WORD)
 
 
 __all__ = ["DICTIONARY_CHAR_SPECIALS", "ElmoBatchEncoding", "ElmoTokenizer"]
