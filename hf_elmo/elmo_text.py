@@ -43,6 +43,7 @@ _NON_CHARACTERS = set(DICTIONARY_CHAR_SPECIALS) - {"<oov>"}
 CHAR_VOCAB_FILE = "char_vocab.json"
 WORD_VOCAB_FILE = "word_vocab.json"
 JIEBA_USER_DICT_FILE = "jieba_user_dict.txt"
+_NO_VOCABULARIES = "the byte scheme has no vocabularies: pass char_scheme='dictionary' to use them"
 
 
 def _byte_row(raw_ids, max_characters_per_token: int) -> list[int]:
@@ -64,10 +65,8 @@ def byte_boundary_char_ids(boundary: str | int, max_characters_per_token: int) -
 _SURROGATE = re.compile("[\ud800-\udfff]")
 # C0 and C1 control characters other than tab, newline, vertical tab, form feed, carriage return and NEL.
 _CONTROL = re.compile("[\x00-\x08\x0e-\x1f\x7f-\x84\x86-\x9f]")
-_CJK_RUN = re.compile(
-    "([\u2e80-\u2fdf\u3005\u3007\u3021-\u3029\u3038-\u303b\u3400-\u4dbf\u4e00-\u9fff"
-    "\uf900-\ufaff\U00020000-\U0002ffff\U00030000-\U0003134f]+)"
-)
+_CJK_RUN = re.compile("([\u2e80-\u2fdf\u3005\u3007\u3021-\u3029\u3038-\u303b\u3400-\u4dbf\u4e00-\u9fff"
+                      "\uf900-\ufaff\U00020000-\U0002ffff\U00030000-\U0003134f]+)")
 
 
 def without_surrogates(text: str) -> str:
@@ -146,9 +145,6 @@ def _checked_vocabulary(vocabulary, source: str, specials, lowest_id: int, why: 
     return dict(vocabulary)
 
 
-# Character schemes -------------------------------------------------------------------------------
-
-
 class CharacterScheme(ABC):
     """How a word becomes `max_characters_per_token` character ids (0 never: it marks a padded position).
     `from_options(max_characters_per_token, vocabulary=None, vocabulary_file=None)` makes one from a tokenizer's
@@ -176,9 +172,6 @@ class CharacterScheme(ABC):
     def save(self, directory: str, filename_prefix: str | None = None) -> tuple[str, ...]:
         """Write what the scheme needs besides its options (a vocabulary file) and return the paths."""
         return ()
-
-
-_NO_VOCABULARIES = "the byte scheme has no vocabularies: pass char_scheme='dictionary' to use them"
 
 
 class ByteScheme(CharacterScheme):
@@ -221,11 +214,9 @@ class DictionaryScheme(CharacterScheme):
                                          " (0 marks a padded word position)")
         self._characters_by_id = {}
         for character, index in vocabulary.items():
-            if index in self._characters_by_id:
-                raise ValueError(
-                    f"{source}: {self._characters_by_id[index]!r} and {character!r} have the same id {index}"
-                )
-            self._characters_by_id[index] = character
+            first = self._characters_by_id.setdefault(index, character)
+            if first != character:
+                raise ValueError(f"{source}: {first!r} and {character!r} have the same id {index}")
         self.vocabulary = vocabulary
         self.vocab_size = max(vocabulary.values()) + 1
         self._begin_id, self._end_id = vocabulary["<bow>"], vocabulary["<eow>"]
@@ -288,9 +279,6 @@ class WordVocabulary:
     def save(self, directory: str, filename_prefix: str | None = None) -> tuple[str, ...]:
         return _save_file(directory, filename_prefix, WORD_VOCAB_FILE,
                           lambda handle: json.dump(self.vocabulary, handle, ensure_ascii=False, indent=0))
-
-
-# Word segmenters ---------------------------------------------------------------------------------
 
 
 class WordSegmenter(ABC):

@@ -1,11 +1,7 @@
-"""Character tokenizer for ELMo: text -> words -> `(words, max_characters_per_token)` character ids.
-
-Words come from a segmenter and their ids from a character scheme, both in `elmo_text.py`. Every position of an
-encoding is one word: ``encoding.word_ids(i)`` is ``[0, ..., n_i - 1]`` then ``None`` per padded position, a word's
-"id" is its row of character ids, and padding adds all-zero rows (`pad`, so transformers' data collators work).
-An empty string is a sentence of zero words (the model still runs ``<S> </S>``); in raw text, control characters
-separate words like whitespace, while pre-split words keep them; lone surrogates are dropped.
-"""
+"""Character tokenizer for ELMo: text -> words (a segmenter) -> `(words, max_characters_per_token)` character ids
+(a character scheme), both from `elmo_text.py`. Every position of an encoding is one word, a word's "id" is its row
+of character ids, and padding adds all-zero rows (`pad`, so transformers' data collators work). An empty string is
+a sentence of zero words (the model still runs ``<S> </S>``)."""
 
 from __future__ import annotations
 
@@ -156,8 +152,7 @@ class ElmoTokenizer(PreTrainedTokenizerBase):
         return self._words.word_id(word.lower() if self.do_lower_case else word)
 
     def sentence_boundary_char_ids(self) -> tuple[list[int], list[int]]:
-        """The rows of `<S>` and `</S>` that the model adds around each sentence (its config's
-        `bos_char_ids` / `eos_char_ids` for this scheme)."""
+        """The rows of `<S>` and `</S>` that the model adds around each sentence (its config's bos/eos_char_ids)."""
         return self._characters.sentence_boundary_ids()
 
     def batch_to_ids(self, sentences: Sequence[Sequence[str]]):
@@ -209,10 +204,8 @@ class ElmoTokenizer(PreTrainedTokenizerBase):
         pad_to_multiple_of: int | None = None, padding_side: str | None = None,
         return_attention_mask: bool | None = None, return_tensors: str | None = None, verbose: bool = True,
     ) -> ElmoBatchEncoding:
-        """Pad encodings of this tokenizer to one number of words (all-zero rows, attention 0, the `<pad>` word id).
-
-        Takes what `__call__` returns (lists, arrays or tensors) or a list of such encodings, one per sentence (what
-        data collators pass); other keys (e.g. `label`) are kept. Arguments as transformers' `pad`."""
+        """Pad what `__call__` returns (lists, arrays or tensors), or a list of such encodings one per sentence (what
+        data collators pass), to one number of words; other keys (e.g. `label`) are kept."""
         _check_padding_side(padding_side or "right")
         features, batched, input_tensors = _features_to_pad(encoded_inputs, self.max_characters_per_token)
         if return_attention_mask is not False and "attention_mask" not in features:
@@ -233,9 +226,8 @@ class ElmoTokenizer(PreTrainedTokenizerBase):
             if max_length is None:
                 raise ValueError("padding='max_length' needs max_length")
             if max(lengths) > max_length:
-                raise ValueError(
-                    f"a sentence has {max(lengths)} words, more than max_length={max_length}: pass truncation=True"
-                )
+                raise ValueError(f"a sentence has {max(lengths)} words, more than max_length={max_length}: "
+                                 "pass truncation=True")
             target = max_length
         elif padding not in (False, None, "do_not_pad"):
             raise ValueError(f"padding must be True, False, 'longest' or 'max_length', got {padding!r}")
@@ -244,8 +236,7 @@ class ElmoTokenizer(PreTrainedTokenizerBase):
         if target is not None:
             if pad_to_multiple_of:
                 target = -(-target // pad_to_multiple_of) * pad_to_multiple_of
-            # A padded position: an all-zero row, attention 0, the `<pad>` word, and 1 in a special-tokens mask,
-            # as transformers marks padding there.
+            # A padded position: an all-zero row, attention 0, the `<pad>` word, 1 in a special-tokens mask.
             fill = {"input_ids": [PADDED_POSITION_ID] * self.max_characters_per_token, "attention_mask": 0,
                     "word_ids": PADDED_POSITION_ID if self._words is None else self._words.pad_id,
                     "special_tokens_mask": 1}
@@ -255,25 +246,21 @@ class ElmoTokenizer(PreTrainedTokenizerBase):
         data = features if batched else {key: value[0] for key, value in features.items()}
         if return_tensors is None:
             return ElmoBatchEncoding(data)
-        # The per-word values become int64 arrays `(batch, words[, width])`, other keys are converted as
-        # transformers does it, the words stay lists.
-        kind = getattr(return_tensors, "value", return_tensors)
-        if kind not in ("pt", "np"):
+        # Per-word values become int64 `(batch, words[, width])`, others convert as transformers does, words stay.
+        if return_tensors not in ("pt", "np"):  # a TensorType is a str too
             raise ValueError(f"return_tensors must be 'pt' or 'np', got {return_tensors!r}")
-        if kind == "pt":
+        if return_tensors == "pt":
             import torch
         others = {key: value for key, value in data.items() if key not in _PER_WORD_KEYS + _TEXT_KEYS}
-        encoding = ElmoBatchEncoding(others, tensor_type=kind)
+        encoding = ElmoBatchEncoding(others, tensor_type=return_tensors)
         for key in _PER_WORD_KEYS:
             if key in data:
                 array = np.asarray(data[key] if batched else [data[key]], dtype=np.int64)
                 row = (self.max_characters_per_token,) if key == "input_ids" else ()
                 array = array.reshape(array.shape[0], -1, *row)
-                encoding[key] = torch.from_numpy(array) if kind == "pt" else array
+                encoding[key] = torch.from_numpy(array) if return_tensors == "pt" else array
         encoding.update({key: data[key] for key in _TEXT_KEYS if key in data})
         return encoding
-
-    # ids -> words -------------------------------------------------------------------------------
 
     def decode(self, token_ids, **kwargs) -> str | list[str]:
         """Words back from character ids: a sentence's rows -> a string, a batch -> a list of strings (what
@@ -285,10 +272,8 @@ class ElmoTokenizer(PreTrainedTokenizerBase):
         if depth == 3:
             return [self.decode(sentence, **kwargs) for sentence in token_ids]
         if depth == 1:
-            raise ValueError(
-                "decode takes the character ids of a sentence, shape (words, max_characters_per_token), or of a "
-                "batch of sentences; got a flat list of ids"
-            )
+            raise ValueError("decode takes the character ids of a sentence, shape (words, max_characters_per_token), "
+                             "or of a batch of sentences; got a flat list of ids")
         rows = ([int(i) for i in ids] for ids in token_ids)
         return " ".join(self._characters.decode_word(ids) for ids in rows if any(ids))
 
@@ -318,8 +303,6 @@ class ElmoTokenizer(PreTrainedTokenizerBase):
 
     def convert_tokens_to_string(self, tokens: list[str]) -> str:
         return " ".join(tokens)
-
-    # HF plumbing: the vocabularies of the dictionary scheme, the user dictionary, nothing else ------------
 
     @property
     def vocab_size(self) -> int:
@@ -353,9 +336,6 @@ class ElmoTokenizer(PreTrainedTokenizerBase):
         if self._words is not None:
             saved += self._words.save(save_directory, filename_prefix)
         return saved + self._segmenter.save(save_directory, filename_prefix)
-
-
-# what __call__ and pad take and give ----------------------------------------------------------------
 
 
 def _as_word_lists(text, is_split_into_words: bool, tokenize) -> tuple[list[list[str]], bool]:
@@ -411,18 +391,15 @@ def _features_to_pad(encoded_inputs, width: int) -> tuple[dict[str, list], bool,
             features = {key: [value] for key, value in features.items()}
     for rows in features["input_ids"]:
         if not isinstance(rows, list) or any(not isinstance(row, list) or len(row) != width for row in rows):
-            raise ValueError(
-                f"input_ids must hold one row of {width} character ids per word (what ElmoTokenizer writes)"
-            )
+            raise ValueError(f"input_ids must hold one row of {width} character ids per word "
+                             "(what ElmoTokenizer writes)")
     return features, batched, input_tensors
 
 
 def _check_padding_side(side: str) -> None:
     if side != "right":
-        raise ValueError(
-            f"ElmoTokenizer pads on the right only (the model reads each sentence from its first position), "
-            f"got padding_side={side!r}"
-        )
+        raise ValueError("ElmoTokenizer pads on the right only (the model reads each sentence from its first "
+                         f"position), got padding_side={side!r}")
 
 
 def _as_lists(value):
