@@ -1,9 +1,6 @@
-"""Text -> words -> character ids: everything about ELMo's input that needs no model (remote code).
-
-Word segmenters turn raw text into words; character schemes turn a word into `max_characters_per_token` ids, 0
-being kept for a padded word position. Only the standard library is imported at module level (jieba and
-`tokenizers` when a segmenter needs them).
-"""
+"""Text -> words (word segmenters) -> `max_characters_per_token` ids per word (character schemes), 0 being kept
+for a padded word position. Only the standard library is imported at module level (jieba and `tokenizers` when a
+segmenter needs them). Ships as remote code."""
 
 from __future__ import annotations
 
@@ -13,7 +10,6 @@ import logging
 import os
 import re
 import uuid
-from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping
 from typing import ClassVar
 
@@ -46,12 +42,6 @@ JIEBA_USER_DICT_FILE = "jieba_user_dict.txt"
 _NO_VOCABULARIES = "the byte scheme has no vocabularies: pass char_scheme='dictionary' to use them"
 
 
-def _byte_row(raw_ids, max_characters_per_token: int) -> list[int]:
-    ids = [BEGINNING_OF_WORD_BYTE, *raw_ids, END_OF_WORD_BYTE]
-    ids += [PADDING_BYTE] * (max_characters_per_token - len(ids))
-    return [i + CHARACTER_ID_SHIFT for i in ids[:max_characters_per_token]]
-
-
 def byte_boundary_char_ids(boundary: str | int, max_characters_per_token: int) -> list[int]:
     """The model's ids of the byte scheme's `<S>` / `</S>` pseudo-word; `boundary` is ``"<S>"``, ``"</S>"`` or a raw
     byte-scheme id such as `BEGINNING_OF_SENTENCE_BYTE`."""
@@ -59,7 +49,8 @@ def byte_boundary_char_ids(boundary: str | int, max_characters_per_token: int) -
         if boundary not in _BOUNDARY_BYTES:
             raise ValueError(f"boundary must be {BEGINNING_OF_SENTENCE!r} or {END_OF_SENTENCE!r}, got {boundary!r}")
         boundary = _BOUNDARY_BYTES[boundary]
-    return _byte_row([boundary], max_characters_per_token)
+    ids = [BEGINNING_OF_WORD_BYTE, boundary, END_OF_WORD_BYTE] + [PADDING_BYTE] * (max_characters_per_token - 3)
+    return [i + CHARACTER_ID_SHIFT for i in ids[:max_characters_per_token]]
 
 
 _SURROGATE = re.compile("[\ud800-\udfff]")
@@ -145,10 +136,11 @@ def _checked_vocabulary(vocabulary, source: str, specials, lowest_id: int, why: 
     return dict(vocabulary)
 
 
-class CharacterScheme(ABC):
-    """How a word becomes `max_characters_per_token` character ids (0 never: it marks a padded position).
-    `from_options(max_characters_per_token, vocabulary=None, vocabulary_file=None)` makes one from a tokenizer's
-    options."""
+class CharacterScheme:
+    """How a word becomes `max_characters_per_token` character ids (0 never: it marks a padded position). A scheme
+    is made by `from_options(max_characters_per_token, vocabulary=None, vocabulary_file=None)` and gives
+    `word_ids(word)`, `sentence_boundary_ids()` (the rows of `<S>` and `</S>`, which the model adds around every
+    sentence) and `decode_word(ids)` (the word as far as the ids tell it)."""
 
     name: ClassVar[str]
     vocab_size: int  # size of the character id space, the padding id 0 included
@@ -156,18 +148,6 @@ class CharacterScheme(ABC):
 
     def __init__(self, max_characters_per_token: int):
         self.max_characters_per_token = max_characters_per_token
-
-    @abstractmethod
-    def word_ids(self, word: str) -> list[int]:
-        """The `max_characters_per_token` ids of one word."""
-
-    @abstractmethod
-    def sentence_boundary_ids(self) -> tuple[list[int], list[int]]:
-        """The rows of `<S>` and `</S>`, which the model adds around every sentence."""
-
-    @abstractmethod
-    def decode_word(self, ids: list[int]) -> str:
-        """The word of a row of ids, as far as the ids tell it."""
 
     def save(self, directory: str, filename_prefix: str | None = None) -> tuple[str, ...]:
         """Write what the scheme needs besides its options (a vocabulary file) and return the paths."""
@@ -188,8 +168,9 @@ class ByteScheme(CharacterScheme):
         return cls(max_characters_per_token)
 
     def word_ids(self, word: str) -> list[int]:
-        return _byte_row(without_surrogates(word).encode("utf-8")[: self.max_characters_per_token - 2],
-                         self.max_characters_per_token)
+        data = without_surrogates(word).encode("utf-8")[: self.max_characters_per_token - 2]
+        padding = [PADDING_BYTE] * (self.max_characters_per_token - len(data) - 2)
+        return [i + CHARACTER_ID_SHIFT for i in [BEGINNING_OF_WORD_BYTE, *data, END_OF_WORD_BYTE, *padding]]
 
     def sentence_boundary_ids(self) -> tuple[list[int], list[int]]:
         return tuple(byte_boundary_char_ids(boundary, self.max_characters_per_token)
@@ -201,9 +182,8 @@ class ByteScheme(CharacterScheme):
 
 
 class DictionaryScheme(CharacterScheme):
-    """ELMoForManyLangs: each character of the word cut to `max_characters_per_token - 2` characters is looked
-    up in the character vocabulary (unknown -> `<oov>`; its ids are the original ids + 1). The words `<bos>` /
-    `<eos>` are the sentence-boundary rows, as in the original code."""
+    """ELMoForManyLangs: each character of the word cut to `max_characters_per_token - 2` characters is looked up in
+    the character vocabulary (unknown -> `<oov>`); the words `<bos>` / `<eos>` are the sentence-boundary rows."""
 
     name = "dictionary"
 
@@ -281,15 +261,12 @@ class WordVocabulary:
                           lambda handle: json.dump(self.vocabulary, handle, ensure_ascii=False, indent=0))
 
 
-class WordSegmenter(ABC):
-    """Raw text -> words. `name` is what a tokenizer saves; `chinese_segmentation` says what Chinese gets."""
+class WordSegmenter:
+    """Called with raw text, gives its words. `name` is what a tokenizer saves; `chinese_segmentation` says what
+    Chinese gets."""
 
     name: ClassVar[str]
     chinese_segmentation: ClassVar[str]
-
-    @abstractmethod
-    def __call__(self, text: str) -> list[str]:
-        """The words of `text`."""
 
     def save(self, directory: str, filename_prefix: str | None = None) -> tuple[str, ...]:
         """Write what the segmenter needs besides its name (a user dictionary) and return the paths."""
@@ -339,9 +316,8 @@ def _load_jieba():
 
 
 class JiebaSegmenter(CharacterSegmenter):
-    """As `CharacterSegmenter`, with runs of CJK characters cut into jieba's words. A user dictionary (jieba's
-    format, ``word [frequency] [tag]`` a line, UTF-8) goes into a jieba tokenizer of this segmenter's own: jieba's
-    global one is never changed."""
+    """As `CharacterSegmenter`, with runs of CJK characters cut into jieba's words. A user dictionary (jieba's format,
+    UTF-8) goes into a jieba tokenizer of this segmenter's own: jieba's global one is never changed."""
 
     name = "jieba"
     chinese_segmentation = "jieba"

@@ -17,9 +17,8 @@ from .elmo_text import (
     PADDED_POSITION_ID, SEGMENTERS, WORD_VOCAB_FILE, WordVocabulary, make_segmenter,
 )
 
-VOCAB_FILES_NAMES = {
-    "char_vocab_file": CHAR_VOCAB_FILE, "word_vocab_file": WORD_VOCAB_FILE, "user_dict": JIEBA_USER_DICT_FILE
-}
+VOCAB_FILES_NAMES = {"char_vocab_file": CHAR_VOCAB_FILE, "word_vocab_file": WORD_VOCAB_FILE,
+                     "user_dict": JIEBA_USER_DICT_FILE}
 
 # The type of every option, as its description and its check (a loaded tokenizer_config.json is checked too).
 _TEXT_OR_NULL = ("a string or null", lambda value: value is None or isinstance(value, str))
@@ -39,16 +38,14 @@ _OPTION_TYPES = {
 _PER_WORD_KEYS = ("input_ids", "attention_mask", "word_ids", "special_tokens_mask")
 _TEXT_KEYS = ("words",)
 
-_ONE_ROW_PER_WORD = (
-    "ElmoTokenizer gives each word a row of max_characters_per_token character ids, not one id: pass such rows "
-    "(tokenizer.word_to_char_ids(word) is one, an encoding's input_ids one per word) or use tokenizer.decode"
-)
+_ONE_ROW_PER_WORD = ("ElmoTokenizer gives each word a row of max_characters_per_token character ids, not one id: "
+                     "pass such rows (tokenizer.word_to_char_ids(word) is one, an encoding's input_ids one per word) "
+                     "or use tokenizer.decode")
 
 
 class ElmoBatchEncoding(BatchEncoding):
     """What `ElmoTokenizer` returns: `word_ids(i)` is `[0, ..., n_i - 1]` then None per padded position, as a fast
-    tokenizer gives it for text of one token per word (to align word labels). The key `"word_ids"` is another thing:
-    the word-vocabulary ids of models with a word embedding."""
+    tokenizer gives it for one token per word (to align word labels); the key `"word_ids"` holds word-vocabulary ids."""
 
     def word_ids(self, batch_index: int = 0) -> list[int | None]:
         # Read from the rows, which the encoding carries anyway: a word's row is never all zero, a padded one is.
@@ -65,25 +62,15 @@ class ElmoTokenizer(PreTrainedTokenizerBase):
     """Turns text into ELMo character ids `(batch, words, max_characters_per_token)` (and, for models with a word
     embedding, `word_ids` `(batch, words)`).
 
-    Args:
-        char_vocab_file / char_vocab: ``char_vocab.json`` (character -> model id) or the mapping itself, for
-            ``char_scheme="dictionary"``; word_vocab_file / word_vocab: the same for a model's word embedding.
-        max_characters_per_token (`int`, defaults to 50): ids per word, boundaries included.
-        segmenter (`str`, defaults to `"auto"`): `"jieba"`, `"chars"` (one word per CJK character), `"auto"`
-            (jieba when installed, else characters; what it chose is what the tokenizer reports and saves) or
-            `"whitespace"` (no punctuation splitting either).
-        do_lower_case (`bool`, defaults to `False`): lower-case words before encoding.
-        char_scheme (`str`, defaults to `"bytes"`): ``"bytes"`` or ``"dictionary"`` (see `elmo_text.py`).
-        user_dict (`str` or `os.PathLike`, *optional*): a jieba user dictionary, used by this tokenizer only and
-            saved beside it as ``jieba_user_dict.txt``.
-        pad_token (`str`, defaults to `"<pad>"`): the name of a padded word position (its ids are all 0).
+    `char_vocab_file` / `char_vocab`: ``char_vocab.json`` or the mapping itself, for ``char_scheme="dictionary"``
+    (`word_vocab_file` / `word_vocab` the same for a model's word embedding). `segmenter`: `"jieba"`, `"chars"`
+    (one word per CJK character), `"auto"` (jieba when installed, else characters; what it chose is what the
+    tokenizer reports and saves) or `"whitespace"`. `user_dict`: a jieba user dictionary for this tokenizer only,
+    saved beside it. `pad_token`: the name of a padded word position (its ids are all 0).
     """
 
     vocab_files_names = VOCAB_FILES_NAMES
     is_fast = False
-    model_input_names = ["input_ids", "attention_mask"]
-    padding_side = "right"
-    truncation_side = "right"
 
     def __init__(
         self, char_vocab_file: str | None = None, word_vocab_file: str | None = None,
@@ -166,11 +153,8 @@ class ElmoTokenizer(PreTrainedTokenizerBase):
         pad_to_multiple_of: int | None = None, return_special_tokens_mask: bool = False, **kwargs,
     ) -> ElmoBatchEncoding:
         """Encode a string, a list of strings (a batch) or, with `is_split_into_words=True`, a list of words or of
-        word lists. Arguments as transformers' tokenizers, counting words: `truncation` keeps at most `max_length`
-        words, `return_special_tokens_mask` gives 0 per word (none is added), 1 per padded position.
-
-        Returns `input_ids` (a row of character ids per word), `attention_mask`, `word_ids` when the tokenizer
-        has a word vocabulary and, with `return_words=True`, `words` (the words each position holds)."""
+        word lists, as transformers' tokenizers do but counting words. Also gives `word_ids` when the tokenizer has a
+        word vocabulary and, with `return_words=True`, `words` (the words each position holds)."""
         if "return_offsets_mapping" in kwargs:
             # Whatever its value: transformers' token-classification pipeline asks for it (False from a slow
             # tokenizer), then reads one id per token, so it is told here which pipeline reads ELMo's rows.
@@ -362,8 +346,7 @@ def _as_word_lists(text, is_split_into_words: bool, tokenize) -> tuple[list[list
 
 
 def _features_to_pad(encoded_inputs, width: int) -> tuple[dict[str, list], bool, str | None]:
-    """(key -> one value per sentence, per-word values as lists; whether a batch came in; "pt"/"np" when the
-    input ids were tensors or arrays)."""
+    """(key -> one value per sentence, per-word values as lists; whether a batch came in; "pt"/"np" or None)."""
     if isinstance(encoded_inputs, (list, tuple)):
         if not encoded_inputs:
             raise ValueError("nothing to pad: got an empty list of encodings")
