@@ -173,8 +173,7 @@ class ByteScheme(CharacterScheme):
         return [i + CHARACTER_ID_SHIFT for i in [BEGINNING_OF_WORD_BYTE, *data, END_OF_WORD_BYTE, *padding]]
 
     def sentence_boundary_ids(self) -> tuple[list[int], list[int]]:
-        return tuple(byte_boundary_char_ids(boundary, self.max_characters_per_token)
-                     for boundary in (BEGINNING_OF_SENTENCE, END_OF_SENTENCE))
+        return tuple(byte_boundary_char_ids(boundary, self.max_characters_per_token) for boundary in _BOUNDARY_BYTES)
 
     def decode_word(self, ids: list[int]) -> str:
         data = bytes(i - CHARACTER_ID_SHIFT for i in ids if CHARACTER_ID_SHIFT <= i <= 255 + CHARACTER_ID_SHIFT)
@@ -187,8 +186,7 @@ class DictionaryScheme(CharacterScheme):
 
     name = "dictionary"
 
-    def __init__(self, max_characters_per_token: int, vocabulary: Mapping[str, int],
-                 source: str = "the character vocabulary"):
+    def __init__(self, max_characters_per_token: int, vocabulary: Mapping[str, int], source="the character vocabulary"):
         super().__init__(max_characters_per_token)
         vocabulary = _checked_vocabulary(vocabulary, source, DICTIONARY_CHAR_SPECIALS, 1,
                                          " (0 marks a padded word position)")
@@ -237,8 +235,7 @@ class WordVocabulary:
     """The word vocabulary of an ELMoForManyLangs model with a word embedding: word -> id, unknown words ->
     `<oov>`. Words are cut to `max_characters_per_token - 2` characters first, as for their characters."""
 
-    def __init__(self, max_characters_per_token: int, vocabulary: Mapping[str, int],
-                 source: str = "the word vocabulary"):
+    def __init__(self, max_characters_per_token: int, vocabulary: Mapping[str, int], source="the word vocabulary"):
         self.max_characters_per_token = max_characters_per_token
         self.vocabulary = _checked_vocabulary(vocabulary, source, DICTIONARY_WORD_SPECIALS, 0)
         self.unknown_id, self.pad_id = self.vocabulary["<oov>"], self.vocabulary[PAD_TOKEN]
@@ -333,10 +330,9 @@ class JiebaSegmenter(CharacterSegmenter):
     def _make_jieba(user_dict_text: str | None):
         jieba = _load_jieba()
         if jieba is None:
-            raise ImportError(
-                "this tokenizer segments Chinese with jieba (segmenter='jieba'), which is not installed here: "
-                "pip install jieba (splitting into single characters instead would change every result)"
-            )
+            raise ImportError("this tokenizer segments Chinese with jieba (segmenter='jieba'), which is not installed "
+                              "here: pip install jieba (splitting into single characters instead would change every "
+                              "result)")
         if user_dict_text is None:
             return jieba  # its default tokenizer, read only
         own = jieba.Tokenizer()
@@ -366,8 +362,7 @@ _SEGMENTER_CLASSES = {kind.name: kind for kind in (JiebaSegmenter, CharacterSegm
 
 
 def make_segmenter(name: str, user_dict: str | os.PathLike | None = None) -> WordSegmenter:
-    """The segmenter of `name` (one of `SEGMENTERS`). `"auto"` is jieba when it is installed, else characters;
-    a `user_dict` (a jieba user dictionary file) needs jieba."""
+    """The segmenter of `name` (one of `SEGMENTERS`); `"auto"` is jieba when it is installed, else characters."""
     if name not in SEGMENTERS:
         raise ValueError(f"segmenter must be one of {', '.join(map(repr, SEGMENTERS))}, got {name!r}")
     if user_dict is not None:

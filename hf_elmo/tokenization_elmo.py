@@ -59,15 +59,13 @@ class ElmoBatchEncoding(BatchEncoding):
 
 
 class ElmoTokenizer(PreTrainedTokenizerBase):
-    """Turns text into ELMo character ids `(batch, words, max_characters_per_token)` (and, for models with a word
-    embedding, `word_ids` `(batch, words)`).
+    """Text -> ELMo character ids `(batch, words, max_characters_per_token)` (and `word_ids` for a word embedding).
 
     `char_vocab_file` / `char_vocab`: ``char_vocab.json`` or the mapping itself, for ``char_scheme="dictionary"``
     (`word_vocab_file` / `word_vocab` the same for a model's word embedding). `segmenter`: `"jieba"`, `"chars"`
     (one word per CJK character), `"auto"` (jieba when installed, else characters; what it chose is what the
     tokenizer reports and saves) or `"whitespace"`. `user_dict`: a jieba user dictionary for this tokenizer only,
-    saved beside it. `pad_token`: the name of a padded word position (its ids are all 0).
-    """
+    saved beside it. `pad_token`: the name of a padded word position (its ids are all 0)."""
 
     vocab_files_names = VOCAB_FILES_NAMES
     is_fast = False
@@ -122,7 +120,7 @@ class ElmoTokenizer(PreTrainedTokenizerBase):
         return self._segmenter.chinese_segmentation
 
     def tokenize(self, text: str, **kwargs) -> list[str]:
-        """Split raw text into words (see the module docstring for the rules)."""
+        """Split raw text into words (the segmenter's rules, in `elmo_text.py`)."""
         if not isinstance(text, str):
             raise TypeError(f"text must be a string, got {type(text).__name__}")
         words = self._segmenter(text)
@@ -158,10 +156,9 @@ class ElmoTokenizer(PreTrainedTokenizerBase):
         if "return_offsets_mapping" in kwargs:
             # Whatever its value: transformers' token-classification pipeline asks for it (False from a slow
             # tokenizer), then reads one id per token, so it is told here which pipeline reads ELMo's rows.
-            raise ValueError(
-                "ElmoTokenizer keeps no character offsets (return_offsets_mapping) and each word's ids are a row: for "
-                "entity spans use pipeline('elmo-token-classification', ...), not transformers' 'token-classification'"
-            )
+            raise ValueError("ElmoTokenizer keeps no character offsets (return_offsets_mapping) and each word's ids "
+                             "are a row: for entity spans use pipeline('elmo-token-classification', ...), not "
+                             "transformers' 'token-classification'")
         unknown = set(kwargs) - {"add_special_tokens", "verbose", "text_target", "return_token_type_ids"}
         if unknown:  # transformers' options that change nothing here are accepted
             raise TypeError(f"ElmoTokenizer got unexpected arguments {sorted(unknown)}")
@@ -197,9 +194,8 @@ class ElmoTokenizer(PreTrainedTokenizerBase):
         return self._padded_encoding(features, batched, padding, max_length, pad_to_multiple_of,
                                      return_tensors or input_tensors)
 
-    def _padded_encoding(
-        self, features: dict[str, list], batched: bool, padding, max_length, pad_to_multiple_of, return_tensors
-    ) -> ElmoBatchEncoding:
+    def _padded_encoding(self, features: dict[str, list], batched: bool, padding, max_length, pad_to_multiple_of,
+                         return_tensors) -> ElmoBatchEncoding:
         """The encoding of `features` (key -> one value per sentence), padded as `padding` says."""
         _check_padding_side(self.padding_side)
         lengths = [len(rows) for rows in features["input_ids"]]
