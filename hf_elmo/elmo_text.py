@@ -1,19 +1,6 @@
-"""Text -> words -> character ids: everything about ELMo's input that needs no model.
-
-* **Word segmenters** turn raw text into words: `"whitespace"` splits on whitespace only; `"chars"` and
-  `"jieba"` let whitespace and punctuation separate words (BERT's pre-tokenizer, so English splits the usual
-  way) and cut each run of CJK characters into single characters or into jieba's words. jieba may take a user
-  dictionary in its own format (``word [frequency] [tag]`` a line), loaded into a jieba tokenizer of its own.
-* **Character schemes** turn a word into `max_characters_per_token` ids, 0 being kept for a padded word
-  position: `ByteScheme` is AllenNLP / bilm-tf's ``[BOW] + utf8_bytes[:max - 2] + [EOW] + [PAD]...``, every id
-  shifted by +1; `DictionaryScheme` is ELMoForManyLangs' lookup in a character vocabulary (``char_vocab.json``,
-  whose ids are the original ids + 1), written ``[<eow>, chars..., <bow>, <pad>...]`` with begin and end of word
-  swapped exactly as the original code does it. Each also gives the `<S>` / `</S>` rows the model adds.
-* **Every constant about characters** (byte ids, the shift, special entries, file names) is defined here once.
-
-Only the standard library is imported at module level (jieba and `tokenizers`' pre-tokenizer when a segmenter
-needs them), so the configuration can take its constants from here. This file ships as remote code.
-"""
+"""Text -> words (word segmenters) -> `max_characters_per_token` ids per word (character schemes), 0 being kept
+for a padded word position. Only the standard library is imported at module level (jieba and `tokenizers` when a
+segmenter needs them). Ships as remote code."""
 
 from __future__ import annotations
 
@@ -23,7 +10,6 @@ import logging
 import os
 import re
 import uuid
-from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping
 from typing import ClassVar
 
@@ -39,49 +25,39 @@ PADDING_BYTE = 260
 CHARACTER_ID_SHIFT = 1
 PADDED_POSITION_ID = 0
 BYTE_SCHEME_VOCAB_SIZE = PADDING_BYTE + CHARACTER_ID_SHIFT + 1
-
 # The sentence boundaries the model adds around every sentence (bilm-tf's names).
 BEGINNING_OF_SENTENCE = "<S>"
 END_OF_SENTENCE = "</S>"
 _BOUNDARY_BYTES = {BEGINNING_OF_SENTENCE: BEGINNING_OF_SENTENCE_BYTE, END_OF_SENTENCE: END_OF_SENTENCE_BYTE}
-
 # Special entries of the dictionary scheme's vocabularies (ELMoForManyLangs' names).
 DICTIONARY_CHAR_SPECIALS = ("<bos>", "<eos>", "<oov>", "<pad>", "<bow>", "<eow>")
 DICTIONARY_WORD_SPECIALS = ("<oov>", "<pad>")
-# The word a padded position stands for (the word vocabulary's entry for it too).
-PAD_TOKEN = "<pad>"
-# ELMoForManyLangs' sentence boundaries: as words, they become the `<S>` / `</S>` rows.
-DICTIONARY_SENTENCE_BOUNDARIES = ("<bos>", "<eos>")
+PAD_TOKEN = "<pad>"  # the word a padded position stands for (the word vocabulary's entry for it too)
+DICTIONARY_SENTENCE_BOUNDARIES = ("<bos>", "<eos>")  # as words, they are the `<S>` / `</S>` rows
 # Entries of a dictionary-scheme row that are not characters of the word (an unknown one reads as U+FFFD).
 _NON_CHARACTERS = set(DICTIONARY_CHAR_SPECIALS) - {"<oov>"}
-
 CHAR_VOCAB_FILE = "char_vocab.json"
 WORD_VOCAB_FILE = "word_vocab.json"
 JIEBA_USER_DICT_FILE = "jieba_user_dict.txt"
+_NO_VOCABULARIES = "the byte scheme has no vocabularies: pass char_scheme='dictionary' to use them"
 
 
 def byte_boundary_char_ids(boundary: str | int, max_characters_per_token: int) -> list[int]:
-    """The model's ids of the byte scheme's `<S>` / `</S>` pseudo-word, ``[BOW, boundary, EOW, PAD...] + 1``.
-
-    `boundary` is ``"<S>"``, ``"</S>"`` or a raw byte-scheme id such as `BEGINNING_OF_SENTENCE_BYTE`."""
+    """The model's ids of the byte scheme's `<S>` / `</S>` pseudo-word; `boundary` is ``"<S>"``, ``"</S>"`` or a raw
+    byte-scheme id such as `BEGINNING_OF_SENTENCE_BYTE`."""
     if isinstance(boundary, str):
         if boundary not in _BOUNDARY_BYTES:
             raise ValueError(f"boundary must be {BEGINNING_OF_SENTENCE!r} or {END_OF_SENTENCE!r}, got {boundary!r}")
         boundary = _BOUNDARY_BYTES[boundary]
-    ids = [BEGINNING_OF_WORD_BYTE, boundary, END_OF_WORD_BYTE]
-    ids += [PADDING_BYTE] * (max_characters_per_token - len(ids))
+    ids = [BEGINNING_OF_WORD_BYTE, boundary, END_OF_WORD_BYTE] + [PADDING_BYTE] * (max_characters_per_token - 3)
     return [i + CHARACTER_ID_SHIFT for i in ids[:max_characters_per_token]]
 
-
-# Text clean-up shared by every segmenter and the byte scheme ---------------------------------------
 
 _SURROGATE = re.compile("[\ud800-\udfff]")
 # C0 and C1 control characters other than tab, newline, vertical tab, form feed, carriage return and NEL.
 _CONTROL = re.compile("[\x00-\x08\x0e-\x1f\x7f-\x84\x86-\x9f]")
-_CJK_RUN = re.compile(
-    "([\u2e80-\u2fdf\u3005\u3007\u3021-\u3029\u3038-\u303b\u3400-\u4dbf\u4e00-\u9fff"
-    "\uf900-\ufaff\U00020000-\U0002ffff\U00030000-\U0003134f]+)"
-)
+_CJK_RUN = re.compile("([\u2e80-\u2fdf\u3005\u3007\u3021-\u3029\u3038-\u303b\u3400-\u4dbf\u4e00-\u9fff"
+                      "\uf900-\ufaff\U00020000-\U0002ffff\U00030000-\U0003134f]+)")
 
 
 def without_surrogates(text: str) -> str:
@@ -96,13 +72,11 @@ def _clean_raw_text(text: str) -> str:
     return _CONTROL.sub(" ", without_surrogates(text))
 
 
-# Files ---------------------------------------------------------------------------------------------
-
-
-def _write_atomically(path: str, write: Callable[[io.TextIOBase], None]) -> None:
+def _save_file(directory: str, filename_prefix: str | None, name: str, write: Callable[[io.TextIOBase], None]):
     """Written beside and renamed into place, so a killed save never leaves half a file; the temporary's name is
     the pattern of hf-elmo's file_io (its stale-temporary sweep recognises it)."""
-    directory, name = os.path.split(path)
+    name = (filename_prefix + "-" if filename_prefix else "") + name
+    path = os.path.join(directory, name)
     temporary = os.path.join(directory, f".{name}.tmp-{os.getpid()}-0-{uuid.uuid4().hex}")
     try:
         with open(temporary, "w", encoding="utf-8") as handle:
@@ -111,15 +85,11 @@ def _write_atomically(path: str, write: Callable[[io.TextIOBase], None]) -> None
     finally:
         if os.path.exists(temporary):
             os.remove(temporary)
-
-
-def _saved_path(directory: str, filename_prefix: str | None, name: str) -> str:
-    return os.path.join(directory, (filename_prefix + "-" if filename_prefix else "") + name)
+    return (path,)
 
 
 def _read_text_file(path: str | os.PathLike, what: str) -> str:
-    """A UTF-8 text file (a byte order mark is accepted); a missing or undecodable file is one ValueError naming
-    `what` and the path."""
+    """A UTF-8 text file (a byte order mark is accepted); a missing or undecodable file is one ValueError."""
     try:
         with open(path, encoding="utf-8-sig") as handle:
             return handle.read()
@@ -131,95 +101,57 @@ def _read_text_file(path: str | os.PathLike, what: str) -> str:
         raise ValueError(f"{what} {os.fspath(path)} is not UTF-8 text ({error.reason} at byte {error.start})") from None
 
 
-def _no_repeated_keys(pairs: list[tuple[str, object]], source: str) -> dict:
-    seen = {}
-    for key, value in pairs:
-        if key in seen:
-            raise ValueError(f"{source} lists {key!r} twice")
-        seen[key] = value
-    return seen
+def _given_or_loaded(vocabulary, vocabulary_file, kind: str) -> tuple[Mapping, str]:
+    """A vocabulary given itself or as a JSON file (`kind` "character" or "word"), and how errors name it."""
+    if vocabulary is not None:
+        return vocabulary, f"the {kind} vocabulary"
+    source = f"{kind} vocabulary {os.fspath(vocabulary_file)}"
+    text = _read_text_file(vocabulary_file, f"{kind} vocabulary file")
 
+    def no_repeated_keys(pairs):
+        seen = {}
+        for key, value in pairs:
+            if key in seen:
+                raise ValueError(f"{source} lists {key!r} twice")
+            seen[key] = value
+        return seen
 
-def _load_vocabulary(path: str | os.PathLike, kind: str) -> dict[str, int]:
-    """A vocabulary file (`kind` "character" or "word"): a JSON object of entries -> integer ids."""
-    what = f"{kind} vocabulary file"
-    text = _read_text_file(path, what)
-    source = f"{kind} vocabulary {os.fspath(path)}"
     try:
-        vocabulary = json.loads(text, object_pairs_hook=lambda pairs: _no_repeated_keys(pairs, source))
+        return json.loads(text, object_pairs_hook=no_repeated_keys), source
     except json.JSONDecodeError as error:
-        raise ValueError(f"{what} {os.fspath(path)} is not valid JSON: {error}") from None
-    return _check_vocabulary(vocabulary, source)
+        raise ValueError(f"{kind} vocabulary file {os.fspath(vocabulary_file)} is not valid JSON: {error}") from None
 
 
-def _check_vocabulary(vocabulary, source: str) -> dict[str, int]:
+def _checked_vocabulary(vocabulary, source: str, specials, lowest_id: int, why: str = "") -> dict[str, int]:
     if not isinstance(vocabulary, Mapping) or not all(
         isinstance(key, str) and isinstance(value, int) and not isinstance(value, bool)
         for key, value in vocabulary.items()
     ):
         raise ValueError(f"{source} must map strings to integer ids")
-    return dict(vocabulary)
-
-
-def _check_specials(vocabulary: dict[str, int], source: str, specials, lowest_id: int, why: str = "") -> None:
     missing = [name for name in specials if name not in vocabulary]
     if missing:
         raise ValueError(f"{source} lacks the special entries {missing}")
     if min(vocabulary.values()) < lowest_id:
         raise ValueError(f"{source}: ids must be >= {lowest_id}{why}")
+    return dict(vocabulary)
 
 
-def _save_vocabulary(vocabulary: dict[str, int], path: str) -> None:
-    _write_atomically(path, lambda handle: json.dump(vocabulary, handle, ensure_ascii=False, indent=0))
-
-
-# Character schemes -------------------------------------------------------------------------------
-
-
-class CharacterScheme(ABC):
-    """How a word becomes `max_characters_per_token` character ids (0 never: it marks a padded position)."""
+class CharacterScheme:
+    """How a word becomes `max_characters_per_token` character ids (0 never: it marks a padded position). A scheme
+    is made by `from_options(max_characters_per_token, vocabulary=None, vocabulary_file=None)` and gives
+    `word_ids(word)`, `sentence_boundary_ids()` (the rows of `<S>` and `</S>`, which the model adds around every
+    sentence) and `decode_word(ids)` (the word as far as the ids tell it)."""
 
     name: ClassVar[str]
+    vocab_size: int  # size of the character id space, the padding id 0 included
+    vocabulary: dict[str, int] | None = None  # character -> model id, for schemes with a vocabulary
 
     def __init__(self, max_characters_per_token: int):
         self.max_characters_per_token = max_characters_per_token
 
-    @classmethod
-    @abstractmethod
-    def from_options(
-        cls, max_characters_per_token: int, vocabulary: Mapping[str, int] | None = None,
-        vocabulary_file: str | os.PathLike | None = None,
-    ) -> CharacterScheme:
-        """The scheme from a tokenizer's options: a character vocabulary, given itself or as a file, or none."""
-
-    @abstractmethod
-    def word_ids(self, word: str) -> list[int]:
-        """The `max_characters_per_token` ids of one word."""
-
-    @abstractmethod
-    def sentence_boundary_ids(self) -> tuple[list[int], list[int]]:
-        """The rows of `<S>` and `</S>`, which the model adds around every sentence."""
-
-    @abstractmethod
-    def decode_word(self, ids: list[int]) -> str:
-        """The word of a row of ids, as far as the ids tell it."""
-
-    @property
-    @abstractmethod
-    def vocab_size(self) -> int:
-        """Size of the character id space, the padding id 0 included."""
-
-    @property
-    def vocabulary(self) -> dict[str, int] | None:
-        """The character vocabulary (character -> model id), None for schemes without one."""
-        return None
-
     def save(self, directory: str, filename_prefix: str | None = None) -> tuple[str, ...]:
         """Write what the scheme needs besides its options (a vocabulary file) and return the paths."""
         return ()
-
-
-_NO_VOCABULARIES = "the byte scheme has no vocabularies: pass char_scheme='dictionary' to use them"
 
 
 class ByteScheme(CharacterScheme):
@@ -227,6 +159,7 @@ class ByteScheme(CharacterScheme):
     character may be cut, as in the references), between begin- and end-of-word markers, every id + 1."""
 
     name = "bytes"
+    vocab_size = BYTE_SCHEME_VOCAB_SIZE
 
     @classmethod
     def from_options(cls, max_characters_per_token, vocabulary=None, vocabulary_file=None) -> ByteScheme:
@@ -236,60 +169,48 @@ class ByteScheme(CharacterScheme):
 
     def word_ids(self, word: str) -> list[int]:
         data = without_surrogates(word).encode("utf-8")[: self.max_characters_per_token - 2]
-        ids = [BEGINNING_OF_WORD_BYTE, *data, END_OF_WORD_BYTE]
-        ids += [PADDING_BYTE] * (self.max_characters_per_token - len(ids))
-        return [i + CHARACTER_ID_SHIFT for i in ids]
+        padding = [PADDING_BYTE] * (self.max_characters_per_token - len(data) - 2)
+        return [i + CHARACTER_ID_SHIFT for i in [BEGINNING_OF_WORD_BYTE, *data, END_OF_WORD_BYTE, *padding]]
 
     def sentence_boundary_ids(self) -> tuple[list[int], list[int]]:
-        return tuple(byte_boundary_char_ids(boundary, self.max_characters_per_token)
-                     for boundary in (BEGINNING_OF_SENTENCE, END_OF_SENTENCE))
+        return tuple(byte_boundary_char_ids(boundary, self.max_characters_per_token) for boundary in _BOUNDARY_BYTES)
 
     def decode_word(self, ids: list[int]) -> str:
         data = bytes(i - CHARACTER_ID_SHIFT for i in ids if CHARACTER_ID_SHIFT <= i <= 255 + CHARACTER_ID_SHIFT)
         return data.decode("utf-8", "replace")
 
-    @property
-    def vocab_size(self) -> int:
-        return BYTE_SCHEME_VOCAB_SIZE
-
 
 class DictionaryScheme(CharacterScheme):
-    """ELMoForManyLangs: each character of the word cut to `max_characters_per_token - 2` characters is looked
-    up in the character vocabulary (unknown -> `<oov>`). The words `<bos>` / `<eos>` are the sentence-boundary
-    rows there too, as in the original code."""
+    """ELMoForManyLangs: each character of the word cut to `max_characters_per_token - 2` characters is looked up in
+    the character vocabulary (unknown -> `<oov>`); the words `<bos>` / `<eos>` are the sentence-boundary rows."""
 
     name = "dictionary"
 
-    def __init__(self, max_characters_per_token: int, vocabulary: Mapping[str, int],
-                 source: str = "the character vocabulary"):
+    def __init__(self, max_characters_per_token: int, vocabulary: Mapping[str, int], source="the character vocabulary"):
         super().__init__(max_characters_per_token)
-        vocabulary = _check_vocabulary(vocabulary, source)
-        _check_specials(vocabulary, source, DICTIONARY_CHAR_SPECIALS, 1, " (0 marks a padded word position)")
+        vocabulary = _checked_vocabulary(vocabulary, source, DICTIONARY_CHAR_SPECIALS, 1,
+                                         " (0 marks a padded word position)")
         self._characters_by_id = {}
         for character, index in vocabulary.items():
-            if index in self._characters_by_id:
-                raise ValueError(
-                    f"{source}: {self._characters_by_id[index]!r} and {character!r} have the same id {index}"
-                )
-            self._characters_by_id[index] = character
-        self._vocabulary = vocabulary
+            first = self._characters_by_id.setdefault(index, character)
+            if first != character:
+                raise ValueError(f"{source}: {first!r} and {character!r} have the same id {index}")
+        self.vocabulary = vocabulary
+        self.vocab_size = max(vocabulary.values()) + 1
         self._begin_id, self._end_id = vocabulary["<bow>"], vocabulary["<eow>"]
         self._pad_id, self._unknown_id = vocabulary["<pad>"], vocabulary["<oov>"]
 
     @classmethod
     def from_options(cls, max_characters_per_token, vocabulary=None, vocabulary_file=None) -> DictionaryScheme:
-        if vocabulary is not None:
-            return cls(max_characters_per_token, vocabulary)
-        if vocabulary_file is None:
+        if vocabulary is None and vocabulary_file is None:
             raise ValueError("char_scheme='dictionary' needs a character vocabulary (char_vocab_file or char_vocab)")
-        return cls(max_characters_per_token, _load_vocabulary(vocabulary_file, "character"),
-                   source=f"character vocabulary {os.fspath(vocabulary_file)}")
+        return cls(max_characters_per_token, *_given_or_loaded(vocabulary, vocabulary_file, "character"))
 
     def word_ids(self, word: str) -> list[int]:
         if word in DICTIONARY_SENTENCE_BOUNDARIES:
-            characters = [self._vocabulary[word]]
+            characters = [self.vocabulary[word]]
         else:
-            characters = [self._vocabulary.get(c, self._unknown_id) for c in word[: self.max_characters_per_token - 2]]
+            characters = [self.vocabulary.get(c, self._unknown_id) for c in word[: self.max_characters_per_token - 2]]
         # The original writes `<eow>` first and `<bow>` last (its variables are swapped); the model was trained so.
         ids = [self._end_id, *characters, self._begin_id]
         return ids + [self._pad_id] * (self.max_characters_per_token - len(ids))
@@ -301,18 +222,9 @@ class DictionaryScheme(CharacterScheme):
         characters = [self._characters_by_id.get(i, "\ufffd") for i in ids]
         return "".join(c if len(c) == 1 else "\ufffd" for c in characters if c not in _NON_CHARACTERS)
 
-    @property
-    def vocab_size(self) -> int:
-        return max(self._vocabulary.values()) + 1
-
-    @property
-    def vocabulary(self) -> dict[str, int]:
-        return self._vocabulary
-
     def save(self, directory: str, filename_prefix: str | None = None) -> tuple[str, ...]:
-        path = _saved_path(directory, filename_prefix, CHAR_VOCAB_FILE)
-        _save_vocabulary(self._vocabulary, path)
-        return (path,)
+        return _save_file(directory, filename_prefix, CHAR_VOCAB_FILE,
+                          lambda handle: json.dump(self.vocabulary, handle, ensure_ascii=False, indent=0))
 
 
 CHARACTER_SCHEMES: dict[str, type[CharacterScheme]] = {scheme.name: scheme for scheme in (ByteScheme, DictionaryScheme)}
@@ -323,51 +235,35 @@ class WordVocabulary:
     """The word vocabulary of an ELMoForManyLangs model with a word embedding: word -> id, unknown words ->
     `<oov>`. Words are cut to `max_characters_per_token - 2` characters first, as for their characters."""
 
-    def __init__(self, max_characters_per_token: int, vocabulary: Mapping[str, int],
-                 source: str = "the word vocabulary"):
-        vocabulary = _check_vocabulary(vocabulary, source)
-        _check_specials(vocabulary, source, DICTIONARY_WORD_SPECIALS, 0)
+    def __init__(self, max_characters_per_token: int, vocabulary: Mapping[str, int], source="the word vocabulary"):
         self.max_characters_per_token = max_characters_per_token
-        self.vocabulary = vocabulary
-        self.unknown_id, self.pad_id = vocabulary["<oov>"], vocabulary[PAD_TOKEN]
+        self.vocabulary = _checked_vocabulary(vocabulary, source, DICTIONARY_WORD_SPECIALS, 0)
+        self.unknown_id, self.pad_id = self.vocabulary["<oov>"], self.vocabulary[PAD_TOKEN]
 
     @classmethod
-    def from_options(
-        cls, characters: CharacterScheme, vocabulary: Mapping[str, int] | None = None,
-        vocabulary_file: str | os.PathLike | None = None,
-    ) -> WordVocabulary | None:
-        """The word vocabulary of a tokenizer's options, given itself or as a file (None: neither). Only models
-        with a character vocabulary (ELMoForManyLangs') have one."""
+    def from_options(cls, characters: CharacterScheme, vocabulary: Mapping[str, int] | None = None,
+                     vocabulary_file: str | os.PathLike | None = None) -> WordVocabulary | None:
+        """The word vocabulary given itself or as a file (None: neither); only dictionary-scheme models have one."""
         if vocabulary is None and vocabulary_file is None:
             return None
         if characters.vocabulary is None:
             raise ValueError(_NO_VOCABULARIES)
-        if vocabulary is not None:
-            return cls(characters.max_characters_per_token, vocabulary)
-        source = f"word vocabulary {os.fspath(vocabulary_file)}"
-        return cls(characters.max_characters_per_token, _load_vocabulary(vocabulary_file, "word"), source=source)
+        return cls(characters.max_characters_per_token, *_given_or_loaded(vocabulary, vocabulary_file, "word"))
 
     def word_id(self, word: str) -> int:
         return self.vocabulary.get(word[: self.max_characters_per_token - 2], self.unknown_id)
 
     def save(self, directory: str, filename_prefix: str | None = None) -> tuple[str, ...]:
-        path = _saved_path(directory, filename_prefix, WORD_VOCAB_FILE)
-        _save_vocabulary(self.vocabulary, path)
-        return (path,)
+        return _save_file(directory, filename_prefix, WORD_VOCAB_FILE,
+                          lambda handle: json.dump(self.vocabulary, handle, ensure_ascii=False, indent=0))
 
 
-# Word segmenters ---------------------------------------------------------------------------------
-
-
-class WordSegmenter(ABC):
-    """Raw text -> words. `name` is what a tokenizer saves; `chinese_segmentation` says what Chinese gets."""
+class WordSegmenter:
+    """Called with raw text, gives its words. `name` is what a tokenizer saves; `chinese_segmentation` says what
+    Chinese gets."""
 
     name: ClassVar[str]
     chinese_segmentation: ClassVar[str]
-
-    @abstractmethod
-    def __call__(self, text: str) -> list[str]:
-        """The words of `text`."""
 
     def save(self, directory: str, filename_prefix: str | None = None) -> tuple[str, ...]:
         """Write what the segmenter needs besides its name (a user dictionary) and return the paths."""
@@ -398,10 +294,7 @@ class CharacterSegmenter(WordSegmenter):
     def __call__(self, text: str) -> list[str]:
         words = []
         for piece, _ in self._pre_tokenizer.pre_tokenize_str(_clean_raw_text(text)):
-            if not _CJK_RUN.search(piece):
-                words.append(piece)
-                continue
-            for part in _CJK_RUN.split(piece):
+            for part in _CJK_RUN.split(piece):  # a piece without CJK characters is its one part
                 if part:
                     words.extend(self.split_cjk_run(part) if _CJK_RUN.fullmatch(part) else [part])
         return words
@@ -420,8 +313,8 @@ def _load_jieba():
 
 
 class JiebaSegmenter(CharacterSegmenter):
-    """As `CharacterSegmenter`, with runs of CJK characters cut into jieba's words. A user dictionary (jieba's
-    format, UTF-8) goes into a jieba tokenizer of this segmenter's own: jieba's global one is never changed."""
+    """As `CharacterSegmenter`, with runs of CJK characters cut into jieba's words. A user dictionary (jieba's format,
+    UTF-8) goes into a jieba tokenizer of this segmenter's own: jieba's global one is never changed."""
 
     name = "jieba"
     chinese_segmentation = "jieba"
@@ -437,10 +330,9 @@ class JiebaSegmenter(CharacterSegmenter):
     def _make_jieba(user_dict_text: str | None):
         jieba = _load_jieba()
         if jieba is None:
-            raise ImportError(
-                "this tokenizer segments Chinese with jieba (segmenter='jieba'), which is not installed here: "
-                "pip install jieba (splitting into single characters instead would change every result)"
-            )
+            raise ImportError("this tokenizer segments Chinese with jieba (segmenter='jieba'), which is not installed "
+                              "here: pip install jieba (splitting into single characters instead would change every "
+                              "result)")
         if user_dict_text is None:
             return jieba  # its default tokenizer, read only
         own = jieba.Tokenizer()
@@ -453,31 +345,24 @@ class JiebaSegmenter(CharacterSegmenter):
     def save(self, directory: str, filename_prefix: str | None = None) -> tuple[str, ...]:
         if self.user_dict_text is None:
             return ()
-        path = _saved_path(directory, filename_prefix, JIEBA_USER_DICT_FILE)
-        _write_atomically(path, lambda handle: handle.write(self.user_dict_text))
-        return (path,)
+        return _save_file(directory, filename_prefix, JIEBA_USER_DICT_FILE,
+                          lambda handle: handle.write(self.user_dict_text))
 
     def __getstate__(self):
         # Neither a module nor a jieba tokenizer (it holds a lock) can be pickled, as DataLoader workers started
         # with "spawn" and copy.deepcopy need: keep the user dictionary's text and build jieba's side again.
-        state = self.__dict__.copy()
-        state["_jieba"] = None
-        return state
+        return {**self.__dict__, "_jieba": None}
 
     def __setstate__(self, state):
-        self.__dict__.update(state)
-        self._jieba = self._make_jieba(self.user_dict_text)
+        self.__dict__.update(state, _jieba=self._make_jieba(state["user_dict_text"]))
 
 
 SEGMENTERS = ("auto", "jieba", "chars", "whitespace")
-_SEGMENTER_CLASSES = {
-    segmenter.name: segmenter for segmenter in (JiebaSegmenter, CharacterSegmenter, WhitespaceSegmenter)
-}
+_SEGMENTER_CLASSES = {kind.name: kind for kind in (JiebaSegmenter, CharacterSegmenter, WhitespaceSegmenter)}
 
 
 def make_segmenter(name: str, user_dict: str | os.PathLike | None = None) -> WordSegmenter:
-    """The segmenter of `name` (one of `SEGMENTERS`). `"auto"` is jieba when it is installed, else characters;
-    a `user_dict` (a jieba user dictionary file) needs jieba."""
+    """The segmenter of `name` (one of `SEGMENTERS`); `"auto"` is jieba when it is installed, else characters."""
     if name not in SEGMENTERS:
         raise ValueError(f"segmenter must be one of {', '.join(map(repr, SEGMENTERS))}, got {name!r}")
     if user_dict is not None:

@@ -1,19 +1,7 @@
-"""Character tokenizer for ELMo: text -> words -> `(words, max_characters_per_token)` character ids.
-
-The words come from a segmenter (jieba, optionally with a user dictionary; single characters; whitespace) and
-their ids from a character scheme (AllenNLP / bilm-tf UTF-8 bytes; ELMoForManyLangs' character dictionary, with
-its optional word vocabulary giving ``word_ids``), both in `elmo_text.py`, which describes them.
-
-Every position of an encoding is one word: ``encoding.word_ids(i)`` is ``[0, ..., n_i - 1]`` then ``None`` per
-padded position, a word's "id" is its row of character ids (`convert_tokens_to_ids`), and padding adds all-zero
-rows (`pad`, so transformers' `DataCollatorWithPadding` and `DataCollatorForTokenClassification` work).
-
-Edge cases: an empty string is a sentence of zero words (the model still runs ``<S> </S>``); an empty batch is a
-`ValueError`; a word longer than 48 UTF-8 bytes is cut to its first 48 bytes (a multi-byte character may be cut,
-as in the references); in raw text, control characters (C0/C1, e.g. NUL, BEL, DEL) separate words like
-whitespace, while pre-split words keep them as bytes; a surrogate pair written as two code points is joined into
-its character and lone surrogates (not encodable as UTF-8) are dropped.
-"""
+"""Character tokenizer for ELMo: text -> words (a segmenter) -> `(words, max_characters_per_token)` character ids
+(a character scheme), both from `elmo_text.py`. Every position of an encoding is one word, a word's "id" is its row
+of character ids, and padding adds all-zero rows (`pad`, so transformers' data collators work). An empty string is
+a sentence of zero words (the model still runs ``<S> </S>``)."""
 
 from __future__ import annotations
 
@@ -21,25 +9,16 @@ import numbers
 import os
 from collections.abc import Mapping, Sequence
 
+import numpy as np
 from transformers import BatchEncoding, PreTrainedTokenizerBase
 
 from .elmo_text import (
-    CHAR_SCHEMES,
-    CHAR_VOCAB_FILE,
-    CHARACTER_SCHEMES,
-    DICTIONARY_CHAR_SPECIALS,
-    JIEBA_USER_DICT_FILE,
-    PAD_TOKEN,
-    PADDED_POSITION_ID,
-    SEGMENTERS,
-    WORD_VOCAB_FILE,
-    WordVocabulary,
-    make_segmenter,
+    CHAR_SCHEMES, CHAR_VOCAB_FILE, CHARACTER_SCHEMES, DICTIONARY_CHAR_SPECIALS, JIEBA_USER_DICT_FILE, PAD_TOKEN,
+    PADDED_POSITION_ID, SEGMENTERS, WORD_VOCAB_FILE, WordVocabulary, make_segmenter,
 )
 
-VOCAB_FILES_NAMES = {
-    "char_vocab_file": CHAR_VOCAB_FILE, "word_vocab_file": WORD_VOCAB_FILE, "user_dict": JIEBA_USER_DICT_FILE
-}
+VOCAB_FILES_NAMES = {"char_vocab_file": CHAR_VOCAB_FILE, "word_vocab_file": WORD_VOCAB_FILE,
+                     "user_dict": JIEBA_USER_DICT_FILE}
 
 # The type of every option, as its description and its check (a loaded tokenizer_config.json is checked too).
 _TEXT_OR_NULL = ("a string or null", lambda value: value is None or isinstance(value, str))
@@ -55,95 +34,51 @@ _OPTION_TYPES = {
     "word_vocab": _MAPPING_OR_NULL,
 }
 
-
-def _option_problems(options: dict) -> list[str]:
-    return [f"{name} must be {description}, got {options[name]!r}"
-            for name, (description, accepts) in _OPTION_TYPES.items() if not accepts(options[name])]
-
 # The keys this tokenizer writes with one value per word (padded by `pad`), and those never made tensors.
 _PER_WORD_KEYS = ("input_ids", "attention_mask", "word_ids", "special_tokens_mask")
 _TEXT_KEYS = ("words",)
 
-_ONE_ROW_PER_WORD = (
-    "ElmoTokenizer gives each word a row of max_characters_per_token character ids, not one id: pass such rows "
-    "(tokenizer.word_to_char_ids(word) is one, an encoding's input_ids one per word) or use tokenizer.decode"
-)
+_ONE_ROW_PER_WORD = ("ElmoTokenizer gives each word a row of max_characters_per_token character ids, not one id: "
+                     "pass such rows (tokenizer.word_to_char_ids(word) is one, an encoding's input_ids one per word) "
+                     "or use tokenizer.decode")
 
 
 class ElmoBatchEncoding(BatchEncoding):
-    """What `ElmoTokenizer` returns. Each position is one word, so `word_ids(i)` is `[0, ..., n_i - 1]` followed
-    by None for each padded position, as a fast tokenizer gives it for text of one token per word (e.g. to align
-    word labels). Not to be confused with the key `"word_ids"`, the word-vocabulary ids of models with a word
-    embedding."""
-
-    def __init__(self, data=None, tensor_type=None, sentence_lengths: list[tuple[int, int]] | None = None):
-        super().__init__(data, tensor_type=tensor_type)
-        # (words, positions) of each sentence: positions past the words are padding.
-        self._sentence_lengths = sentence_lengths
+    """What `ElmoTokenizer` returns: `word_ids(i)` is `[0, ..., n_i - 1]` then None per padded position, as a fast
+    tokenizer gives it for one token per word (to align word labels); the key `"word_ids"` holds word-vocabulary ids."""
 
     def word_ids(self, batch_index: int = 0) -> list[int | None]:
-        if self._sentence_lengths is None:
-            raise ValueError("this encoding does not know its sentences' lengths: make it with ElmoTokenizer or pad")
-        count = len(self._sentence_lengths)
+        # Read from the rows, which the encoding carries anyway: a word's row is never all zero, a padded one is.
+        sentences = _as_lists(self["input_ids"])
+        sentences = sentences if _holds_sentences(sentences) else [sentences]
+        count = len(sentences)
         if not -count <= batch_index < count:
             raise IndexError(f"batch_index {batch_index} is out of range: the encoding holds {count} sentence(s)")
-        words, positions = self._sentence_lengths[batch_index]
-        return [*range(words), *[None] * (positions - words)]
-
-    def __getstate__(self):
-        return {**super().__getstate__(), "sentence_lengths": self._sentence_lengths}
-
-    def __setstate__(self, state):
-        super().__setstate__(state)
-        self._sentence_lengths = state.get("sentence_lengths")
+        words = sum(1 for row in sentences[batch_index] if any(row))
+        return [*range(words), *[None] * (len(sentences[batch_index]) - words)]
 
 
 class ElmoTokenizer(PreTrainedTokenizerBase):
-    """Turns text into ELMo character ids `(batch, words, max_characters_per_token)` (and, for models with a word
-    embedding, `word_ids` `(batch, words)`).
+    """Text -> ELMo character ids `(batch, words, max_characters_per_token)` (and `word_ids` for a word embedding).
 
-    Args:
-        char_vocab_file (`str`, *optional*):
-            ``char_vocab.json`` (character -> model id) for ``char_scheme="dictionary"``.
-        word_vocab_file (`str`, *optional*): ``word_vocab.json`` (word -> id) of a model with a word embedding.
-        max_characters_per_token (`int`, defaults to 50): ids per word, boundaries included.
-        segmenter (`str`, defaults to `"auto"`):
-            How runs of Chinese characters become words: `"jieba"` (needs jieba), `"chars"` (one word
-            per character), `"auto"` (jieba when installed, else characters; the choice is what the tokenizer
-            then reports and saves), or `"whitespace"`
-            (split on whitespace only, no punctuation splitting).
-        do_lower_case (`bool`, defaults to `False`): lower-case words before encoding.
-        char_scheme (`str`, defaults to `"bytes"`): ``"bytes"`` or ``"dictionary"`` (see the module docstring).
-        char_vocab (`dict[str, int]`, *optional*): the character vocabulary itself, instead of `char_vocab_file`.
-        word_vocab (`dict[str, int]`, *optional*): the word vocabulary itself, instead of `word_vocab_file`.
-        user_dict (`str` or `os.PathLike`, *optional*):
-            A jieba user dictionary (jieba's format: ``word [frequency] [tag]`` a line, UTF-8), used by this
-            tokenizer only and saved beside it as ``jieba_user_dict.txt``. Needs jieba.
-        pad_token (`str`, defaults to `"<pad>"`):
-            The name of a padded word position, whose row of character ids is all `pad_token_id` (0).
-    """
+    `char_vocab_file` / `char_vocab`: ``char_vocab.json`` or the mapping itself, for ``char_scheme="dictionary"``
+    (`word_vocab_file` / `word_vocab` the same for a model's word embedding). `segmenter`: `"jieba"`, `"chars"`
+    (one word per CJK character), `"auto"` (jieba when installed, else characters; what it chose is what the
+    tokenizer reports and saves) or `"whitespace"`. `user_dict`: a jieba user dictionary for this tokenizer only,
+    saved beside it. `pad_token`: the name of a padded word position (its ids are all 0)."""
 
     vocab_files_names = VOCAB_FILES_NAMES
     is_fast = False
-    model_input_names = ["input_ids", "attention_mask"]
-    padding_side = "right"
-    truncation_side = "right"
 
     def __init__(
-        self,
-        char_vocab_file: str | None = None,
-        word_vocab_file: str | None = None,
-        max_characters_per_token: int = 50,
-        segmenter: str = "auto",
-        do_lower_case: bool = False,
-        char_scheme: str = "bytes",
-        char_vocab: dict[str, int] | None = None,
-        word_vocab: dict[str, int] | None = None,
-        user_dict: str | os.PathLike | None = None,
-        pad_token: str = PAD_TOKEN,
-        **kwargs,
+        self, char_vocab_file: str | None = None, word_vocab_file: str | None = None,
+        max_characters_per_token: int = 50, segmenter: str = "auto", do_lower_case: bool = False,
+        char_scheme: str = "bytes", char_vocab: dict[str, int] | None = None, word_vocab: dict[str, int] | None = None,
+        user_dict: str | os.PathLike | None = None, pad_token: str = PAD_TOKEN, **kwargs,
     ):
-        problems = _option_problems(locals())
+        options = locals()
+        problems = [f"{name} must be {description}, got {options[name]!r}"
+                    for name, (description, accepts) in _OPTION_TYPES.items() if not accepts(options[name])]
         if problems:  # e.g. "do_lower_case": "false" in a hand-edited tokenizer_config.json
             raise ValueError("Invalid ElmoTokenizer options: " + "; ".join(problems))
         if max_characters_per_token < 3:
@@ -151,9 +86,8 @@ class ElmoTokenizer(PreTrainedTokenizerBase):
         self.max_characters_per_token = max_characters_per_token
         self.do_lower_case = do_lower_case
         self.char_scheme = char_scheme
-        self._characters = CHARACTER_SCHEMES[char_scheme].from_options(
-            max_characters_per_token, char_vocab, char_vocab_file
-        )
+        scheme = CHARACTER_SCHEMES[char_scheme]
+        self._characters = scheme.from_options(max_characters_per_token, char_vocab, char_vocab_file)
         self._words = WordVocabulary.from_options(self._characters, word_vocab, word_vocab_file)
         # What "auto" chose is what the tokenizer is and saves: a model is used with the segmentation it was
         # trained or fine-tuned with, and a saved "jieba" refuses to load where jieba is missing.
@@ -163,14 +97,9 @@ class ElmoTokenizer(PreTrainedTokenizerBase):
         # property of the tokenizer (transformers passes these to __init__, which would save them).
         for name in ("model_input_names", "is_local", "local_files_only"):
             kwargs.pop(name, None)
-        super().__init__(
-            max_characters_per_token=max_characters_per_token,
-            segmenter=self.segmenter,
-            do_lower_case=do_lower_case,
-            char_scheme=char_scheme,
-            pad_token=PAD_TOKEN if pad_token is None else pad_token,
-            **kwargs,
-        )
+        super().__init__(max_characters_per_token=max_characters_per_token, segmenter=self.segmenter,
+                         do_lower_case=do_lower_case, char_scheme=char_scheme,
+                         pad_token=PAD_TOKEN if pad_token is None else pad_token, **kwargs)
         _check_padding_side(self.padding_side)
         if self._words is not None:
             self.model_input_names = ["input_ids", "attention_mask", "word_ids"]
@@ -190,16 +119,12 @@ class ElmoTokenizer(PreTrainedTokenizerBase):
         """Which Chinese segmentation raw text gets: `"jieba"`, `"chars"` or `"none"`."""
         return self._segmenter.chinese_segmentation
 
-    # text -> words ------------------------------------------------------------------------
-
     def tokenize(self, text: str, **kwargs) -> list[str]:
-        """Split raw text into words (see the module docstring for the rules)."""
+        """Split raw text into words (the segmenter's rules, in `elmo_text.py`)."""
         if not isinstance(text, str):
             raise TypeError(f"text must be a string, got {type(text).__name__}")
         words = self._segmenter(text)
         return [word.lower() for word in words] if self.do_lower_case else words
-
-    # words -> character ids ------------------------------------------------------------------
 
     def word_to_char_ids(self, word: str) -> list[int]:
         """The `max_characters_per_token` ids of one word (as the model reads them: 0 is never one)."""
@@ -212,48 +137,33 @@ class ElmoTokenizer(PreTrainedTokenizerBase):
         return self._words.word_id(word.lower() if self.do_lower_case else word)
 
     def sentence_boundary_char_ids(self) -> tuple[list[int], list[int]]:
-        """The rows of `<S>` and `</S>` that the model adds around each sentence (its config's
-        `bos_char_ids` / `eos_char_ids` for this scheme)."""
+        """The rows of `<S>` and `</S>` that the model adds around each sentence (its config's bos/eos_char_ids)."""
         return self._characters.sentence_boundary_ids()
 
     def batch_to_ids(self, sentences: Sequence[Sequence[str]]):
         """Pre-split sentences -> `torch.LongTensor` (batch, max_words, max_characters_per_token), zero-padded."""
         return self(list(sentences), is_split_into_words=True, padding=True, return_tensors="pt")["input_ids"]
 
-    # the HF entry points ------------------------------------------------------------------------
-
     def __call__(
-        self,
-        text: str | Sequence[str] | Sequence[Sequence[str]],
-        is_split_into_words: bool = False,
-        padding: bool | str = False,
-        truncation: bool | str | None = None,
-        max_length: int | None = None,
-        return_tensors: str | None = None,
-        return_attention_mask: bool | None = True,
-        return_words: bool = False,
-        pad_to_multiple_of: int | None = None,
-        return_special_tokens_mask: bool = False,
-        **kwargs,
+        self, text: str | Sequence[str] | Sequence[Sequence[str]], is_split_into_words: bool = False,
+        padding: bool | str = False, truncation: bool | str | None = None, max_length: int | None = None,
+        return_tensors: str | None = None, return_attention_mask: bool | None = True, return_words: bool = False,
+        pad_to_multiple_of: int | None = None, return_special_tokens_mask: bool = False, **kwargs,
     ) -> ElmoBatchEncoding:
-        """Encode one sentence or a batch.
-
-        Args:
-            text: a string, a list of strings (a batch), or with `is_split_into_words=True` a list of
-                words (one sentence) or a list of word lists (a batch).
-            padding: `True`/`"longest"` pads to the longest sentence, `"max_length"` to `max_length`.
-            truncation: keep at most `max_length` words per sentence.
-            return_tensors: `"pt"` (or `"np"`) for arrays of shape (batch, words, max_characters_per_token).
-            pad_to_multiple_of: with padding, round the number of words up to a multiple of this.
-            return_special_tokens_mask: also return `special_tokens_mask`, 0 per word (none is added), 1 per
-                padded position.
-
-        Returns:
-            `ElmoBatchEncoding` with `input_ids` (words x character ids per sentence), `attention_mask`
-            (1 per real word), `word_ids` when the tokenizer has a word vocabulary (padded with the `<pad>` word id)
-            and, with `return_words=True`, `words` (the words each position holds).
-        """
-        _check_call_options(kwargs, max_length)
+        """Encode a string, a list of strings (a batch) or, with `is_split_into_words=True`, a list of words or of
+        word lists, as transformers' tokenizers do but counting words. Also gives `word_ids` when the tokenizer has a
+        word vocabulary and, with `return_words=True`, `words` (the words each position holds)."""
+        if "return_offsets_mapping" in kwargs:
+            # Whatever its value: transformers' token-classification pipeline asks for it (False from a slow
+            # tokenizer), then reads one id per token, so it is told here which pipeline reads ELMo's rows.
+            raise ValueError("ElmoTokenizer keeps no character offsets (return_offsets_mapping) and each word's ids "
+                             "are a row: for entity spans use pipeline('elmo-token-classification', ...), not "
+                             "transformers' 'token-classification'")
+        unknown = set(kwargs) - {"add_special_tokens", "verbose", "text_target", "return_token_type_ids"}
+        if unknown:  # transformers' options that change nothing here are accepted
+            raise TypeError(f"ElmoTokenizer got unexpected arguments {sorted(unknown)}")
+        if max_length is not None and (not _is_id(max_length) or max_length < 0):
+            raise ValueError(f"max_length must be a whole number of words >= 0, got {max_length!r}")
         sentences, batched = _as_word_lists(text, is_split_into_words, self.tokenize)
         if truncation and truncation != "do_not_truncate":
             limit = max_length if max_length is not None else self.model_max_length
@@ -265,64 +175,76 @@ class ElmoTokenizer(PreTrainedTokenizerBase):
             features["word_ids"] = [[self.word_to_id(word) for word in words] for words in sentences]
         if return_special_tokens_mask:
             features["special_tokens_mask"] = [[0] * len(words) for words in sentences]
-        word_counts = [len(words) for words in sentences]
-        encoding = self._padded_encoding(
-            features, word_counts, batched, padding, max_length, pad_to_multiple_of, return_tensors
-        )
+        encoding = self._padded_encoding(features, batched, padding, max_length, pad_to_multiple_of, return_tensors)
         if return_words:
             encoding["words"] = sentences if batched else sentences[0]
         return encoding
 
     def pad(
-        self,
-        encoded_inputs,
-        padding: bool | str = True,
-        max_length: int | None = None,
-        pad_to_multiple_of: int | None = None,
-        padding_side: str | None = None,
-        return_attention_mask: bool | None = None,
-        return_tensors: str | None = None,
-        verbose: bool = True,
+        self, encoded_inputs, padding: bool | str = True, max_length: int | None = None,
+        pad_to_multiple_of: int | None = None, padding_side: str | None = None,
+        return_attention_mask: bool | None = None, return_tensors: str | None = None, verbose: bool = True,
     ) -> ElmoBatchEncoding:
-        """Pad encodings of this tokenizer to one number of words: a padded position is an all-zero row of
-        character ids, attention 0 and, with a word vocabulary, the `<pad>` word id.
-
-        Takes what `__call__` returns (one sentence or a batch, lists, arrays or tensors) or a list of such
-        encodings, one per sentence (what data collators pass); other keys (e.g. `label`) are kept as they are.
-        Arguments as transformers' `pad`; padding is on the right only."""
+        """Pad what `__call__` returns (lists, arrays or tensors), or a list of such encodings one per sentence (what
+        data collators pass), to one number of words; other keys (e.g. `label`) are kept."""
         _check_padding_side(padding_side or "right")
         features, batched, input_tensors = _features_to_pad(encoded_inputs, self.max_characters_per_token)
         if return_attention_mask is not False and "attention_mask" not in features:
             features["attention_mask"] = [[1] * len(rows) for rows in features["input_ids"]]
-        word_counts = [sum(1 for row in rows if any(row)) for rows in features["input_ids"]]
-        return self._padded_encoding(
-            features, word_counts, batched, padding, max_length, pad_to_multiple_of, return_tensors or input_tensors
-        )
+        return self._padded_encoding(features, batched, padding, max_length, pad_to_multiple_of,
+                                     return_tensors or input_tensors)
 
-    def _padded_encoding(
-        self, features: dict[str, list], word_counts: list[int], batched: bool, padding, max_length,
-        pad_to_multiple_of, return_tensors,
-    ) -> ElmoBatchEncoding:
+    def _padded_encoding(self, features: dict[str, list], batched: bool, padding, max_length, pad_to_multiple_of,
+                         return_tensors) -> ElmoBatchEncoding:
         """The encoding of `features` (key -> one value per sentence), padded as `padding` says."""
         _check_padding_side(self.padding_side)
         lengths = [len(rows) for rows in features["input_ids"]]
-        target = _padded_length(lengths, padding, max_length, pad_to_multiple_of, return_tensors)
+        target = None
+        if padding is True or padding == "longest":
+            target = max(lengths)
+        elif padding == "max_length":
+            if max_length is None:
+                raise ValueError("padding='max_length' needs max_length")
+            if max(lengths) > max_length:
+                raise ValueError(f"a sentence has {max(lengths)} words, more than max_length={max_length}: "
+                                 "pass truncation=True")
+            target = max_length
+        elif padding not in (False, None, "do_not_pad"):
+            raise ValueError(f"padding must be True, False, 'longest' or 'max_length', got {padding!r}")
+        elif return_tensors is not None and len(set(lengths)) > 1:
+            raise ValueError("sentences have different numbers of words: pass padding=True to make a tensor")
         if target is not None:
-            word_pad_id = PADDED_POSITION_ID if self._words is None else self._words.pad_id
-            _pad_per_word_values(features, target, self.max_characters_per_token, word_pad_id)
-        sentence_lengths = list(zip(word_counts, lengths if target is None else [target] * len(lengths)))
+            if pad_to_multiple_of:
+                target = -(-target // pad_to_multiple_of) * pad_to_multiple_of
+            # A padded position: an all-zero row, attention 0, the `<pad>` word, 1 in a special-tokens mask.
+            fill = {"input_ids": [PADDED_POSITION_ID] * self.max_characters_per_token, "attention_mask": 0,
+                    "word_ids": PADDED_POSITION_ID if self._words is None else self._words.pad_id,
+                    "special_tokens_mask": 1}
+            for key in _PER_WORD_KEYS:
+                if key in features:
+                    features[key] = [values + [fill[key]] * (target - len(values)) for values in features[key]]
         data = features if batched else {key: value[0] for key, value in features.items()}
         if return_tensors is None:
-            return ElmoBatchEncoding(data, sentence_lengths=sentence_lengths)
-        return _to_tensors(data, return_tensors, batched, self.max_characters_per_token, sentence_lengths)
-
-    # ids -> words -------------------------------------------------------------------------------
+            return ElmoBatchEncoding(data)
+        # Per-word values become int64 `(batch, words[, width])`, others convert as transformers does, words stay.
+        if return_tensors not in ("pt", "np"):  # a TensorType is a str too
+            raise ValueError(f"return_tensors must be 'pt' or 'np', got {return_tensors!r}")
+        if return_tensors == "pt":
+            import torch
+        others = {key: value for key, value in data.items() if key not in _PER_WORD_KEYS + _TEXT_KEYS}
+        encoding = ElmoBatchEncoding(others, tensor_type=return_tensors)
+        for key in _PER_WORD_KEYS:
+            if key in data:
+                array = np.asarray(data[key] if batched else [data[key]], dtype=np.int64)
+                row = (self.max_characters_per_token,) if key == "input_ids" else ()
+                array = array.reshape(array.shape[0], -1, *row)
+                encoding[key] = torch.from_numpy(array) if return_tensors == "pt" else array
+        encoding.update({key: data[key] for key in _TEXT_KEYS if key in data})
+        return encoding
 
     def decode(self, token_ids, **kwargs) -> str | list[str]:
-        """Words back from character ids: one sentence `(words, max_characters_per_token)` -> a string, a batch
-        `(batch, words, max_characters_per_token)` -> a list of strings (what `batch_decode` passes).
-
-        Unknown characters come back as U+FFFD (dictionary scheme), cut bytes are replaced (byte scheme)."""
+        """Words back from character ids: a sentence's rows -> a string, a batch -> a list of strings (what
+        `batch_decode` passes). Unknown characters come back as U+FFFD, cut bytes are replaced."""
         token_ids = _as_lists(token_ids)
         depth, probe = 0, token_ids
         while isinstance(probe, (list, tuple)) and probe:
@@ -330,28 +252,29 @@ class ElmoTokenizer(PreTrainedTokenizerBase):
         if depth == 3:
             return [self.decode(sentence, **kwargs) for sentence in token_ids]
         if depth == 1:
-            raise ValueError(
-                "decode takes the character ids of a sentence, shape (words, max_characters_per_token), or of a "
-                "batch of sentences; got a flat list of ids"
-            )
+            raise ValueError("decode takes the character ids of a sentence, shape (words, max_characters_per_token), "
+                             "or of a batch of sentences; got a flat list of ids")
         rows = ([int(i) for i in ids] for ids in token_ids)
         return " ".join(self._characters.decode_word(ids) for ids in rows if any(ids))
 
     def convert_ids_to_tokens(self, ids, skip_special_tokens: bool = False) -> str | list[str]:
-        """A word's "id" is its row of `max_characters_per_token` character ids: a row -> its word, a sentence's
-        rows -> its words. An all-zero row (a padded position) is `pad_token`, left out with
-        `skip_special_tokens=True`."""
-        rows, one_word = _id_rows(ids, self.max_characters_per_token)
-        if one_word:
-            return self._row_to_word(rows[0])
-        return [self._row_to_word(row) for row in rows if any(row) or not skip_special_tokens]
+        """A word's "id" is its row of character ids: a row -> its word, a sentence's rows -> its words. An all-zero
+        row (a padded position) is `pad_token`, left out with `skip_special_tokens=True`."""
+        ids = _as_lists(ids)
 
-    def _row_to_word(self, row: list[int]) -> str:
-        return self._characters.decode_word([int(i) for i in row]) if any(row) else self.pad_token
+        def is_row(value) -> bool:
+            return isinstance(value, list) and len(value) == self.max_characters_per_token and all(map(_is_id, value))
+
+        if not is_row(ids) and not (isinstance(ids, list) and all(map(is_row, ids))):
+            raise ValueError(_ONE_ROW_PER_WORD)
+        rows = [ids] if is_row(ids) else ids
+        words = [self._characters.decode_word([int(i) for i in row]) if any(row) else self.pad_token for row in rows]
+        if is_row(ids):
+            return words[0]
+        return [word for row, word in zip(rows, words) if any(row) or not skip_special_tokens]
 
     def convert_tokens_to_ids(self, tokens: str | Sequence[str]) -> list[int] | list[list[int]]:
-        """A word -> its row of `max_characters_per_token` character ids; a list of words -> one row each (as
-        `__call__` encodes pre-split words)."""
+        """A word -> its row of character ids; a list of words -> one row each (as `__call__` encodes them)."""
         if isinstance(tokens, str):
             return self.word_to_char_ids(tokens)
         if not isinstance(tokens, (list, tuple)) or not all(isinstance(token, str) for token in tokens):
@@ -360,8 +283,6 @@ class ElmoTokenizer(PreTrainedTokenizerBase):
 
     def convert_tokens_to_string(self, tokens: list[str]) -> str:
         return " ".join(tokens)
-
-    # HF plumbing: the vocabularies of the dictionary scheme, the user dictionary, nothing else ------------
 
     @property
     def vocab_size(self) -> int:
@@ -373,9 +294,8 @@ class ElmoTokenizer(PreTrainedTokenizerBase):
 
     @property
     def pad_token_id(self) -> int:
-        """0, the id of every character of a padded word position (`attention_mask` marks those positions).
-        Code that pads `input_ids` with the tokenizer's pad id, like the stock pipelines' batching, then
-        writes exactly the rows this tokenizer pads with."""
+        """0 for every character of a padded word position, so code that pads `input_ids` with the tokenizer's pad
+        id (the stock pipelines' batching) writes exactly the rows this tokenizer pads with."""
         return PADDED_POSITION_ID
 
     @property
@@ -389,9 +309,7 @@ class ElmoTokenizer(PreTrainedTokenizerBase):
     def added_tokens_decoder(self) -> dict:
         return {}
 
-    @property
-    def added_tokens_encoder(self) -> dict:
-        return {}
+    added_tokens_encoder = added_tokens_decoder  # no token is ever added
 
     def save_vocabulary(self, save_directory: str, filename_prefix: str | None = None) -> tuple[str, ...]:
         saved = self._characters.save(save_directory, filename_prefix)
@@ -400,34 +318,8 @@ class ElmoTokenizer(PreTrainedTokenizerBase):
         return saved + self._segmenter.save(save_directory, filename_prefix)
 
 
-# what __call__ and pad take and give ----------------------------------------------------------------
-
-
-def _check_call_options(kwargs: dict, max_length) -> None:
-    """`__call__`'s options beyond its own arguments: those of transformers' tokenizers that change nothing here
-    are accepted. Character offsets are refused whatever their value: transformers' token-classification
-    pipeline asks for them (False from a slow tokenizer), then reads one id per token, so it is told here
-    which pipeline reads ELMo's rows."""
-    if "return_offsets_mapping" in kwargs:
-        raise ValueError(
-            "ElmoTokenizer keeps no character offsets (return_offsets_mapping) and each word's ids are a row: for "
-            "entity spans use pipeline('elmo-token-classification', ...), not transformers' 'token-classification'"
-        )
-    unknown = set(kwargs) - {"add_special_tokens", "verbose", "text_target", "return_token_type_ids"}
-    if unknown:
-        raise TypeError(f"ElmoTokenizer got unexpected arguments {sorted(unknown)}")
-    if max_length is not None and (not _is_id(max_length) or max_length < 0):
-        raise ValueError(f"max_length must be a whole number of words >= 0, got {max_length!r}")
-
-
 def _as_word_lists(text, is_split_into_words: bool, tokenize) -> tuple[list[list[str]], bool]:
     """The sentences of `__call__`'s input as word lists, and whether it was a batch."""
-
-    def check_words(words) -> list[str]:
-        if not all(isinstance(word, str) for word in words):
-            raise TypeError("pre-split sentences must be lists of strings")
-        return list(words)
-
     if isinstance(text, str):
         if is_split_into_words:
             raise TypeError("is_split_into_words=True needs a list of words, got a string")
@@ -436,20 +328,21 @@ def _as_word_lists(text, is_split_into_words: bool, tokenize) -> tuple[list[list
         raise TypeError(f"text must be a string or a list, got {type(text).__name__}")
     if len(text) == 0:
         raise ValueError("empty batch: got an empty list of sentences")
-    if is_split_into_words:
-        if all(isinstance(item, str) for item in text):
-            return [check_words(text)], False
-        if all(isinstance(item, (list, tuple)) for item in text):
-            return [check_words(words) for words in text], True
+    strings = all(isinstance(item, str) for item in text)
+    if not is_split_into_words:
+        if strings:
+            return [tokenize(sentence) for sentence in text], True
+        raise TypeError("a batch of raw text must be a list of strings (use is_split_into_words=True for word lists)")
+    if not strings and not all(isinstance(item, (list, tuple)) for item in text):
         raise TypeError("with is_split_into_words=True pass a list of words or a list of word lists")
-    if all(isinstance(item, str) for item in text):
-        return [tokenize(sentence) for sentence in text], True
-    raise TypeError("a batch of raw text must be a list of strings (use is_split_into_words=True for word lists)")
+    sentences = [list(words) for words in ([text] if strings else text)]
+    if not all(isinstance(word, str) for words in sentences for word in words):
+        raise TypeError("pre-split sentences must be lists of strings")
+    return sentences, not strings
 
 
 def _features_to_pad(encoded_inputs, width: int) -> tuple[dict[str, list], bool, str | None]:
-    """(key -> one value per sentence, per-word values as lists; whether a batch came in; "pt"/"np" when the
-    input ids were tensors or arrays)."""
+    """(key -> one value per sentence, per-word values as lists; whether a batch came in; "pt"/"np" or None)."""
     if isinstance(encoded_inputs, (list, tuple)):
         if not encoded_inputs:
             raise ValueError("nothing to pad: got an empty list of encodings")
@@ -458,15 +351,16 @@ def _features_to_pad(encoded_inputs, width: int) -> tuple[dict[str, list], bool,
         keys = list(encoded_inputs[0])
         if any(set(example) != set(keys) for example in encoded_inputs):
             raise ValueError(f"the encodings to pad have different keys; the first has {keys}")
-        features = {key: [example[key] for example in encoded_inputs] for key in keys}
-        batched = True
+        features, batched = {key: [example[key] for example in encoded_inputs] for key in keys}, True
     elif isinstance(encoded_inputs, Mapping):
         features, batched = dict(encoded_inputs), None
     else:
         raise TypeError(f"pad takes an encoding or a list of encodings, got {type(encoded_inputs).__name__}")
     if "input_ids" not in features:
         raise ValueError(f"pad needs input_ids, the encodings hold {list(features)}")
-    input_tensors = _tensor_kind(features["input_ids"])
+    input_ids = features["input_ids"]
+    probe = input_ids[0] if isinstance(input_ids, (list, tuple)) and input_ids else input_ids
+    input_tensors = {"torch": "pt", "numpy": "np"}.get(type(probe).__module__.split(".")[0])
     for key in _PER_WORD_KEYS:
         if key in features:
             features[key] = _as_lists(features[key])
@@ -476,54 +370,15 @@ def _features_to_pad(encoded_inputs, width: int) -> tuple[dict[str, list], bool,
             features = {key: [value] for key, value in features.items()}
     for rows in features["input_ids"]:
         if not isinstance(rows, list) or any(not isinstance(row, list) or len(row) != width for row in rows):
-            raise ValueError(
-                f"input_ids must hold one row of {width} character ids per word (what ElmoTokenizer writes)"
-            )
+            raise ValueError(f"input_ids must hold one row of {width} character ids per word "
+                             "(what ElmoTokenizer writes)")
     return features, batched, input_tensors
-
-
-def _to_tensors(data: dict, return_tensors, batched: bool, width: int, sentence_lengths) -> ElmoBatchEncoding:
-    """The per-word values as int64 arrays `(batch, words[, width])`, other keys converted as transformers does
-    it, the words left as lists."""
-    import numpy as np
-
-    kind = getattr(return_tensors, "value", return_tensors)
-    if kind not in ("pt", "np"):
-        raise ValueError(f"return_tensors must be 'pt' or 'np', got {return_tensors!r}")
-    others = {key: value for key, value in data.items() if key not in _PER_WORD_KEYS + _TEXT_KEYS}
-    encoding = ElmoBatchEncoding(others, tensor_type=kind, sentence_lengths=sentence_lengths)
-    for key in _PER_WORD_KEYS:
-        if key in data:
-            array = np.asarray(data[key] if batched else [data[key]], dtype=np.int64)
-            words_axis = (-1, width) if key == "input_ids" else (-1,)
-            array = array.reshape(array.shape[0], *words_axis)
-            if kind == "pt":
-                import torch
-
-                array = torch.from_numpy(array)
-            encoding[key] = array
-    for key in _TEXT_KEYS:
-        if key in data:
-            encoding[key] = data[key]
-    return encoding
 
 
 def _check_padding_side(side: str) -> None:
     if side != "right":
-        raise ValueError(
-            f"ElmoTokenizer pads on the right only (the model reads each sentence from its first position), "
-            f"got padding_side={side!r}"
-        )
-
-
-def _pad_per_word_values(features: dict[str, list], target: int, width: int, word_pad_id: int) -> None:
-    """Pad every sentence's per-word values to `target` words: all-zero rows, attention 0, the `<pad>` word, and
-    in a special-tokens mask 1, as transformers marks padding there."""
-    fill = {"input_ids": [PADDED_POSITION_ID] * width, "attention_mask": 0, "word_ids": word_pad_id,
-            "special_tokens_mask": 1}
-    for key in _PER_WORD_KEYS:
-        if key in features:
-            features[key] = [values + [fill[key]] * (target - len(values)) for values in features[key]]
+        raise ValueError("ElmoTokenizer pads on the right only (the model reads each sentence from its first "
+                         f"position), got padding_side={side!r}")
 
 
 def _as_lists(value):
@@ -535,60 +390,14 @@ def _as_lists(value):
     return value
 
 
-def _is_id(value) -> bool:
-    return isinstance(value, numbers.Integral) and not isinstance(value, bool)
-
-
-def _id_rows(ids, width: int) -> tuple[list[list[int]], bool]:
-    """`ids` as rows of character ids, and whether it was one row; anything else is refused naming the rows."""
-    ids = _as_lists(ids)
-
-    def is_row(value) -> bool:
-        return isinstance(value, list) and len(value) == width and all(map(_is_id, value))
-
-    if is_row(ids):
-        return [ids], True
-    if isinstance(ids, list) and all(map(is_row, ids)):
-        return ids, False
-    raise ValueError(_ONE_ROW_PER_WORD)
-
-
-def _tensor_kind(value) -> str | None:
-    """"pt" / "np" when `value` is, or is a list of, torch tensors / numpy arrays."""
-    probe = value[0] if isinstance(value, (list, tuple)) and value else value
-    module = type(probe).__module__.split(".")[0]
-    return {"torch": "pt", "numpy": "np"}.get(module)
-
-
 def _holds_sentences(input_ids: list) -> bool:
     """Whether `input_ids` are a batch (a list of sentences, each a list of rows) or one sentence (rows)."""
     first = input_ids[0] if input_ids else None
     return isinstance(first, list) and (not first or isinstance(first[0], list))
 
 
-def _padded_length(
-    lengths: list[int], padding, max_length: int | None, pad_to_multiple_of: int | None, return_tensors
-) -> int | None:
-    """How many words every sentence is padded to, or None for no padding."""
-    if padding is True or padding == "longest":
-        target = max(lengths)
-    elif padding == "max_length":
-        if max_length is None:
-            raise ValueError("padding='max_length' needs max_length")
-        if max(lengths) > max_length:
-            raise ValueError(
-                f"a sentence has {max(lengths)} words, more than max_length={max_length}: pass truncation=True"
-            )
-        target = max_length
-    elif padding not in (False, None, "do_not_pad"):
-        raise ValueError(f"padding must be True, False, 'longest' or 'max_length', got {padding!r}")
-    else:
-        if return_tensors is not None and len(set(lengths)) > 1:
-            raise ValueError("sentences have different numbers of words: pass padding=True to make a tensor")
-        return None
-    if pad_to_multiple_of:
-        target = -(-target // pad_to_multiple_of) * pad_to_multiple_of
-    return target
+def _is_id(value) -> bool:
+    return isinstance(value, numbers.Integral) and not isinstance(value, bool)
 
 
 __all__ = ["DICTIONARY_CHAR_SPECIALS", "ElmoBatchEncoding", "ElmoTokenizer"]
