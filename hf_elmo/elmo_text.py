@@ -88,15 +88,24 @@ def _save_file(directory: str, filename_prefix: str | None, name: str, write: Ca
     return (path,)
 
 
-def _read_text_file(path: str | os.PathLike, what: str) -> str:
-    """A UTF-8 text file (a byte order mark is accepted); a missing or undecodable file is one ValueError."""
+def open_file(path: str | os.PathLike, what: str, mode: str = "rb", **kwargs):
+    """`path` opened for reading; one ValueError naming `what` and the path when it is missing, a folder or
+    unreadable (the package's file readers use it too)."""
     try:
-        with open(path, encoding="utf-8-sig") as handle:
-            return handle.read()
+        return open(path, mode, **kwargs)
     except FileNotFoundError:
         raise ValueError(f"{what} not found: {os.fspath(path)}") from None
     except IsADirectoryError:
         raise ValueError(f"{what} {os.fspath(path)} is a folder, not a file") from None
+    except OSError as error:
+        raise ValueError(f"cannot read the {what} {os.fspath(path)}: {error.strerror or error}") from None
+
+
+def _read_text_file(path: str | os.PathLike, what: str) -> str:
+    """A UTF-8 text file (a byte order mark is accepted); a missing or undecodable file is one ValueError."""
+    try:
+        with open_file(path, what, "r", encoding="utf-8-sig") as handle:
+            return handle.read()
     except UnicodeDecodeError as error:
         raise ValueError(f"{what} {os.fspath(path)} is not UTF-8 text ({error.reason} at byte {error.start})") from None
 

@@ -31,6 +31,8 @@ import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
+from .elmo_text import open_file
+
 try:
     import fcntl
 except ImportError:  # Windows
@@ -509,14 +511,7 @@ def read_input_bytes(path: str | os.PathLike, what: str = "input") -> bytes:
 
 def _opened_input(path: str, what: str):
     """`path` opened for reading in binary; ValueError naming the file when it is missing, a folder or unreadable."""
-    try:
-        return open(path, "rb")
-    except FileNotFoundError:
-        raise ValueError(f"{what} file not found: {path}") from None
-    except IsADirectoryError:
-        raise ValueError(f"{path} is a folder, not a {what} file") from None
-    except OSError as error:
-        raise ValueError(f"cannot read the {what} file {path}: {error.strerror or error}") from None
+    return open_file(path, f"{what} file")
 
 
 # Files one of hf-elmo's output folders always holds (a model folder, or the bilm-tf export).
