@@ -137,6 +137,8 @@ def read_jsonl(path: str | os.PathLike) -> list[TaggedSentence]:
             item = json.loads(line)
         except json.JSONDecodeError as error:
             raise DataError(f"{path}:{number}: invalid JSON ({error.msg})") from None
+        except RecursionError:
+            raise DataError(f"{path}:{number}: the JSON is nested too deeply to read") from None
         words = item.get("words", item.get("tokens")) if isinstance(item, dict) else None
         tags = item.get("tags", item.get("ner_tags")) if isinstance(item, dict) else None
         if not isinstance(words, list) or not isinstance(tags, list):

@@ -365,6 +365,9 @@ class ElmoPreTrainedModel(PreTrainedModel):
         if self.is_remote_code():
             self.config.auto_map = {**(getattr(self.config, "auto_map", None) or {}), **_remote_code_auto_map(type(self))}
         result = super().save_pretrained(save_directory, *args, **kwargs)
+        file_io = _package_module("hf_elmo.file_io")
+        if file_io is not None and kwargs.get("is_main_process", True):
+            file_io.apply_umask(save_directory)  # safetensors writes model.safetensors 0600 through mkstemp
         checksums = _package_module("hf_elmo.weight_checksums")
         if checksums is not None and kwargs.get("is_main_process", True):
             state = kwargs.get("state_dict") or self.state_dict()

@@ -118,3 +118,16 @@ def test_label_list_puts_o_first_and_each_types_tags_together():
     sentences = [TaggedSentence(["a", "b", "c"], ["I-PER", "B-LOC", "O"]),
                  TaggedSentence(["d", "e", "f"], ["B-PER", "I-LOC", "B-MISC"])]
     assert label_list(sentences) == ["O", "B-LOC", "I-LOC", "B-MISC", "B-PER", "I-PER"]
+
+
+def test_a_deeply_nested_jsonl_line_is_one_error_naming_the_line(tmp_path):
+    """Issue 37 #11: json.loads raised RecursionError (a traceback) on such a line."""
+    import pytest
+
+    from hf_elmo.conll import read_jsonl
+    from hf_elmo.conll import DataError
+
+    path = tmp_path / "deep.jsonl"
+    path.write_text('{"words": ["a"], "tags": ["O"]}\n' + "[" * 100_000 + "]" * 100_000 + "\n", encoding="utf-8")
+    with pytest.raises(DataError, match=r"deep\.jsonl:2: the JSON is nested too deeply"):
+        read_jsonl(path)

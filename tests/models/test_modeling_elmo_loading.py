@@ -115,3 +115,18 @@ def test_an_encoder_loads_from_a_head_folder(head, tmp_path):
             if name.startswith("elmo.") and not name.startswith("elmo.scalar_mixes")}
     assert biLM and len(biLM) >= len([n for n in loaded.state_dict() if not n.startswith("scalar_mixes")])
     assert_same_tensors(loaded, biLM)
+
+
+def test_save_pretrained_writes_the_weights_with_the_users_umask(tmp_path):
+    """Issue 37 #15: safetensors' mkstemp left model.safetensors 0600 while config.json was 0644."""
+    import os
+
+    from hf_elmo import ElmoConfig, ElmoModel
+
+    previous = os.umask(0o022)
+    try:
+        ElmoModel(ElmoConfig(char_embedding_dim=4, char_cnn_filters=[[1, 4]], num_highway_layers=0, projection_dim=4,
+                             lstm_cell_dim=8, num_lstm_layers=1)).save_pretrained(tmp_path / "m")
+    finally:
+        os.umask(previous)
+    assert {oct(path.stat().st_mode & 0o777) for path in (tmp_path / "m").iterdir()} == {"0o644"}
