@@ -77,7 +77,8 @@ def check_input_file(path: str | None, what: str = "input") -> None:
     if path is None or path == "-":
         return
     if os.path.isdir(path):
-        raise CommandError(f"{path} is a folder, not a {what} file")
+        article = "an" if what[:1] in "aeio" or what.startswith("hdf5") else "a"
+        raise CommandError(f"{path} is a folder, not {article} {what} file")
     if not os.path.exists(path):
         raise CommandError(f"{what} file not found: {path}")
 

@@ -64,8 +64,8 @@ def check(args) -> None:
     elif args.source == "allennlp":
         if not (args.options and args.weights):
             raise CommandError("--from allennlp needs --options options.json and --weights weights.hdf5")
-        check_input_file(args.options, "--options")
-        check_input_file(args.weights, "--weights")
+        check_input_file(args.options, "options")
+        check_input_file(args.weights, "hdf5 weights")
     elif not args.model_dir:
         raise CommandError("--from elmoformanylangs needs --model-dir (the folder with config.json, char.dic, *.pkl)")
 

@@ -297,14 +297,14 @@ def test_init_from_a_folder_without_weights_or_config_is_refused(tmp_path, capsy
               "--output-dir", str(tmp_path / "o"), "--max-steps", "1"]
     (tmp_path / "empty").mkdir()
     assert pretrain_main(common + ["--init-from", str(tmp_path / "empty"), *TINY_ARGS]) == 2
-    assert "cannot read checkpoint config" in capsys.readouterr().err
+    assert "has no config.json: it is not a saved hf-elmo model folder" in capsys.readouterr().err  # before torch
     tiny_config(None, char_cnn_filters=[[1, 8], [2, 8], [3, 16]], projection_dim=16, lstm_cell_dim=32).save_pretrained(
         tmp_path / "config-only"
     )
     assert pretrain_main(common + ["--init-from", str(tmp_path / "config-only"), *TINY_ARGS]) == 2
     assert "has no model.safetensors" in capsys.readouterr().err
     assert pretrain_main(common + ["--init-from", str(tmp_path / "nope"), *TINY_ARGS]) == 2
-    assert "no such model folder" in capsys.readouterr().err
+    assert "model folder not found" in capsys.readouterr().err
     assert not (tmp_path / "o").exists()
 
 

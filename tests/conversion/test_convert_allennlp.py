@@ -231,7 +231,7 @@ def test_missing_files_and_arguments(tmp_path, capsys):
     code, error = run_cli(capsys, "--options", OPTIONS, "--weights", tmp_path, "--output", tmp_path / "o")
     assert code == 2 and "is a folder, not an hdf5 weights file" in error
     code, error = run_cli(capsys, "--reverse", "--model", OPTIONS, "--output", tmp_path / "o")
-    assert code == 2 and "is a file, not a saved hf-elmo model folder" in error
+    assert code == 2 and "is a file, not a model folder" in error
     options = tmp_path / "options.json"
     options.write_text(json.dumps({"lstm": {"dim": 64}}))
     code, error = run_cli(capsys, "--options", options, "--weights", WEIGHTS, "--output", tmp_path / "o")

@@ -260,19 +260,22 @@ def test_a_model_without_its_tokenizer_is_refused(tmp_path):
 
 
 def test_a_model_with_a_token_cache_and_a_task_model(tmp_path):
-    """The token cache's buffers are not weights of the graph; a task model exports its biLM (`.elmo`)."""
+    """A model with a token cache (in memory, never a weight) exports the same graph; a task model exports its biLM
+    (`.elmo`)."""
     from hf_elmo import ElmoForTokenClassification
+    from hf_elmo.kernels import build_token_cache
 
     tokenizer = ElmoTokenizer(segmenter="whitespace")
     cached = random_model(seed=8)
-    cached.build_token_cache(torch.tensor([tokenizer.word_to_char_ids(word) for word in ["the", "cat", "sat"]]))
+    cached.set_lstm_implementation("auto")  # the token cache lives in the kernels
+    build_token_cache(cached, torch.tensor([tokenizer.word_to_char_ids(word) for word in ["the", "cat", "sat"]]))
     feeds = {name: np.asarray(value, dtype=np.int64) for name, value in tokenizer(
         [["the", "cat", "sat", "down"], ["cat"]], is_split_into_words=True, padding=True, return_tensors="np").items()}
     folder = export_onnx(cached, tmp_path / "cached", tokenizer=tokenizer)
     assert_matches_model(cached, session(folder / "model.onnx"), feeds)
 
     torch.manual_seed(9)
-    tagger_config = ElmoConfig(**{**cached.config.to_dict(), "num_labels": 3, "token_cache_size": 0})
+    tagger_config = ElmoConfig(**{**cached.config.to_dict(), "num_labels": 3})
     tagger = ElmoForTokenClassification(tagger_config)
     folder = export_onnx(tagger, tmp_path / "tagger", tokenizer=tokenizer)
     assert_matches_model(use_reference_lstm(tagger.elmo), session(folder / "model.onnx"), feeds)

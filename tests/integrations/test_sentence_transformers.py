@@ -170,8 +170,15 @@ def test_an_existing_folder_is_kept_unless_overwrite(tiny_folder, tmp_path):
     with pytest.raises(FileExistsError, match="already exists"):
         save_sentence_transformer(tiny_folder, target)
     assert os.listdir(target) == ["keep.txt"]
-    save_sentence_transformer(tiny_folder, target, overwrite=True)
-    assert not (target / "keep.txt").exists() and (target / "modules.json").is_file()
+    # Issue 37: --overwrite replaces only hf-elmo's own outputs, never a folder of the user's.
+    with pytest.raises(ValueError, match="no output folder of hf-elmo"):
+        save_sentence_transformer(tiny_folder, target, overwrite=True)
+    assert os.listdir(target) == ["keep.txt"]
+    (target / "keep.txt").unlink()
+    target.rmdir()
+    save_sentence_transformer(tiny_folder, target)
+    save_sentence_transformer(tiny_folder, target, overwrite=True)  # a previous export is replaced
+    assert (target / "modules.json").is_file()
     assert sorted(path.name for path in tmp_path.iterdir()) == ["st"]  # no temporary left beside it
 
 
