@@ -439,8 +439,9 @@ def other_namespace_trials(work: Path) -> list[dict]:
     folder = work / "namespace"
     folder.mkdir()
     (folder / "few.txt").write_text(FEW, encoding="utf-8")
-    owner = subprocess.Popen(["unshare", "--pid", "--fork", "--mount-proc", sys.executable, "-c", LIVE_TEMPORARY,
-                              folder], stdout=subprocess.PIPE, text=True, cwd=REPO, env=_env())
+    # --kill-child: the run in the namespace ends with unshare (its pid 1 would otherwise outlive it)
+    owner = subprocess.Popen(["unshare", "--pid", "--fork", "--kill-child", "--mount-proc", sys.executable, "-c",
+                              LIVE_TEMPORARY, folder], stdout=subprocess.PIPE, text=True, cwd=REPO, env=_env())
     try:
         temporary = owner.stdout.readline().strip()
         result = hf_elmo(["embed", folder / "few.txt", folder / "out.hdf5", "--model", work / "tiny"])

@@ -86,8 +86,9 @@ def test_a_temporary_of_another_pid_namespace_is_never_taken_for_dead(tmp_path):
 
     if shutil.which("unshare") is None or subprocess.run(["unshare", "--pid", "--fork", "--mount-proc", "true"]).returncode:
         pytest.skip("cannot start a process in a new pid namespace here (unshare needs root)")
-    process = subprocess.Popen(["unshare", "--pid", "--fork", "--mount-proc", sys.executable, "-c", LEAVE_A_TEMPORARY,
-                                str(tmp_path), "file"], stdout=subprocess.PIPE, text=True)
+    # --kill-child: the process in the namespace ends with unshare (it would otherwise outlive the test)
+    process = subprocess.Popen(["unshare", "--pid", "--fork", "--kill-child", "--mount-proc", sys.executable, "-c",
+                                LEAVE_A_TEMPORARY, str(tmp_path), "file"], stdout=subprocess.PIPE, text=True)
     try:
         temporary = process.stdout.readline().strip()
         assert os.path.exists(temporary)
