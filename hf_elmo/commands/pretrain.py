@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import shlex
 import sys
@@ -129,11 +130,17 @@ def check(args) -> None:
 
 
 def run(args) -> int:
+    from ..file_io import output_lock
     from ..pretrain import run as pretrain
 
-    if os.environ.get("RANK", "0") == "0":
-        _remove_what_killed_runs_left(Path(args.output_dir))
-    code = pretrain(args)
+    primary = os.environ.get("RANK", "0") == "0"
+    if primary:  # the run's other processes write under the first one's lock
+        os.makedirs(os.path.dirname(os.path.abspath(args.output_dir)), exist_ok=True)
+    # One writer per output folder for the whole run, refused naming the other run (pid, host, start time).
+    with output_lock(args.output_dir) if primary else contextlib.nullcontext():
+        if primary:
+            _remove_what_killed_runs_left(Path(args.output_dir))
+        code = pretrain(args)
     advice = data_parallel_advice(os.environ, os.cpu_count() or 1, args.command_line) if code == 0 else None
     if advice:  # after the run, so that a refused run still ends in one error line
         print(advice, file=sys.stderr)

@@ -518,3 +518,31 @@ def test_an_invalid_char_dic_is_named_with_its_line(tmp_path, capsys):
     assert run("convert", "--from", "elmoformanylangs", "--model-dir", model, tmp_path / "out") == 2
     last = capsys.readouterr().err.strip().splitlines()[-1]
     assert last.startswith(f"hf-elmo: error: {dictionary}:{lines}: not valid UTF-8")
+
+
+@pytest.mark.parametrize("command", ["pretrain", "finetune"])
+def test_a_second_training_run_into_the_same_output_is_refused_naming_the_first(tmp_path, capsys, command):
+    """Issue 37 #6: two pretrain runs into one folder both exited 0 and the folder held the second one's model.
+    While another process holds the output (as a running training run does), a run is refused naming it."""
+    import subprocess
+    import sys
+
+    corpus = tmp_path / "corpus.txt"
+    corpus.write_text("a b c\nd e f\n", encoding="utf-8")
+    output = tmp_path / "run"
+    holder = subprocess.Popen(
+        [sys.executable, "-c", "import sys, time\nfrom hf_elmo.file_io import output_lock\n"
+         "with output_lock(sys.argv[1]):\n    print('held', flush=True)\n    time.sleep(120)", str(output)],
+        stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline().strip() == "held"
+        argv = (["pretrain", "--train-file", corpus, "--min-count", 1, "--output-dir", output, "--max-steps", 1]
+                if command == "pretrain" else
+                ["finetune", "train-classifier", "--train", corpus, "--output-dir", output, "--max-steps", 1])
+        assert run(*argv) == 2
+    finally:
+        holder.kill()
+        holder.wait()
+    last = capsys.readouterr().err.strip().splitlines()[-1]
+    assert "is being written by another hf-elmo run" in last and f"pid {holder.pid} on " in last
+    assert not output.exists()
