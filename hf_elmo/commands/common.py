@@ -189,3 +189,16 @@ def remove_leftovers(target) -> None:
     removed = remove_stale_temporaries(target)
     if removed:
         print(f"hf-elmo: removed {removed} temporary file(s) or folder(s) of killed runs beside {target}", file=sys.stderr)
+
+
+def output_folder_lock(folder: str | os.PathLike):
+    """The one writer's lock of a training run's output folder, for the whole run; its parent is made if missing (the
+    run makes it anyway). Where the parent is not a folder there is no lock: the command's own check names that."""
+    import contextlib
+
+    from ..file_io import output_lock
+
+    parent = os.path.dirname(os.path.abspath(folder))
+    if not os.path.lexists(parent):
+        os.makedirs(parent, exist_ok=True)
+    return output_lock(folder) if os.path.isdir(parent) else contextlib.nullcontext()

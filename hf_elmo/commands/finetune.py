@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import os
 
 from ..finetune_options import add_finetune_arguments, check_batch_size, options_from_arguments
 from .common import add_user_dict_argument, check_input_file, check_model_folder, check_user_dict
@@ -178,11 +177,11 @@ def run(args) -> int:
     """Run a parsed `hf-elmo finetune` sub-command."""
     import logging
 
-    from ..file_io import output_lock
+    from .common import output_folder_lock
 
     output_dir = getattr(args, "output_dir", None)
     # One writer per output folder for the whole run, refused naming the other run (pid, host, start time).
-    with output_lock(_with_parent(output_dir)) if output_dir else contextlib.nullcontext():
+    with output_folder_lock(output_dir) if output_dir else contextlib.nullcontext():
         if output_dir:
             from .common import remove_leftovers
 
@@ -192,8 +191,3 @@ def run(args) -> int:
         SUB_COMMANDS[args.finetune_command](args)
     return 0
 
-
-def _with_parent(folder: str) -> str:
-    """`folder`, its parent made if missing (Trainer makes it anyway), so that its lock has a place beside it."""
-    os.makedirs(os.path.dirname(os.path.abspath(folder)), exist_ok=True)
-    return folder

@@ -130,14 +130,12 @@ def check(args) -> None:
 
 
 def run(args) -> int:
-    from ..file_io import output_lock
     from ..pretrain import run as pretrain
+    from .common import output_folder_lock
 
-    primary = os.environ.get("RANK", "0") == "0"
-    if primary:  # the run's other processes write under the first one's lock
-        os.makedirs(os.path.dirname(os.path.abspath(args.output_dir)), exist_ok=True)
+    primary = os.environ.get("RANK", "0") == "0"  # the run's other processes write under the first one's lock
     # One writer per output folder for the whole run, refused naming the other run (pid, host, start time).
-    with output_lock(args.output_dir) if primary else contextlib.nullcontext():
+    with output_folder_lock(args.output_dir) if primary else contextlib.nullcontext():
         if primary:
             _remove_what_killed_runs_left(Path(args.output_dir))
         code = pretrain(args)
