@@ -283,12 +283,12 @@ class ElmoMissingWeightsError(ValueError):
 
 
 # Weights a head legitimately lacks when it starts from an encoder or a pretraining checkpoint: its own layers.
-_HEAD_WEIGHTS = ("scalar_mix", "classifier", "pre_classifier", "encoder.", "crf.", "token_features.", "softmax.")
+_HEAD_WEIGHTS = ("scalar_mix", "elmo.scalar_mixes", "classifier", "pre_classifier", "encoder.", "crf.", "token_features.",
+                 "softmax.")
 
 
 def _biLM_problems(loading_info: dict, source) -> str | None:
-    missing = [key for key in loading_info.get("missing_keys", ()) if not key.startswith(_HEAD_WEIGHTS)
-               and not key.startswith(tuple(f"elmo.{name}" for name in ("scalar_mixes",)))]
+    missing = [key for key in loading_info.get("missing_keys", ()) if not key.startswith(_HEAD_WEIGHTS)]
     unexpected = [key for key in loading_info.get("unexpected_keys", ()) if not key.startswith(_HEAD_WEIGHTS)]
     if not missing and not unexpected:
         return None

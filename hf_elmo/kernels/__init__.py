@@ -7,7 +7,8 @@ A model holds an `ElmoKernels` when it runs on them (`from_pretrained(..., lstm_
   (character_encoder.py), optionally a token cache (`build_token_cache`, token_cache.py);
 - the biLSTM: a batch-major recurrence with a hand-written backward, oneDNN's packed per-step products for CPU
   float32 inference, int8 weights on request (bilstm.py, lstm_recurrence.py, matrix_products.py, quantization.py);
-- the sampled softmax with a hand-written backward (sampled_softmax.py).
+- the sampled softmax with a hand-written backward (sampled_softmax.py, which the package's pretraining head
+  calls when its model runs on the kernels).
 
 Their numbers equal the plain model's up to float32 rounding (int8: up to its quantisation); the tests compare
 them with it. Inference copies of weights live here, keyed by the weights they were made from, and are all
@@ -20,7 +21,6 @@ import torch
 
 from .bilstm import BiLstmRunner
 from .character_encoder import encode, encode_tokens
-from .sampled_softmax import sampled_softmax_losses
 from .token_cache import TokenCache
 
 IMPLEMENTATIONS = ("auto", "fast", "int8")
@@ -74,9 +74,6 @@ class ElmoKernels:
         if runner is None or runner.bilstm is not module:
             runner = self._runners[id(module)] = BiLstmRunner(module, self.implementation, self.keep_inference_copies)
         return runner(inputs, lengths, initial_state, dropout, skip_final_step)
-
-    def sampled_softmax_losses(self, hidden, weight, bias, targets, samples, log_expected) -> torch.Tensor:
-        return sampled_softmax_losses(hidden, weight, bias, targets, samples, log_expected)
 
 
 @torch.no_grad()
