@@ -30,7 +30,7 @@ _EXPORTS = {
     "ElmoConfig": "configuration_elmo",
     "ElmoCharacterTaggingCollator": "data_collator",
     "ElmoCrf": "modeling_elmo",
-    "ElmoForCharacterTagging": "modeling_elmo_character_tagging",
+    "ElmoForCharacterTagging": "elmo_tagging",
     "ElmoDataCollator": "data_collator",
     "ElmoForPreTraining": "elmo_language_model",
     "ElmoForSequenceClassification": "modeling_elmo",
@@ -74,7 +74,7 @@ def register_auto_classes() -> None:
         model_class.register_for_auto_class(auto_name)
     # Written into the auto_map of the character taggers it saves (in place of the word tagger), so that remote-code
     # users load them with AutoModelForTokenClassification; the package itself picks the class from `architectures`.
-    _import_module(".modeling_elmo_character_tagging", __name__).ElmoForCharacterTagging.register_for_auto_class(
+    _import_module(".elmo_tagging", __name__).ElmoForCharacterTagging.register_for_auto_class(
         "AutoModelForTokenClassification"
     )
     # The pretraining head is the package's (elmo_language_model.py), not remote code: registered, not in auto_map.

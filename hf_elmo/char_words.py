@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from .modeling_elmo_character_tagging import WORD_POSITIONS
+from .elmo_tagging import WORD_POSITIONS, character_places
 
 
 def group_tokens(tokens: Sequence[str], segment=None) -> list[tuple[int, int]]:
@@ -49,20 +49,9 @@ def group_tokens(tokens: Sequence[str], segment=None) -> list[tuple[int, int]]:
 
 def words_and_positions(tokens: Sequence[str], segment=None) -> tuple[list[str], list[int], list[str]]:
     """The words the biLM reads, the word index of each token, and each token's position in its word."""
-    words, word_index, positions = [], [], []
-    for number, (first, end) in enumerate(group_tokens(tokens, segment)):
-        words.append("".join(tokens[first:end]))
-        for index in range(first, end):
-            word_index.append(number)
-            if end - first == 1:
-                positions.append("S")
-            elif index == first:
-                positions.append("B")
-            elif index == end - 1:
-                positions.append("E")
-            else:
-                positions.append("M")
-    return words, word_index, positions
+    groups = [tokens[first:end] for first, end in group_tokens(tokens, segment)]
+    _, word_index, positions = character_places(groups)  # places of the tokens in their groups
+    return ["".join(group) for group in groups], word_index, [WORD_POSITIONS[position] for position in positions]
 
 
 def characters_as_words(example: dict, segment=None, keep_characters: bool = False) -> dict:

@@ -1,6 +1,7 @@
 """ELMo configuration: the architecture fields of AllenNLP / bilm-tf ``options.json``, and the heads' fields."""
 
 import math
+import sys
 import functools
 from typing import Literal
 
@@ -58,6 +59,10 @@ class ElmoConfig(PreTrainedConfig):
         lstm_forget_bias (`float`, defaults to 1.0): Added to the forget gate at run time, as TensorFlow's
             ``LSTMCell`` does; keeping it out of the stored bias lets bilm-tf weights round-trip bit for bit.
         num_output_representations (`int`, defaults to 1): Learned ELMo mixes `ElmoModel` returns.
+        feature_layer (`int` or `str`, defaults to -1): What `ElmoModel` returns as `last_hidden_state` (and so
+            transformers' feature-extraction pipeline): a layer's index among the L+1 (0 the token layer, -1 the top
+            biLSTM layer), ``"average"`` (the mean of the L+1 layers, ELMoForManyLangs' default output) or ``"mix"``
+            (the first learned mix).
         scalar_mix_layer_norm (`bool`, defaults to `False`): Normalise each layer (one mean/variance over all
             unmasked elements) before mixing; `ElmoModel` includes the `<S>`/`</S>` positions, as AllenNLP does.
         char_scheme (`str`, defaults to `"bytes"`): ``"bytes"`` (AllenNLP / bilm-tf UTF-8 bytes) or
@@ -102,6 +107,7 @@ class ElmoConfig(PreTrainedConfig):
     use_skip_connections: bool = True
     lstm_forget_bias: float | int = 1.0
     num_output_representations: int = 1
+    feature_layer: int | Literal["average", "mix"] = -1
     scalar_mix_layer_norm: bool = False
     char_scheme: Literal["bytes", "dictionary"] = "bytes"
     bos_char_ids: list[int] | None = None
@@ -131,6 +137,13 @@ class ElmoConfig(PreTrainedConfig):
     def __post_init__(self, **kwargs):
         for key in _RUNTIME_KEYS:
             kwargs.pop(key, None)
+        # A saved tagger names its pipeline for remote-code users; where this process registered that task already
+        # (the hf-elmo package), transformers would still ask for trust_remote_code to run the folder's copy.
+        pipelines = sys.modules.get("transformers.pipelines")
+        if isinstance(kwargs.get("custom_pipelines"), dict) and pipelines is not None:
+            registered = pipelines.PIPELINE_REGISTRY.get_supported_tasks()
+            kwargs["custom_pipelines"] = {task: info for task, info in kwargs["custom_pipelines"].items()
+                                          if task not in registered}
         for key, why in _REMOVED_FEATURES.items():
             if kwargs.pop(key, False):
                 raise ValueError(f"Invalid ElmoConfig: {key} is no longer supported: {why}")
@@ -221,6 +234,12 @@ class ElmoConfig(PreTrainedConfig):
                 problems.append(f"{name} must be in [0, 1), got {getattr(self, name)}")
         if not math.isfinite(self.lstm_forget_bias):
             problems.append(f"lstm_forget_bias must be a finite number, got {self.lstm_forget_bias}")
+        layers = self.num_lstm_layers + 1
+        if isinstance(self.feature_layer, int) and not -layers <= self.feature_layer < layers:
+            problems.append(f"feature_layer must be a layer index in [{-layers}, {layers - 1}], 'average' or 'mix', "
+                            f"got {self.feature_layer}")
+        if self.feature_layer == "mix" and self.num_output_representations < 1:
+            problems.append("feature_layer='mix' needs a learned mix (num_output_representations >= 1)")
         if self.task_character_features and not self.task_token_features:
             problems.append("task_character_features needs task_token_features")
         problems.extend(self._input_layer_problems())

@@ -96,7 +96,7 @@ from .checkpoints import (  # noqa: F401  (checkpoint_folder_for: re-exported)
 )
 from .loading import ModelNotFoundError, check_model_location, load_tokenizer, resolve_model_name
 from .modeling_elmo import ElmoForSequenceClassification, ElmoForTokenClassification, ElmoWeightShapeError
-from .modeling_elmo_character_tagging import ElmoForCharacterTagging
+from .elmo_tagging import ElmoForCharacterTagging
 from .precomputed_layers import precompute_elmo_layers  # noqa: F401  (re-exported)
 from .tag_metrics import seqeval_scores, tag_metrics_function  # noqa: F401  (re-exported)
 from .tagging import character_example, tag, tagging_collator

@@ -247,7 +247,8 @@ class ElmoModelOutput(ModelOutput):
 
     Args:
         last_hidden_state (`torch.FloatTensor` of shape `(batch_size, num_words, 2 * projection_dim)`):
-            Top biLSTM layer, `[forward; backward]` (what transformers' feature-extraction pipeline returns).
+            The layer `config.feature_layer` chooses (what transformers' feature-extraction pipeline returns): by
+            default the top biLSTM layer, `[forward; backward]`.
         mixes (`torch.FloatTensor` of shape `(batch_size, num_output_representations, num_words, 2 * projection_dim)`):
             The learned ELMo mixes, batch first (so that pipelines split a batch back into its texts);
             `elmo_representations` is the same as a tuple of `(batch_size, num_words, 2 * projection_dim)`.
@@ -659,8 +660,13 @@ class ElmoModel(ElmoPreTrainedModel):
             keep = mask.unsqueeze(-1).to(tokens.dtype)
             layers = [layer[:, 1:-1] * keep for layer in layers]
             mixes = tuple(mixed[:, 1:-1] * keep for mixed in mixes)
+        chosen = self.config.feature_layer
+        if chosen == "average":
+            features = torch.stack(layers).mean(dim=0)
+        else:
+            features = mixes[0] if chosen == "mix" else layers[chosen]
         outputs = ElmoModelOutput(
-            last_hidden_state=layers[-1],
+            last_hidden_state=features,
             mixes=torch.stack(mixes, dim=1) if mixes else layers[-1].new_zeros(*layers[-1].shape[:1], 0, *layers[-1].shape[1:]),
             hidden_states=tuple(layers) if output_hidden_states else None,
             mask=output_mask,
@@ -907,7 +913,7 @@ class ElmoHeadModel(ElmoPreTrainedModel):
             return vectors
         flat_word_ids = None if word_ids is None else word_ids.to(mask.device).reshape(-1)
         vectors = self.token_features(input_ids.reshape(-1, input_ids.shape[-1]), flat_word_ids)
-        return vectors.view(*mask.shape, -1) * mask.unsqueeze(-1).to(vectors.dtype)
+        return vectors.view(*mask.shape, vectors.shape[-1]) * mask.unsqueeze(-1).to(vectors.dtype)  # 0 words too
 
 
 @dataclass
@@ -960,6 +966,15 @@ class ElmoTagger(ElmoHeadModel):
         self.classifier = nn.Linear(encoded_size, config.num_labels)
         self.crf = ElmoCrf(config.num_labels) if config.use_crf else None
 
+    def save_pretrained(self, save_directory, *args, **kwargs):
+        # Saving writes elmo_tagging.py beside this file; naming its pipeline lets `pipeline(model=folder,
+        # trust_remote_code=True)` give entity spans where hf-elmo is not installed.
+        from .elmo_tagging import TASK, ElmoTokenClassificationPipeline
+
+        self.config.custom_pipelines = {TASK: {"impl": f"elmo_tagging.{ElmoTokenClassificationPipeline.__name__}",
+                                               "pt": ["AutoModelForTokenClassification"], "type": "text"}}
+        return super().save_pretrained(save_directory, *args, **kwargs)
+
     def tag(self, vectors, mask, labels, layers, output_hidden_states, return_dict, num_items_in_batch):
         """Logits, loss and predictions of (B, positions, F) `vectors`, as an `ElmoTokenClassifierOutput`."""
         logits = self.classifier(self.dropout(self.encoder(vectors, mask)) if self.encoder is not None else vectors)
@@ -1000,8 +1015,9 @@ class ElmoForTokenClassification(ElmoTagger):
         # AutoModelForTokenClassification maps every ElmoConfig here: a saved character tagger loads as what it is.
         config = kwargs.get("config")
         if cls is ElmoForTokenClassification and "ElmoForCharacterTagging" in (getattr(config, "architectures", None) or ()):
-            module = importlib.import_module(".modeling_elmo_character_tagging", __package__)
-            return module.ElmoForCharacterTagging.from_pretrained(*args, **kwargs)
+            from .elmo_tagging import ElmoForCharacterTagging
+
+            return ElmoForCharacterTagging.from_pretrained(*args, **kwargs)
         try:
             return super().from_pretrained(*args, **kwargs)
         except ElmoWeightShapeError:

@@ -184,6 +184,7 @@ def test_save_and_load(tmp_path):
 
 
 MISTYPED_CONFIG_VALUES = {
+    "feature_layer": "top",
     "use_skip_connections": "false",
     "scalar_mix_layer_norm": "yes",
     "lm_vocab": 5,
@@ -342,3 +343,27 @@ def test_the_command_line_reports_a_mistyped_config_in_one_line(tmp_path):
     assert result.returncode == 2
     lines = result.stderr.strip().splitlines()
     assert len(lines) == 1 and "use_skip_connections" in lines[0] and "'false'" in lines[0], lines
+
+
+def test_num_hidden_layers_is_the_number_of_lstm_layers_as_in_other_transformers_models():
+    """Issue 36: `config.num_hidden_layers` raised AttributeError; code written for any transformers model reads it
+    (and may set it)."""
+    config = ElmoConfig(**tiny_config_kwargs())
+    assert config.num_hidden_layers == config.num_lstm_layers == 2
+    config.num_hidden_layers = 3
+    assert config.num_lstm_layers == 3
+    assert ElmoConfig(num_hidden_layers=4).num_lstm_layers == 4
+
+
+@pytest.mark.parametrize("value, message", [
+    (3, r"feature_layer must be a layer index in \[-3, 2\], 'average' or 'mix', got 3"),
+    (-4, r"feature_layer must be a layer index in \[-3, 2\]"),
+])
+def test_a_feature_layer_outside_the_layers_is_refused(value, message):
+    with pytest.raises(ValueError, match=message):
+        ElmoConfig(**{**tiny_config_kwargs(), "feature_layer": value})
+
+
+def test_the_mix_as_feature_layer_needs_a_mix():
+    with pytest.raises(ValueError, match="feature_layer='mix' needs a learned mix"):
+        ElmoConfig(**{**tiny_config_kwargs(), "feature_layer": "mix", "num_output_representations": 0})

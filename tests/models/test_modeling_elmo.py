@@ -8,6 +8,7 @@ import torch
 import hf_elmo.modeling_elmo as modeling_elmo
 from hf_elmo import ElmoModel, ElmoTokenizer
 from modeling_helpers import SENTENCES, encode, make_model, run
+from small_models import tiny_config
 from transformers import AutoModel
 
 pytestmark = pytest.mark.numerics  # also run under forced AVX2 kernels by .ci/run
@@ -65,6 +66,15 @@ def test_hidden_states_on_request_and_no_attentions(model):
     assert all(torch.equal(a, b) for a, b in zip(top_only.elmo_representations, everything.elmo_representations))
     with pytest.raises(ValueError, match="no attention layers: output_attentions=True cannot be honoured"):
         model(**inputs, output_attentions=True)
+
+
+@pytest.mark.parametrize("feature_layer", [0, -2, "average", "mix"])
+def test_last_hidden_state_is_the_configured_feature_layer(feature_layer):
+    model = ElmoModel(tiny_config(feature_layer=feature_layer)).eval()
+    outputs = run(model, SENTENCES)
+    layers = torch.stack(outputs.hidden_states)
+    expected = {0: layers[0], -2: layers[-2], "average": layers.mean(dim=0), "mix": outputs.mixes[:, 0]}[feature_layer]
+    assert torch.equal(outputs.last_hidden_state, expected)
 
 
 def test_sentence_boundaries_kept_on_request(model):
@@ -182,7 +192,7 @@ def test_float64_and_bfloat16(model, tmp_path):
 def test_no_cpu_only_code():
     """No hard-coded device in the modelling files: every tensor they create follows its inputs or weights (host
     values a torch API wants, such as pack_padded_sequence's lengths, are read with `.tolist()`)."""
-    import hf_elmo.modeling_elmo_character_tagging as character_tagging
+    import hf_elmo.elmo_tagging as character_tagging
 
     for module in (modeling_elmo, character_tagging):
         source = inspect.getsource(module)

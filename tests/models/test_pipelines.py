@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import numpy as np
+import pytest
 import torch
 from transformers import pipeline
 
@@ -28,10 +29,28 @@ def test_feature_extraction_pipeline_batches_like_one_text_at_a_time():
 
 
 def test_feature_extraction_pipeline_returns_the_top_layer():
-    """What the stock pipeline returns is documented as the top biLSTM layer (last_hidden_state)."""
+    """What the stock pipeline returns is documented as the top biLSTM layer (last_hidden_state) by default."""
     extract = pipeline("feature-extraction", model=hf_elmo.DEFAULT_MODEL, return_tensors=True)
     features = extract(TEXTS[0])
     inputs = extract.tokenizer(TEXTS[0], return_tensors="pt")
     with torch.no_grad():  # as the pipeline runs it
         outputs = extract.model(**inputs)
     np.testing.assert_array_equal(features.numpy(), outputs.hidden_states[-1].detach().numpy())
+
+
+@pytest.mark.parametrize("feature_layer", [0, 1, "average", "mix"])
+def test_feature_extraction_pipeline_layer_is_chosen_at_load_time(feature_layer):
+    """Issue 36: the stock pipeline's layer is selectable: `model_kwargs={"feature_layer": ...}` (a config field, as
+    LLaVA's `vision_feature_layer`) picks a layer, the mean of the L+1 layers or the learned mix."""
+    extract = pipeline("feature-extraction", model=hf_elmo.DEFAULT_MODEL, return_tensors=True,
+                       model_kwargs={"feature_layer": feature_layer})
+    assert extract.model.config.feature_layer == feature_layer
+    features = extract(TEXTS[1])
+    inputs = extract.tokenizer(TEXTS[1], return_tensors="pt")
+    with torch.no_grad():
+        outputs = extract.model(**inputs)
+    layers = torch.stack(outputs.hidden_states)
+    expected = {0: layers[0], 1: layers[1], "average": layers.mean(dim=0), "mix": outputs.mixes[:, 0]}[feature_layer]
+    np.testing.assert_array_equal(features.numpy(), expected.numpy())
+    others = [layers[0], layers[1], layers[-1], layers.mean(dim=0)]
+    assert sum(torch.equal(features, other) for other in others) <= 1  # the choice made a difference

@@ -7,12 +7,14 @@ import re
 import sys
 from pathlib import Path
 
+import pytest
+import torch
 import transformers
 from safetensors.torch import load_file
 
 import hf_elmo
 
-from remote_code_files import CHARACTER_TAGGER_FILE, CODE_FILES, MAX_CODE_FILES, MAX_CODE_LINES
+from remote_code_files import CODE_FILES, MAX_CODE_FILES, MAX_CODE_LINES
 from hub_helpers import (
     assert_same_outputs,
     encoder_outputs,
@@ -76,7 +78,7 @@ def test_shipped_modelling_files_import_nothing_of_the_package():
     """Remote code imports only the standard library, torch, transformers and what they need, jieba and itself; hf-elmo's kernels
     and checksums are looked up by name at run time, where an ImportError means the plain path."""
     allowed = {"torch", "transformers", "tokenizers", "huggingface_hub", "numpy", "jieba"}
-    for name in (*CODE_FILES, CHARACTER_TAGGER_FILE):
+    for name in CODE_FILES:
         source = (PACKAGE / name).read_text(encoding="utf-8")
         for match in re.finditer(r"^\s*(?:from|import)\s+([\w.]+)", source, flags=re.MULTILINE):
             module = match.group(1)
@@ -102,7 +104,7 @@ def test_saved_folders_carry_few_short_code_files(tmp_path):
         for path in files:
             assert path.read_bytes() == (PACKAGE / path.name).read_bytes(), path.name
     tagger_map = json.loads((tmp_path / "3" / "config.json").read_text())["auto_map"]
-    assert tagger_map["AutoModelForTokenClassification"] == "modeling_elmo_character_tagging.ElmoForCharacterTagging"
+    assert tagger_map["AutoModelForTokenClassification"] == "elmo_tagging.ElmoForCharacterTagging"
 
 
 def test_remote_code_loads_without_the_package(hub, tmp_path):
@@ -174,3 +176,85 @@ def test_auto_map_lists_every_head_registered_for_remote_code(tmp_path, monkeypa
     auto_map = json.loads((tmp_path / "config.json").read_text())["auto_map"]
     assert auto_map["AutoModelForSequenceClassification"] == "modeling_elmo.ElmoForTestHead"
     assert auto_map["AutoModel"] == "modeling_elmo.ElmoModel"
+
+
+TAGGING_TEXTS = ["张伟住在南京。", "小米手机挺好用的，李四说", "", "王五和赵六去了上海和北京，又回到南京。"]
+
+
+def test_saved_taggers_tag_text_through_their_pipeline_without_the_package(hub, tmp_path):
+    """Issue 36: a saved tagger names its pipeline in config.json (`custom_pipelines`), so that `pipeline(model=folder,
+    trust_remote_code=True)` gives entity spans where hf-elmo is not installed: the same words, tags and entities as
+    the package's `tag`, for a word tagger (BiLSTM + CRF) and a character tagger with its characters' own x_k."""
+    from hf_elmo import ElmoConfig, ElmoForCharacterTagging, ElmoForTokenClassification, ElmoTokenizer
+    from hf_elmo.tagging import tag
+
+    base = ElmoConfig.to_dict(tiny_model(seed=0).config)
+    labels = ["O", "B-PER", "I-PER", "B-LOC", "I-LOC"]
+    kinds = {
+        "words": (ElmoForTokenClassification, {"use_crf": True, "task_encoder": "bilstm"}),
+        "characters": (ElmoForCharacterTagging, {"task_token_features": True, "task_character_features": True}),
+    }
+    tokenizer = ElmoTokenizer(segmenter="jieba")
+    expected = {}
+    for name, (model_class, fields) in kinds.items():
+        torch.manual_seed(7)
+        config = ElmoConfig(**{**base, **fields, "id2label": dict(enumerate(labels)),
+                               "label2id": {label: i for i, label in enumerate(labels)}})
+        model = model_class(config).eval()
+        with torch.no_grad():  # a trained head's tags vary: so that every text gets entities to compare
+            model.classifier.weight.normal_(0, 3.0)
+        model.save_pretrained(tmp_path / name)
+        tokenizer.save_pretrained(tmp_path / name)
+        saved = json.loads((tmp_path / name / "config.json").read_text())
+        assert saved["custom_pipelines"] == {"elmo-token-classification": {
+            "impl": "elmo_tagging.ElmoTokenClassificationPipeline", "pt": ["AutoModelForTokenClassification"],
+            "type": "text"}}
+        expected[name] = [{key: result[key] for key in ("words", "tags", "entities")}
+                          for result in tag(model, tokenizer, TAGGING_TEXTS)]
+        assert sum(len(result["entities"]) for result in expected[name]) >= 3, expected[name]
+
+    stdout = run_python(
+        f"""
+        from transformers import pipeline
+        try:
+            import hf_elmo
+            raise SystemExit("hf_elmo must not be importable in this interpreter")
+        except ImportError:
+            pass
+        texts = {TAGGING_TEXTS!r}
+        found = {{}}
+        for name in ("words", "characters"):
+            folder = {str(tmp_path)!r} + "/" + name
+            tagger = pipeline(model=folder, trust_remote_code=True)  # the task comes from config.json
+            named = pipeline("elmo-token-classification", model=folder, trust_remote_code=True)
+            found[name] = {{
+                "classes": [type(tagger).__module__, type(tagger).__name__, type(tagger.model).__name__],
+                "batched": tagger(texts, batch_size=2, return_tags=True),
+                "one": [named(text, return_tags=True) for text in texts],
+                "spans": named(texts[0]),
+                "needs_trust": attempt(lambda: pipeline(model=folder)),
+            }}
+        report(found)
+        """,
+        hub_env(hub, tmp_path / "home", isolated=True),
+        cwd=tmp_path,
+        isolated=True,
+    )
+    found = last_json(stdout)
+    for name, model_class in (("words", "ElmoForTokenClassification"), ("characters", "ElmoForCharacterTagging")):
+        module, pipeline_class, loaded_class = found[name]["classes"]
+        assert module.startswith("transformers_modules.") and module.endswith(".elmo_tagging")
+        assert (pipeline_class, loaded_class) == ("ElmoTokenClassificationPipeline", model_class)
+        assert found[name]["spans"] == found[name]["one"][0]["entities"]
+        for results in (found[name]["batched"], found[name]["one"]):
+            assert len(results) == len(TAGGING_TEXTS)
+            for got, want in zip(results, expected[name]):
+                assert (got["words"], got["tags"]) == (want["words"], want["tags"])
+                spans = [{key: value for key, value in entity.items() if key != "score"} for entity in got["entities"]]
+                assert spans == [{key: value for key, value in entity.items() if key != "score"}
+                                 for entity in want["entities"]]
+                # Mean tag probabilities over a few positions, from batches padded otherwise: float32 rounding.
+                assert [e["score"] for e in got["entities"]] == pytest.approx([e["score"] for e in want["entities"]],
+                                                                             rel=1e-5)
+        kind, message = found[name]["needs_trust"]
+        assert kind == "ValueError" and "trust_remote_code=True" in message

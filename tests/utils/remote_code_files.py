@@ -23,10 +23,9 @@ def _with_relative_imports(names) -> tuple[str, ...]:
     return tuple(found)
 
 
-#: What `save_pretrained` of a model and its tokenizer writes beside the weights.
+#: What `save_pretrained` of any model and its tokenizer writes beside the weights (modeling_elmo.py imports
+#: elmo_tagging.py, the character tagger and the tagging pipeline, where a tagger saves itself).
 CODE_FILES = _with_relative_imports(_ENTRY_FILES)
-#: The character tagger's own module, written (with CODE_FILES) only beside an `ElmoForCharacterTagging`.
-CHARACTER_TAGGER_FILE = "modeling_elmo_character_tagging.py"
 #: Issue 34: at most this many modelling files of at most this many lines together in any saved folder.
 MAX_CODE_FILES = 5
 MAX_CODE_LINES = 2300

@@ -1,4 +1,4 @@
-"""Tagging characters over a biLM of words (`ElmoForCharacterTagging`, hf_elmo/modeling_elmo_character_tagging.py):
+"""Tagging characters over a biLM of words (`ElmoForCharacterTagging`, hf_elmo/elmo_tagging.py):
 each character gets its word's vectors and its S/B/M/E position; the collator makes those inputs."""
 
 import json
@@ -14,7 +14,7 @@ import hf_elmo
 from hf_elmo import ElmoForCharacterTagging, ElmoForTokenClassification, ElmoModel, ElmoTokenizer
 from hf_elmo.data_collator import ElmoCharacterTaggingCollator, ElmoDataCollator
 from hf_elmo.char_words import characters_as_words
-from hf_elmo.modeling_elmo_character_tagging import WORD_POSITIONS, character_vectors
+from hf_elmo.elmo_tagging import WORD_POSITIONS, character_vectors
 
 
 def test_each_character_gets_its_words_vector_and_its_position():
@@ -228,10 +228,10 @@ def test_a_character_tagger_saves_its_own_module_and_auto_map_and_reloads(tmp_pa
     config = json.loads((tmp_path / "tagger" / "config.json").read_text())
     assert config["architectures"] == ["ElmoForCharacterTagging"]
     assert config["auto_map"]["AutoModelForTokenClassification"] == (
-        "modeling_elmo_character_tagging.ElmoForCharacterTagging"
+        "elmo_tagging.ElmoForCharacterTagging"
     )
-    saved = (tmp_path / "tagger" / "modeling_elmo_character_tagging.py").read_bytes()
-    assert saved == (Path(hf_elmo.__file__).parent / "modeling_elmo_character_tagging.py").read_bytes()
+    saved = (tmp_path / "tagger" / "elmo_tagging.py").read_bytes()
+    assert saved == (Path(hf_elmo.__file__).parent / "elmo_tagging.py").read_bytes()
     # The head's non-default fields stay in its config.json (an encoder's would leave them out).
     assert (config["task_token_features"], config["task_character_features"], config["use_crf"]) == (True, True, True)
     assert "freeze_elmo" not in config  # the default

@@ -1,0 +1,264 @@
+"""Tagging beyond the word head of modeling_elmo: characters tagged with a biLM of words, and raw text to entity spans.
+
+Most Chinese NER sets label characters (MSRA, People's Daily, Weibo), while a biLM pretrained on segmented text
+reads words. `ElmoForCharacterTagging` runs the biLM over the sentence's words; each character gets its word's
+vectors, its position in the word (single, begin, middle, end) and, with `config.task_character_features`, the
+head's own x_k of the character read alone (the word's vectors and the position cannot tell the characters of one
+word apart, this can).
+
+`ElmoTokenClassificationPipeline` tags raw text with either tagger and returns entity spans. A saved tagger names it
+in its config.json (`custom_pipelines`), so `pipeline(model=folder, trust_remote_code=True)` tags text where the
+hf-elmo package is not installed; the package registers the same class as `elmo-token-classification`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import torch
+from torch import nn
+from transformers import Pipeline
+
+from .configuration_elmo import ElmoConfig
+from .modeling_elmo import ElmoTagger, _refuse_unknown_arguments
+
+TASK = "elmo-token-classification"
+
+# 1. Characters tagged with a biLM of words ---------------------------------------------------------------------------
+
+# A character's position in its word, in this order: the whole word, the first, a middle or the last character.
+WORD_POSITIONS = ("S", "B", "M", "E")
+
+
+def character_vectors(word_vectors: torch.Tensor, token_word_index: torch.Tensor, token_positions: torch.Tensor):
+    """(batch, words, F) word vectors -> ((batch, characters, F + 4) character vectors, (batch, characters) mask).
+
+    `token_word_index` (batch, characters): the word each character belongs to, -1 at padding; `token_positions`
+    (batch, characters): the index of the character's position in `WORD_POSITIONS`. Each character gets its word's
+    vector and the one-hot of its position; padding positions are zeros."""
+    if token_word_index is None or token_positions is None:
+        raise ValueError("ElmoForCharacterTagging: pass token_word_index and token_positions, one per character "
+                         "(character_places makes them)")
+    batch = word_vectors.shape[0]
+    if token_word_index.dim() != 2 or token_word_index.shape[0] != batch or token_positions.shape != token_word_index.shape:
+        raise ValueError(f"token_word_index and token_positions must both be (batch={batch}, characters), got "
+                         f"{tuple(token_word_index.shape)} and {tuple(token_positions.shape)}")
+    token_word_index = token_word_index.to(word_vectors.device)
+    mask = token_word_index >= 0
+    index = token_word_index.clamp(min=0, max=max(word_vectors.shape[1] - 1, 0))
+    vectors = word_vectors.gather(1, index.unsqueeze(-1).expand(-1, -1, word_vectors.shape[-1]))
+    positions = nn.functional.one_hot(token_positions.to(mask.device).clamp(0, len(WORD_POSITIONS) - 1),
+                                      len(WORD_POSITIONS))
+    features = torch.cat([vectors, positions.to(vectors.dtype)], dim=-1)
+    return features * mask.unsqueeze(-1).to(features.dtype), mask
+
+
+def character_places(words: Sequence[Sequence[str]]) -> tuple[list[str], list[int], list[int]]:
+    """The characters of `words` (strings, or lists of tokens), the word of each, and the index of its place in that
+    word in `WORD_POSITIONS`."""
+    characters, word_index, positions = [], [], []
+    for number, word in enumerate(words):
+        characters += word
+        word_index += [number] * len(word)
+        positions += [0] if len(word) == 1 else [1] + [2] * (len(word) - 2) + [3]
+    return characters, word_index, positions
+
+
+class ElmoForCharacterTagging(ElmoTagger):
+    """ELMo tagging characters: each character gets [x_k;] its word's learned mix, its S/B/M/E position [, the head's
+    x_k of the character alone] -> dropout -> [BiLSTM] -> linear -> [CRF]. One label per character."""
+
+    labels_characters = True
+
+    def __init__(self, config: ElmoConfig):
+        extra = len(WORD_POSITIONS) + (config.projection_dim if config.task_character_features else 0)
+        super().__init__(config, position_feature_size=extra)
+        self.post_init()
+
+    def forward(self, input_ids=None, attention_mask=None, word_ids=None, token_word_index=None, token_positions=None,
+                character_input_ids=None, elmo_hidden_states=None, labels=None, output_hidden_states=None,
+                return_dict=None, num_items_in_batch=None, **kwargs):
+        r"""
+        Args:
+            input_ids, attention_mask, word_ids, elmo_hidden_states: of the sentence's *words*, as
+                [`ElmoForTokenClassification`] takes them.
+            token_word_index, token_positions (`torch.LongTensor` of shape `(batch_size, num_characters)`): each
+                character's word (-1 at padding) and the index of its position in `WORD_POSITIONS`.
+            character_input_ids (`torch.LongTensor` of shape `(batch_size, num_characters, max_characters_per_token)`):
+                with `config.task_character_features`, the character ids of each character read as a word alone.
+            labels (`torch.LongTensor` of shape `(batch_size, num_characters)`, *optional*): tag ids or -100.
+        """
+        _refuse_unknown_arguments(type(self).__name__, kwargs)
+        word_vectors, word_mask, layers = self.mixed_vectors(input_ids, attention_mask, word_ids, elmo_hidden_states)
+        vectors, mask = character_vectors(word_vectors, token_word_index, token_positions)
+        if self.config.task_character_features:
+            own = self.own_word_vectors(character_input_ids, mask, name="character_input_ids")
+            vectors = torch.cat([vectors, self.dropout(own.to(vectors.dtype))], dim=-1)
+        elif character_input_ids is not None:
+            raise ValueError("character_input_ids are for taggers with config.task_character_features")
+        return self.tag(vectors, mask, labels, layers, output_hidden_states, return_dict, num_items_in_batch)
+
+
+# 2. From tags to entity spans --------------------------------------------------------------------------------------
+# BIO (IOB2) is the main scheme; IOB1, BIOES/IOBES and BMES tags are read leniently, the way conlleval does: an
+# `I-`/`M-`/`E-` tag after a different type starts a new entity, `S-`/`E-` close one.
+
+
+def split_tag(tag: str) -> tuple[str, str | None]:
+    """`"B-PER"` -> (`"B"`, `"PER"`); `"O"` (or anything without a known prefix) -> (`"O"`, None)."""
+    prefix, sep, entity = tag.partition("-")
+    if sep and prefix in ("B", "I", "E", "S", "M") and entity:
+        return prefix, entity
+    return "O", None
+
+
+def tag_spans(tags: Sequence[str]) -> list[tuple[str, int, int]]:
+    """Entities as (type, first word, end word exclusive)."""
+    spans: list[tuple[str, int, int]] = []
+    current: list | None = None  # [type, start]
+    for index, tag in enumerate(tags):
+        prefix, entity = split_tag(tag)
+        if current is not None and (entity != current[0] or prefix in ("B", "S") or entity is None):
+            spans.append((current[0], current[1], index))
+            current = None
+        if entity is not None and current is None:
+            current = [entity, index]
+        if current is not None and prefix in ("E", "S"):
+            spans.append((current[0], current[1], index + 1))
+            current = None
+    if current is not None:
+        spans.append((current[0], current[1], len(tags)))
+    return spans
+
+
+def word_offsets(text: str, words: Sequence[str], lowercase: bool = False) -> list[tuple[int, int] | None]:
+    """Character (start, end) of each word in `text`, searching left to right; None if a word is not found."""
+    haystack = text.lower() if lowercase else text
+    offsets: list[tuple[int, int] | None] = []
+    position = 0
+    for word in words:
+        start = haystack.find(word, position)
+        offsets.append(None if start < 0 else (start, start + len(word)))
+        position = position if start < 0 else start + len(word)
+    return offsets
+
+
+def is_cjk_word(word: str) -> bool:
+    return bool(word) and all("\u2e80" <= ch <= "\u9fff" or "\uf900" <= ch <= "\ufaff" or ord(ch) >= 0x20000 for ch in word)
+
+
+def entities_from_tags(words: Sequence[str], tags: Sequence[str], text: str | None = None,
+                       scores: Sequence[float] | None = None, lowercase: bool = False,
+                       joiner: str | None = None) -> list[dict]:
+    """Entity dicts `{entity, word, start, end, word_start, word_end, score}`.
+
+    `start`/`end` are character offsets into `text` (None without text). `word` is the span's text from
+    `text` when possible, else the words joined with `joiner` ("" between CJK words, " " otherwise).
+    """
+    offsets = word_offsets(text, words, lowercase) if text is not None else [None] * len(words)
+    entities = []
+    for entity, first, end in tag_spans(tags):
+        start_offset, end_offset = offsets[first], offsets[end - 1]
+        if start_offset is not None and end_offset is not None:
+            start, stop = start_offset[0], end_offset[1]
+            surface = text[start:stop]
+        else:
+            start = stop = None
+            glue = joiner if joiner is not None else ("" if all(is_cjk_word(w) for w in words[first:end]) else " ")
+            surface = glue.join(words[first:end])
+        item = {"entity": entity, "word": surface, "start": start, "end": stop, "word_start": first, "word_end": end}
+        if scores is not None:
+            item["score"] = float(sum(scores[first:end]) / (end - first))
+        entities.append(item)
+    return entities
+
+
+# 3. Tagging: the best tags of a batch, one input's result, and the pipeline ------------------------------------------
+
+
+def tagged_mask(model, batch) -> torch.Tensor:
+    """(batch, positions) bool: the words a tagger labels, or the characters a character tagger labels."""
+    return batch["token_word_index"] >= 0 if model.labels_characters else batch["attention_mask"].bool()
+
+
+@torch.no_grad()
+def best_tags(model, batch: dict, with_scores: bool = True) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """(batch, positions) ids of the best tags (Viterbi with a CRF) and, `with_scores`, each chosen tag's probability
+    (CRF marginals or softmax), on the model's device; positions past each row's end hold padding. The model runs in
+    eval mode."""
+    was_training = model.training
+    model.eval()
+    try:
+        device = next(model.parameters()).device
+        batch = {key: value.to(device) for key, value in batch.items()}
+        logits = model(**batch).logits
+        mask = tagged_mask(model, batch)
+        best = model.decode(logits, mask)
+        if not with_scores:
+            return best, None
+        return best, model.tag_probabilities(logits, mask).gather(-1, best.clamp(min=0).unsqueeze(-1)).squeeze(-1)
+    finally:
+        model.train(was_training)
+
+
+def tagged_result(model, tokenizer, words: Sequence[str], best: torch.Tensor, scores: torch.Tensor | None,
+                  text: str | None = None) -> dict:
+    """`{"text", "words", "tags", "entities"}` of one input from its row of `best_tags`; words cut from the model's
+    inputs are tagged "O", so that the tags line up with the words."""
+    count = min(len(words), best.shape[0])
+    tags = [model.config.id2label[int(i)] for i in best[:count]] + ["O"] * (len(words) - count)
+    row_scores = None if scores is None else scores[:count].tolist() + [0.0] * (len(words) - count)
+    entities = entities_from_tags(words, tags, text=text, scores=row_scores,
+                                  lowercase=getattr(tokenizer, "do_lower_case", False))
+    return {"text": text, "words": list(words), "tags": tags, "entities": entities}
+
+
+# Added to a character's word index between preprocess and _forward: the pipeline pads what it batches with 0, a word.
+_WORD_INDEX_SHIFT = 1
+
+
+class ElmoTokenClassificationPipeline(Pipeline):
+    """Tags each input string with an ELMo tagger of words or of characters; returns a list of entity dicts
+    `{entity, word, start, end, word_start, word_end, score}` per input (with `return_tags=True`:
+    `{"words", "tags", "entities"}`). transformers' `token-classification` pipeline assumes sub-word tokenizers
+    (offsets, special-token masks); ELMo tags whole words."""
+
+    _load_tokenizer = True
+    _load_processor = False
+    _load_image_processor = False
+    _load_feature_extractor = False
+    _load_video_processor = False
+
+    def _sanitize_parameters(self, return_tags: bool | None = None, **kwargs):
+        return {}, {}, ({} if return_tags is None else {"return_tags": return_tags})
+
+    def preprocess(self, text: str):
+        if not isinstance(text, str):
+            raise TypeError(f"{TASK} takes strings, got {type(text).__name__}")
+        words = self.tokenizer.tokenize(text)
+        inputs = dict(self.tokenizer([words], is_split_into_words=True, return_tensors="pt"))  # [] too: one sentence
+        if self.model.labels_characters:
+            words, word_index, positions = character_places(words)
+            inputs["token_word_index"] = torch.tensor([word_index], dtype=torch.long) + _WORD_INDEX_SHIFT
+            inputs["token_positions"] = torch.tensor([positions], dtype=torch.long)
+            if self.model.config.task_character_features:
+                inputs["character_input_ids"] = self.tokenizer([words], is_split_into_words=True,
+                                                               return_tensors="pt")["input_ids"]
+        return {**inputs, "words": words, "text": text}
+
+    def _forward(self, model_inputs):
+        words, text = model_inputs.pop("words"), model_inputs.pop("text")
+        if "token_word_index" in model_inputs:
+            model_inputs["token_word_index"] = model_inputs["token_word_index"] - _WORD_INDEX_SHIFT
+        best, scores = best_tags(self.model, model_inputs)
+        return {"best": best, "scores": scores, "words": words, "text": text}
+
+    def postprocess(self, model_outputs, return_tags: bool = False):
+        result = tagged_result(self.model, self.tokenizer, model_outputs["words"], model_outputs["best"][0],
+                               model_outputs["scores"][0], model_outputs["text"])
+        return {key: result[key] for key in ("words", "tags", "entities")} if return_tags else result["entities"]
+
+
+__all__ = ["TASK", "WORD_POSITIONS", "ElmoForCharacterTagging", "ElmoTokenClassificationPipeline", "best_tags",
+           "character_places", "character_vectors", "entities_from_tags", "split_tag", "tag_spans", "tagged_mask",
+           "tagged_result", "word_offsets"]
