@@ -69,31 +69,28 @@ def assert_untouched(path, kind):
             "device": stat.S_ISCHR}[kind](mode)
 
 
+# Each command that writes one output file: the text it reads and its arguments (input, output, model folder).
+OVERWRITING_COMMANDS = {
+    "embed": ("小米 粥\n", lambda text, output, model: ["embed", text, output, "--overwrite", "--model", model]),
+    "corpus segment": ("我们喝小米粥\n", lambda text, output, model: [
+        "corpus", "segment", "--input", text, "--output", output, "--segmenter", "chars", "--overwrite"]),
+}
+
+
+@pytest.mark.parametrize("command", sorted(OVERWRITING_COMMANDS))
 @pytest.mark.parametrize("kind", SPECIALS)
-def test_embed_overwrite_refuses_special_files_by_name(tmp_path, model_dir, kind, capsys):
+def test_overwrite_refuses_special_files_by_name(tmp_path, model_dir, kind, command, capsys):
+    content, arguments = OVERWRITING_COMMANDS[command]
     text = tmp_path / "in.txt"
-    text.write_text("小米 粥\n", encoding="utf-8")
-    elsewhere = tmp_path / "elsewhere.hdf5"
+    text.write_text(content, encoding="utf-8")
+    elsewhere = tmp_path / "elsewhere"
     elsewhere.write_text("someone else's")
-    output = tmp_path / "out.hdf5"
+    output = tmp_path / "out"
     make_special(output, kind, elsewhere)
-    assert run("embed", text, output, "--overwrite", "--model", model_dir) == 2
+    assert run(*arguments(text, output, model_dir)) == 2
     assert str(output) in capsys.readouterr().err
     assert_untouched(output, kind)
     assert elsewhere.read_text() == "someone else's"
-
-
-@pytest.mark.parametrize("kind", SPECIALS)
-def test_corpus_segment_overwrite_refuses_special_files_by_name(tmp_path, kind, capsys):
-    text = tmp_path / "in.txt"
-    text.write_text("我们喝小米粥\n", encoding="utf-8")
-    elsewhere = tmp_path / "elsewhere.txt"
-    elsewhere.write_text("someone else's")
-    output = tmp_path / "out.txt"
-    make_special(output, kind, elsewhere)
-    assert run("corpus", "segment", "--input", text, "--output", output, "--segmenter", "chars", "--overwrite") == 2
-    assert str(output) in capsys.readouterr().err
-    assert_untouched(output, kind)
 
 
 def test_atomic_file_refuses_a_special_file_made_while_writing(tmp_path):
