@@ -54,3 +54,19 @@ def test_feature_extraction_pipeline_layer_is_chosen_at_load_time(feature_layer)
     np.testing.assert_array_equal(features.numpy(), expected.numpy())
     others = [layers[0], layers[1], layers[-1], layers.mean(dim=0)]
     assert sum(torch.equal(features, other) for other in others) <= 1  # the choice made a difference
+
+
+def test_the_stock_token_classification_pipeline_is_refused_naming_elmo_token_classification():
+    """Issue 36: `pipeline("token-classification", model=tagger)` raised `AttributeError: ... has no attribute
+    is_fast`; now the tokenizer says it is not fast and the pipeline's call is one line naming the ELMo pipeline."""
+    from hf_elmo import ElmoConfig, ElmoForTokenClassification, ElmoTokenizer
+    from small_models import tiny_config_kwargs
+
+    torch.manual_seed(0)
+    tagger = ElmoForTokenClassification(ElmoConfig(**tiny_config_kwargs(), num_labels=3)).eval()
+    tokenizer = ElmoTokenizer(segmenter="jieba")
+    assert tokenizer.is_fast is False
+    stock = pipeline("token-classification", model=tagger, tokenizer=tokenizer)
+    with pytest.raises(ValueError, match=r"use pipeline\('elmo-token-classification', \.\.\.\)") as error:
+        stock("张伟住在南京。")
+    assert "\n" not in str(error.value)

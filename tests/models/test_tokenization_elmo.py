@@ -502,6 +502,17 @@ def test_one_id_per_token_is_refused_naming_the_rows():
         tokenizer.convert_tokens_to_ids([3])
 
 
+def test_special_tokens_mask_marks_only_padding():
+    """Issue 36: transformers' token-classification pipeline asks for `return_special_tokens_mask` (and `is_fast`);
+    both were missing. A word is never special, a padded position always is, also after `pad`."""
+    tokenizer = ElmoTokenizer(segmenter="chars")
+    assert tokenizer.is_fast is False
+    encoded = tokenizer(["a b c", "d"], padding=True, return_special_tokens_mask=True, return_tensors="pt")
+    assert encoded["special_tokens_mask"].tolist() == [[0, 0, 0], [0, 1, 1]]
+    unpadded = tokenizer(["a b c", "d"], return_special_tokens_mask=True)
+    assert tokenizer.pad(unpadded)["special_tokens_mask"] == [[0, 0, 0], [0, 1, 1]]
+
+
 def test_word_ids_of_an_encoding_map_positions_to_words():
     import copy
     import pickle
