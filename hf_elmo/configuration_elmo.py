@@ -77,9 +77,8 @@ class ElmoConfig(PreTrainedConfig):
         lm_softmax (`str`, defaults to `"full"`): ``"full"`` or ``"sampled"`` softmax for pretraining.
         lm_num_sampled (`int`, defaults to 8192): Negative samples per batch for the sampled softmax.
         lm_dropout (`float`, defaults to 0.1): Dropout while pretraining.
-        task_encoder (`str`, defaults to `"linear"`): The tagger over the mix: `"linear"` or `"bilstm"` (a
-            bidirectional LSTM, then a linear layer: the paper's NER model).
-        task_encoder_hidden_size (`int`, defaults to 200), task_encoder_num_layers (`int`, defaults to 1): its size.
+        task_encoder (`str`, defaults to `"linear"`): The tagger over the mix: `"linear"` or `"bilstm"` (a BiLSTM of
+            `task_encoder_hidden_size` (200) x `task_encoder_num_layers` (1), then a linear layer: the paper's NER).
         use_crf (`bool`, defaults to `False`): A linear-chain CRF (Viterbi decoding) over the tag scores.
         freeze_elmo (`bool`, defaults to `True`): Keep the biLM fixed while a head trains (the paper's default).
         task_token_features (`bool`, defaults to `False`): The head's own trainable context-free word vectors x_k
@@ -245,16 +244,16 @@ class ElmoConfig(PreTrainedConfig):
         problems.extend(self._input_layer_problems())
         if not problems and self.num_parameters_estimate() > MAX_PARAMETERS:
             problems.append(f"this architecture has about {self.num_parameters_estimate():,} weights, more than the "
-                            f"{MAX_PARAMETERS:,} hf-elmo builds (check lstm_cell_dim, projection_dim, char_cnn_filters)")
+                            f"{MAX_PARAMETERS:,} hf-elmo builds (check lstm_cell_dim, projection_dim, "
+                            "char_cnn_filters)")
         if problems:
             raise ValueError("Invalid ElmoConfig: " + "; ".join(problems))
 
     def num_parameters_estimate(self) -> int:
         """The encoder's weights (and the pretraining softmax's), from the sizes alone."""
         filters = self.num_char_filters
-        cnn = self.char_vocab_size * self.char_embedding_dim + sum(
-            count * (width * self.char_embedding_dim + 1) for width, count in self.char_cnn_filters
-        )
+        cnn = self.char_vocab_size * self.char_embedding_dim + sum(count * (width * self.char_embedding_dim + 1)
+                                                                   for width, count in self.char_cnn_filters)
         highway = self.num_highway_layers * 2 * filters * (filters + 1)
         projection = (filters + self.word_embedding_dim + 1) * self.projection_dim
         cell, width = self.lstm_cell_dim, self.projection_dim
