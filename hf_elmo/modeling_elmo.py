@@ -27,11 +27,9 @@ from torch import nn
 from transformers import PreTrainedModel
 from transformers import initialization as init
 from transformers.modeling_outputs import SequenceClassifierOutput, TokenClassifierOutput
-from transformers.utils import ModelOutput, logging
+from transformers.utils import ModelOutput
 
 from .configuration_elmo import ElmoConfig
-
-logger = logging.get_logger(__name__)
 
 #: How the model computes (`from_pretrained(..., lstm_implementation=...)`, `set_lstm_implementation`): "reference"
 #: is this file alone; "auto" (default) hf-elmo's kernels where they apply (CPU tensors) and this file elsewhere;
@@ -58,8 +56,6 @@ def _load_kernels(implementation: str):
 
 
 # 1. Characters -> token vectors ------------------------------------------------------------------------------
-
-
 class ElmoHighwayLayer(nn.Linear):
     """One highway layer's linear map, `size` -> `[transform; carry]` (2 * size)."""
 
@@ -110,8 +106,6 @@ class ElmoCharacterEncoder(nn.Module):
 
 
 # 2. The biLSTM --------------------------------------------------------------------------------------------------
-
-
 class ElmoBiLstmLayer(nn.Module):
     """One layer of both LSTM directions, weights stacked on a leading axis of size 2 (forward, backward), in
     `nn.Linear`'s (out, in) layout: `input_weight` (2, 4C, input_dim), `recurrent_weight` (2, 4C, P), `bias` (2, 4C),
@@ -201,13 +195,10 @@ class ElmoBiLstm(nn.Module):
 
 
 # 3. Mixing the layers -------------------------------------------------------------------------------------------
-
-
 class ElmoScalarMix(nn.Module):
-    """``gamma * sum_j softmax(w)_j * layer_j`` with w initialised to 0 and gamma to 1 (the paper's equation 1).
-
-    With `layer_norm`, each layer is first normalised by one mean and variance over all of its unmasked elements in
-    the batch (AllenNLP's definition, not a per-token LayerNorm)."""
+    """``gamma * sum_j softmax(w)_j * layer_j`` with w initialised to 0 and gamma to 1 (the paper's equation 1). With
+    `layer_norm`, each layer is first normalised by one mean and variance over all of its unmasked elements in the
+    batch (AllenNLP's definition, not a per-token LayerNorm)."""
 
     def __init__(self, num_layers: int, layer_norm: bool = False):
         super().__init__()
@@ -235,8 +226,6 @@ def _masked_layer_norm(layer: torch.Tensor, mask: torch.Tensor, eps: float = 1e-
 
 
 # 4. The model ---------------------------------------------------------------------------------------------------
-
-
 @dataclass
 class ElmoModelOutput(ModelOutput):
     """
@@ -463,13 +452,10 @@ def _refuse_unknown_arguments(model_name: str, kwargs: dict) -> None:
 
 
 class ElmoModel(ElmoPreTrainedModel):
-    """The ELMo encoder: character ids of words in, every biLM layer and the learned ELMo mixes out.
-
-    Stateless by default: each sentence starts from a zero LSTM state, so its vectors depend neither on the batch it
-    is in nor on earlier calls. Pass `initial_state` / `return_state=True` to carry state between calls the way
-    AllenNLP and bilm-tf do. The forward pass checks shapes only (no reads of tensor values, so no host
-    synchronisation); `validate_inputs` checks the values too.
-    """
+    """The ELMo encoder: character ids of words in, every biLM layer and the learned ELMo mixes out. Stateless by
+    default: each sentence starts from a zero LSTM state, so its vectors depend neither on the batch it is in nor on
+    earlier calls; pass `initial_state` / `return_state=True` to carry state between calls as AllenNLP and bilm-tf
+    do. `forward` checks shapes only (no host synchronisation); `validate_inputs` checks the values too."""
 
     # A pretraining checkpoint also holds the language-model softmax; the encoder does not need it.
     _keys_to_ignore_on_load_unexpected = [r"softmax\."]
@@ -509,9 +495,7 @@ class ElmoModel(ElmoPreTrainedModel):
             raise ValueError("padding must come after the words: each row's mask must be ones then zeros")
         if bool((mask & ~words).any()):
             raise ValueError("attention_mask marks a padded (all-zero) word position as a real word")
-        if config.word_vocab_size:
-            if word_ids is None or tuple(word_ids.shape) != tuple(mask.shape):
-                raise ValueError(f"this model has a word embedding: pass word_ids of shape {tuple(mask.shape)}")
+        if config.word_vocab_size:  # `_check_shapes` made sure word_ids are there, shaped as the mask
             real = word_ids[mask]
             if real.numel() and not bool(((real >= 0) & (real < config.word_vocab_size)).all()):
                 bad = real[(real < 0) | (real >= config.word_vocab_size)][0]
@@ -673,8 +657,6 @@ class ElmoModel(ElmoPreTrainedModel):
 
 
 # 5. Heads -------------------------------------------------------------------------------------------------------
-
-
 # Score given to tags that a partial label rules out; finite so that gradients stay defined.
 _IMPOSSIBLE = -1e4
 
@@ -898,13 +880,9 @@ class ElmoHeadModel(ElmoPreTrainedModel):
 
 @dataclass
 class ElmoTokenClassifierOutput(TokenClassifierOutput):
-    """
-    [`TokenClassifierOutput`] plus decoded tags.
-
-    Args:
-        predictions (`torch.LongTensor` of shape `(batch_size, num_positions)`, *optional*): Best tag per position
-            (Viterbi path with a CRF, argmax otherwise), -100 at padding. Returned in eval mode.
-    """
+    """[`TokenClassifierOutput`] plus `predictions` (`torch.LongTensor` of shape `(batch_size, num_positions)`,
+    *optional*): the best tag per position (Viterbi path with a CRF, argmax otherwise), -100 at padding; returned in
+    eval mode."""
 
     predictions: torch.LongTensor | None = None
 
