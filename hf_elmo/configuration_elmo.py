@@ -13,20 +13,16 @@ from .elmo_text import BEGINNING_OF_SENTENCE_BYTE, END_OF_SENTENCE_BYTE, byte_bo
 
 #: Fields of the task heads (pretraining softmax, taggers, classifier): a config.json of the encoder alone
 #: (`architectures: ["ElmoModel"]`) leaves them out, a head's writes those that differ from the defaults.
-HEAD_FIELDS = (
-    "lm_vocab", "lm_softmax", "lm_num_sampled", "lm_dropout", "task_encoder", "task_encoder_hidden_size",
-    "task_encoder_num_layers", "use_crf", "freeze_elmo", "task_token_features", "task_character_features",
-    "classifier_dropout", "classifier_hidden_size",
-)
+HEAD_FIELDS = ("lm_vocab", "lm_softmax", "lm_num_sampled", "lm_dropout", "task_encoder", "task_encoder_hidden_size",
+               "task_encoder_num_layers", "use_crf", "freeze_elmo", "task_token_features", "task_character_features",
+               "classifier_dropout", "classifier_hidden_size")
 
 # Keys older hf-elmo versions wrote: how the model computed (now chosen at load time, never saved) or tagger
 # features that left the package. They are dropped when read; a feature that was switched on is refused.
 _RUNTIME_KEYS = ("lstm_implementation", "lstm_keep_inference_copies", "token_cache_size")
-_REMOVED_FEATURES = {
-    "label_characters": "character-labelled tagging is its own class now, ElmoForCharacterTagging",
-    "task_bigram_features": "the bigram features were removed (see benchmarks/NER_EXPERIMENTS.md)",
-    "task_lexicon_features": "the lexicon features were removed (see benchmarks/NER_EXPERIMENTS.md)",
-}
+_REMOVED_FEATURES = {"label_characters": "character-labelled tagging is its own class now, ElmoForCharacterTagging",
+                     "task_bigram_features": "the bigram features were removed (see benchmarks/NER_EXPERIMENTS.md)",
+                     "task_lexicon_features": "the lexicon features were removed (see benchmarks/NER_EXPERIMENTS.md)"}
 
 # Bounds checked before anything is built: a config.json asking for a million layers or a billion-wide cell would
 # otherwise allocate for minutes before running out of memory.
@@ -167,11 +163,10 @@ class ElmoConfig(PreTrainedConfig):
     def check_values(self) -> None:
         """ValueError naming every field whose value is out of range (the types `@strict` checks itself); run on
         creation, by the models before they build anything, and before saving."""
-        problems = _label_problems(self.id2label, None) + [
-            f"{name} must be a non-negative number or null, got {getattr(self, name)}"
-            for name in ("cell_clip", "proj_clip")
-            if getattr(self, name) is not None and not getattr(self, name) >= 0
-        ]
+        problems = _label_problems(self.id2label, None)
+        for name in ("cell_clip", "proj_clip"):
+            if getattr(self, name) is not None and not getattr(self, name) >= 0:
+                problems.append(f"{name} must be a non-negative number or null, got {getattr(self, name)}")
         for name in ("char_vocab_size", "char_embedding_dim", "projection_dim", "lstm_cell_dim", "num_lstm_layers",
                      "task_encoder_hidden_size", "task_encoder_num_layers"):
             if getattr(self, name) <= 0:

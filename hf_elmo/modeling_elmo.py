@@ -1,13 +1,11 @@
-"""PyTorch ELMo (Peters et al., 2018): character CNN -> highway -> projection -> biLSTM language model -> layer mix.
-
-The file reads top-down in the order data flows through the model:
+"""PyTorch ELMo (Peters et al., 2018), top-down in the order data flows through the model:
 
 1. `ElmoCharacterEncoder`   character ids (words, characters) -> context-insensitive token vectors (layer 0)
 2. `ElmoBiLstm`             token vectors -> forward and backward LSTM layers with cell/projection clipping
 3. `ElmoScalarMix`          L+1 layers -> gamma * sum_j softmax(w)_j * layer_j
 4. `ElmoModel`              the encoder users load: adds sentence boundaries, returns every layer and the mixes
-5. heads                    `ElmoForTokenClassification` (+ `ElmoCrf`), `ElmoForSequenceClassification`
-                            (the biLM's own pretraining head is the hf-elmo package's: elmo_language_model.py)
+5. heads                    `ElmoForTokenClassification` (+ `ElmoCrf`), `ElmoForSequenceClassification` (the
+                            biLM's own pretraining head is the hf-elmo package's: elmo_language_model.py)
 
 Everything here is plain PyTorch and defines the numbers (AllenNLP's / bilm-tf's). With the hf-elmo package
 installed, models run on its kernels (`hf_elmo.kernels`: the same numbers up to float32 rounding, several times faster
@@ -157,15 +155,9 @@ class ElmoBiLstm(nn.Module):
                                      for _ in range(config.num_lstm_layers)])
 
     def forward(self, inputs, lengths, initial_state=None, dropout: float = 0.0):
-        """
-        Args:
-            inputs: (B, T, P) token vectors; what lies past each row's length is ignored.
-            lengths: (B,) real positions per row (boundaries included).
-            initial_state: optional (h (L, 2, B, P), c (L, 2, B, C)); zeros when omitted.
-            dropout: dropout on each layer's output (pretraining).
-
-        Returns: L layers (B, T, 2P) `[forward; backward]`, zero past each length, and the final (h, c).
-        """
+        """(B, T, P) token `inputs` (ignored past each row's `lengths` (B,), boundaries included), `initial_state`
+        (h (L, 2, B, P), c (L, 2, B, C); zeros when None), `dropout` on each layer's output (pretraining) -> L layers
+        (B, T, 2P) `[forward; backward]`, zero past each length, and the final (h, c)."""
         config = self.config
         batch, steps, _ = inputs.shape
         positions = torch.arange(steps, device=inputs.device)
@@ -179,19 +171,18 @@ class ElmoBiLstm(nn.Module):
             c = inputs.new_zeros(config.num_lstm_layers, 2, batch, config.lstm_cell_dim)
         else:
             h, c = initial_state
-        layers, final_h, final_c = [], [], []
+        layers, finals = [], []
         for index, layer in enumerate(self.layers):
-            output, (layer_h, layer_c) = layer(layer_input, running, (h[index], c[index]), config)
+            output, final = layer(layer_input, running, (h[index], c[index]), config)
             if config.use_skip_connections and index > 0:
                 output = output + layer_input
             if dropout and self.training:
                 output = F.dropout(output, dropout, training=True)
-            final_h.append(layer_h)
-            final_c.append(layer_c)
+            finals.append(final)
             layer_input = output
             backward = output[1].gather(1, reverse.expand_as(output[1]))
             layers.append(torch.cat([output[0], backward], dim=-1))
-        return layers, (torch.stack(final_h), torch.stack(final_c))
+        return layers, tuple(torch.stack(states) for states in zip(*finals))  # (h, c)
 
 
 # 3. Mixing the layers -------------------------------------------------------------------------------------------
@@ -295,12 +286,10 @@ class ElmoPreTrainedModel(PreTrainedModel):
     @classmethod
     def from_pretrained(cls, pretrained_model_name_or_path, *args, lstm_implementation: str = "auto",
                         allow_missing_weights: bool = False, **kwargs):
-        r"""transformers' `from_pretrained`, from safetensors only (never an unpickled pytorch_model.bin), plus:
-
-        lstm_implementation (`str`, defaults to `"auto"`): one of `LSTM_IMPLEMENTATIONS`; not saved.
-        allow_missing_weights (`bool`, defaults to `False`): load even when the biLM's tensors are missing (they
-            start random) or foreign tensors are present; by default such a folder is refused naming them.
-        """
+        r"""transformers' `from_pretrained`, from safetensors only (never an unpickled pytorch_model.bin), plus
+        `lstm_implementation` (one of `LSTM_IMPLEMENTATIONS`; not saved) and `allow_missing_weights`: load even when
+        the biLM's tensors are missing (they start random) or foreign tensors are present, which by default refuses
+        the folder naming them."""
         kernels = _load_kernels(lstm_implementation)
         kwargs.setdefault("use_safetensors", True)
         wants_loading_info = kwargs.pop("output_loading_info", False)
@@ -317,11 +306,10 @@ class ElmoPreTrainedModel(PreTrainedModel):
         except OSError as error:
             message = str(error)
             if "model.safetensors" in message and ("does not appear to have" in message or "no file named" in message):
-                raise OSError(
-                    f"{pretrained_model_name_or_path} has no model.safetensors: ELMo weights are loaded from "
-                    "safetensors files only (pytorch_model.bin is not unpickled). Save the model with "
-                    "`save_pretrained`, or convert bilm-tf / AllenNLP files (options.json + weights.hdf5) with "
-                    "`hf-elmo convert`.") from error
+                raise OSError(f"{pretrained_model_name_or_path} has no model.safetensors: ELMo weights are loaded "
+                              "from safetensors files only (pytorch_model.bin is not unpickled). Save the model with "
+                              "`save_pretrained`, or convert bilm-tf / AllenNLP files (options.json + weights.hdf5) "
+                              "with `hf-elmo convert`.") from error
             raise
         except Exception as error:
             if type(error).__name__ != "SafetensorError":  # safetensors' own class, not imported here
@@ -630,12 +618,9 @@ class ElmoModel(ElmoPreTrainedModel):
                     else mixes[0] if chosen == "mix" else layers[chosen])
         top = layers[-1]
         outputs = ElmoModelOutput(
-            last_hidden_state=features,
+            last_hidden_state=features, hidden_states=tuple(layers) if output_hidden_states else None,
             mixes=torch.stack(mixes, dim=1) if mixes else top.new_zeros(top.shape[0], 0, *top.shape[1:]),
-            hidden_states=tuple(layers) if output_hidden_states else None,
-            mask=output_mask,
-            final_state=final_state if return_state else None,
-        )
+            mask=output_mask, final_state=final_state if return_state else None)
         return outputs if return_dict else outputs.to_tuple()
 
     def _check_state(self, state, like: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
@@ -1036,9 +1021,7 @@ class ElmoForSequenceClassification(ElmoHeadModel):
         return output if return_dict else output.to_tuple()
 
 
-__all__ = [
-    "LSTM_IMPLEMENTATIONS", "ElmoModelOutput", "ElmoHighwayLayer", "ElmoHighway", "ElmoCharacterEncoder",
-    "ElmoBiLstmLayer", "ElmoBiLstm", "ElmoScalarMix", "ElmoWeightShapeError", "ElmoMissingWeightsError",
-    "ElmoPreTrainedModel", "ElmoModel", "ElmoCrf", "ElmoHeadModel", "ElmoTagger", "ElmoTokenClassifierOutput",
-    "ElmoForTokenClassification", "ElmoForSequenceClassification",
-]
+__all__ = ["LSTM_IMPLEMENTATIONS", "ElmoModelOutput", "ElmoHighwayLayer", "ElmoHighway", "ElmoCharacterEncoder",
+           "ElmoBiLstmLayer", "ElmoBiLstm", "ElmoScalarMix", "ElmoWeightShapeError", "ElmoMissingWeightsError",
+           "ElmoPreTrainedModel", "ElmoModel", "ElmoCrf", "ElmoHeadModel", "ElmoTagger", "ElmoTokenClassifierOutput",
+           "ElmoForTokenClassification", "ElmoForSequenceClassification"]

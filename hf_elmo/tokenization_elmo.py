@@ -12,10 +12,9 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 from transformers import BatchEncoding, PreTrainedTokenizerBase
 
-from .elmo_text import (
-    CHAR_SCHEMES, CHAR_VOCAB_FILE, CHARACTER_SCHEMES, DICTIONARY_CHAR_SPECIALS, JIEBA_USER_DICT_FILE, PAD_TOKEN,
-    PADDED_POSITION_ID, SEGMENTERS, WORD_VOCAB_FILE, WordVocabulary, make_segmenter,
-)
+from .elmo_text import (CHAR_SCHEMES, CHAR_VOCAB_FILE, CHARACTER_SCHEMES, DICTIONARY_CHAR_SPECIALS,
+                        JIEBA_USER_DICT_FILE, PAD_TOKEN, PADDED_POSITION_ID, SEGMENTERS, WORD_VOCAB_FILE,
+                        WordVocabulary, make_segmenter)
 
 VOCAB_FILES_NAMES = {"char_vocab_file": CHAR_VOCAB_FILE, "word_vocab_file": WORD_VOCAB_FILE,
                      "user_dict": JIEBA_USER_DICT_FILE}
@@ -23,14 +22,12 @@ VOCAB_FILES_NAMES = {"char_vocab_file": CHAR_VOCAB_FILE, "word_vocab_file": WORD
 # The type of every option, as its description and its check (a loaded tokenizer_config.json is checked too).
 _TEXT_OR_NULL = ("a string or null", lambda value: value is None or isinstance(value, str))
 _MAPPING_OR_NULL = ("an object (a mapping) or null", lambda value: value is None or isinstance(value, Mapping))
-_OPTION_TYPES = {
-    "char_vocab_file": _TEXT_OR_NULL, "word_vocab_file": _TEXT_OR_NULL,
-    "max_characters_per_token": ("an integer", lambda value: _is_id(value)),
-    "segmenter": ("one of " + ", ".join(map(repr, SEGMENTERS)), lambda value: value in SEGMENTERS),
-    "do_lower_case": ("true or false", lambda value: isinstance(value, bool)),
-    "char_scheme": ("one of " + ", ".join(map(repr, CHAR_SCHEMES)), lambda value: value in CHAR_SCHEMES),
-    "char_vocab": _MAPPING_OR_NULL, "word_vocab": _MAPPING_OR_NULL,
-}
+_OPTION_TYPES = {"char_vocab_file": _TEXT_OR_NULL, "word_vocab_file": _TEXT_OR_NULL,
+                 "max_characters_per_token": ("an integer", lambda value: _is_id(value)),
+                 "segmenter": ("one of " + ", ".join(map(repr, SEGMENTERS)), lambda value: value in SEGMENTERS),
+                 "do_lower_case": ("true or false", lambda value: isinstance(value, bool)),
+                 "char_scheme": ("one of " + ", ".join(map(repr, CHAR_SCHEMES)), lambda value: value in CHAR_SCHEMES),
+                 "char_vocab": _MAPPING_OR_NULL, "word_vocab": _MAPPING_OR_NULL}
 
 # The keys this tokenizer writes with one value per word (padded by `pad`), and those never made tensors.
 _PER_WORD_KEYS = ("input_ids", "attention_mask", "word_ids", "special_tokens_mask")
