@@ -232,9 +232,8 @@ class ElmoModelOutput(ModelOutput):
             each `(batch_size, num_words, 2 * projection_dim)`: layer 0 is `[token; token]`, layer j >= 1 is
             `[forward_j; backward_j]`.
         mask (`torch.BoolTensor` of shape `(batch_size, num_words)`): True at real words.
-        final_state (`tuple(torch.FloatTensor)`, *optional*): `(h, c)` after each sentence, shapes
-            `(num_layers, 2, batch_size, projection_dim)` and `(num_layers, 2, batch_size, lstm_cell_dim)`;
-            direction 0 is forward. Returned with `return_state=True`; feed it back as `initial_state`.
+        final_state (`tuple(torch.FloatTensor)`, *optional*): `(h, c)` after each sentence, shaped as `forward`'s
+            `initial_state` (direction 0 is forward); given with `return_state=True`, to feed back as `initial_state`.
     """
 
     last_hidden_state: torch.FloatTensor | None = None
@@ -968,11 +967,7 @@ class ElmoForTokenClassification(ElmoTagger):
                 output_hidden_states=None, return_dict=None, num_items_in_batch=None, **kwargs):
         r"""
         Args:
-            input_ids (`torch.LongTensor` of shape `(batch_size, num_words, max_characters_per_token)`):
-                Character ids from [`ElmoTokenizer`].
-            attention_mask (`torch.Tensor` of shape `(batch_size, num_words)`, *optional*): 1 for real words.
-            word_ids (`torch.LongTensor` of shape `(batch_size, num_words)`, *optional*): Word-vocabulary ids, for
-                models with a word embedding.
+            input_ids, attention_mask, word_ids: as [`ElmoModel`] takes them.
             elmo_hidden_states (`torch.FloatTensor` of shape `(batch_size, num_lstm_layers + 1, num_words, 2P)`,
                 *optional*): the frozen biLM's layers computed beforehand, instead of `input_ids` (which
                 `config.task_token_features` still needs).
