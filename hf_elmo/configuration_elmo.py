@@ -8,28 +8,21 @@ from typing import Literal
 from huggingface_hub.dataclasses import strict
 from huggingface_hub.errors import StrictDataclassError
 from transformers import PreTrainedConfig
-from transformers.utils import logging
 
 from .elmo_text import BEGINNING_OF_SENTENCE_BYTE, END_OF_SENTENCE_BYTE, byte_boundary_char_ids
 
-logger = logging.get_logger(__name__)
-
 #: Fields of the task heads (pretraining softmax, taggers, classifier): a config.json of the encoder alone
 #: (`architectures: ["ElmoModel"]`) leaves them out, a head's writes those that differ from the defaults.
-HEAD_FIELDS = (
-    "lm_vocab", "lm_softmax", "lm_num_sampled", "lm_dropout", "task_encoder", "task_encoder_hidden_size",
-    "task_encoder_num_layers", "use_crf", "freeze_elmo", "task_token_features", "task_character_features",
-    "classifier_dropout", "classifier_hidden_size",
-)
+HEAD_FIELDS = ("lm_vocab", "lm_softmax", "lm_num_sampled", "lm_dropout", "task_encoder", "task_encoder_hidden_size",
+               "task_encoder_num_layers", "use_crf", "freeze_elmo", "task_token_features", "task_character_features",
+               "classifier_dropout", "classifier_hidden_size")
 
 # Keys older hf-elmo versions wrote: how the model computed (now chosen at load time, never saved) or tagger
 # features that left the package. They are dropped when read; a feature that was switched on is refused.
 _RUNTIME_KEYS = ("lstm_implementation", "lstm_keep_inference_copies", "token_cache_size")
-_REMOVED_FEATURES = {
-    "label_characters": "character-labelled tagging is its own class now, ElmoForCharacterTagging",
-    "task_bigram_features": "the bigram features were removed (see benchmarks/NER_EXPERIMENTS.md)",
-    "task_lexicon_features": "the lexicon features were removed (see benchmarks/NER_EXPERIMENTS.md)",
-}
+_REMOVED_FEATURES = {"label_characters": "character-labelled tagging is its own class now, ElmoForCharacterTagging",
+                     "task_bigram_features": "the bigram features were removed (see benchmarks/NER_EXPERIMENTS.md)",
+                     "task_lexicon_features": "the lexicon features were removed (see benchmarks/NER_EXPERIMENTS.md)"}
 
 # Bounds checked before anything is built: a config.json asking for a million layers or a billion-wide cell would
 # otherwise allocate for minutes before running out of memory.
@@ -41,98 +34,70 @@ MAX_PARAMETERS = 4_000_000_000
 class ElmoConfig(PreTrainedConfig):
     r"""
     Configuration of an ELMo bidirectional language model (Peters et al., 2018). The defaults describe the standard
-    ``2x4096_512_2048cnn_2xhighway`` English model.
-
-    Args:
-        char_vocab_size (`int`, defaults to 262): Rows of the character embedding table; row 0 is padding.
-        char_embedding_dim (`int`, defaults to 16): Size of a character embedding.
-        char_cnn_filters (`list[list[int]]`): ``[width, number_of_filters]`` per convolution.
-        num_highway_layers (`int`, defaults to 2): Highway layers after the character CNN.
-        char_cnn_activation (`str`, defaults to `"relu"`): ``"relu"`` or ``"tanh"`` after max-pooling.
-        max_characters_per_token (`int`, defaults to 50): Character ids per word, boundaries included.
-        projection_dim (`int`, defaults to 512): Size P of the token representation and of each direction's output.
-        lstm_cell_dim (`int`, defaults to 4096): Size C of the LSTM memory cell.
-        num_lstm_layers (`int`, defaults to 2): LSTM layers L per direction (`num_hidden_layers` is an alias).
-        cell_clip, proj_clip (`float`, *optional*, defaults to 3.0): Memory-cell and projected-output clips;
-            `None` or 0 disables them.
-        use_skip_connections (`bool`, defaults to `True`): Residual connections on LSTM layers >= 1.
-        lstm_forget_bias (`float`, defaults to 1.0): Added to the forget gate at run time, as TensorFlow's
-            ``LSTMCell`` does; keeping it out of the stored bias lets bilm-tf weights round-trip bit for bit.
-        num_output_representations (`int`, defaults to 1): Learned ELMo mixes `ElmoModel` returns.
-        feature_layer (`int` or `str`, defaults to -1): What `ElmoModel` returns as `last_hidden_state` (and so
-            transformers' feature-extraction pipeline): a layer's index among the L+1 (0 the token layer, -1 the top
-            biLSTM layer), ``"average"`` (the mean of the L+1 layers, ELMoForManyLangs' default output) or ``"mix"``
-            (the first learned mix).
-        scalar_mix_layer_norm (`bool`, defaults to `False`): Normalise each layer (one mean/variance over all
-            unmasked elements) before mixing; `ElmoModel` includes the `<S>`/`</S>` positions, as AllenNLP does.
-        char_scheme (`str`, defaults to `"bytes"`): ``"bytes"`` (AllenNLP / bilm-tf UTF-8 bytes) or
-            ``"dictionary"`` (the tokenizer's character vocabulary, as ELMoForManyLangs).
-        bos_char_ids, eos_char_ids (`list[int]`, *optional*): The `max_characters_per_token` character ids of the
-            `<S>` / `</S>` pseudo-words the model puts around every sentence; the byte scheme's by default,
-            required for ``char_scheme="dictionary"``.
-        word_vocab_size, word_embedding_dim (`int`, defaults to 0): An optional word embedding (0 = none).
-        bos_word_id, eos_word_id (`int`, *optional*): Word ids of `<S>` and `</S>`; required with a word embedding.
-        lm_vocab (`list[str]`, *optional*): Word vocabulary of the pretraining softmax: `<S>`, `</S>`, `<UNK>`
-            first, then by decreasing frequency.
-        lm_softmax (`str`, defaults to `"full"`): ``"full"`` or ``"sampled"`` softmax for pretraining.
-        lm_num_sampled (`int`, defaults to 8192): Negative samples per batch for the sampled softmax.
-        lm_dropout (`float`, defaults to 0.1): Dropout while pretraining.
-        task_encoder (`str`, defaults to `"linear"`): The tagger over the mix: `"linear"` or `"bilstm"` (a
-            bidirectional LSTM, then a linear layer: the paper's NER model).
-        task_encoder_hidden_size (`int`, defaults to 200), task_encoder_num_layers (`int`, defaults to 1): its size.
-        use_crf (`bool`, defaults to `False`): A linear-chain CRF (Viterbi decoding) over the tag scores.
-        freeze_elmo (`bool`, defaults to `True`): Keep the biLM fixed while a head trains (the paper's default).
-        task_token_features (`bool`, defaults to `False`): The head's own trainable context-free word vectors x_k
-            (a character CNN shaped like layer 0, started from a copy of it), fed as [x_k; ELMo_k] (section 3.3).
-        task_character_features (`bool`, defaults to `False`): `ElmoForCharacterTagging` with
-            `task_token_features`: each character also gets the head's x_k of the character read alone.
-        classifier_dropout (`float`, defaults to 0.5): Dropout on the mix and inside the heads.
-        classifier_hidden_size (`int`, defaults to 256): Hidden layer of the sentence classifier (0 = none).
+    ``2x4096_512_2048cnn_2xhighway`` English model. Each field is described beside it (P is `projection_dim`, C
+    `lstm_cell_dim`, L `num_lstm_layers`); the task heads' fields follow the encoder's.
     """
 
     model_type = "elmo"
     attribute_map = {"num_hidden_layers": "num_lstm_layers"}
 
-    char_vocab_size: int = 262
+    char_vocab_size: int = 262  # rows of the character embedding table; row 0 is padding
     char_embedding_dim: int = 16
-    char_cnn_filters: list[list[int]] | None = None
-    num_highway_layers: int = 2
-    char_cnn_activation: Literal["relu", "tanh"] = "relu"
-    max_characters_per_token: int = 50
-    projection_dim: int = 512
-    lstm_cell_dim: int = 4096
-    num_lstm_layers: int = 2
-    cell_clip: float | int | None = 3.0
-    proj_clip: float | int | None = 3.0
-    use_skip_connections: bool = True
+    char_cnn_filters: list[list[int]] | None = None  # [width, number_of_filters] per convolution
+    num_highway_layers: int = 2  # after the character CNN
+    char_cnn_activation: Literal["relu", "tanh"] = "relu"  # after max-pooling
+    max_characters_per_token: int = 50  # character ids per word, boundaries included
+    projection_dim: int = 512  # P, the size of the token representation and of each direction's output
+    lstm_cell_dim: int = 4096  # C, the size of the LSTM memory cell
+    num_lstm_layers: int = 2  # L, LSTM layers per direction (`num_hidden_layers` is an alias)
+    cell_clip: float | int | None = 3.0  # memory-cell clip; None or 0 disables it
+    proj_clip: float | int | None = 3.0  # projected-output clip; None or 0 disables it
+    use_skip_connections: bool = True  # residual connections on LSTM layers >= 1
+    # Added to the forget gate at run time, as TensorFlow's `LSTMCell` does; keeping it out of the stored bias lets
+    # bilm-tf weights round-trip bit for bit.
     lstm_forget_bias: float | int = 1.0
-    num_output_representations: int = 1
+    num_output_representations: int = 1  # learned ELMo mixes `ElmoModel` returns
+    # What `ElmoModel` returns as `last_hidden_state` (and so transformers' feature-extraction pipeline): a layer's
+    # index among the L+1 (0 the token layer, -1 the top biLSTM layer), "average" (the mean of the L+1 layers,
+    # ELMoForManyLangs' default output) or "mix" (the first learned mix).
     feature_layer: int | Literal["average", "mix"] = -1
+    # Normalise each layer (one mean/variance over all unmasked elements) before mixing; `ElmoModel` includes the
+    # `<S>`/`</S>` positions, as AllenNLP does.
     scalar_mix_layer_norm: bool = False
+    # "bytes" (AllenNLP / bilm-tf UTF-8 bytes) or "dictionary" (the tokenizer's character vocabulary, as
+    # ELMoForManyLangs).
     char_scheme: Literal["bytes", "dictionary"] = "bytes"
+    # The `max_characters_per_token` character ids of the `<S>` / `</S>` pseudo-words the model puts around every
+    # sentence; the byte scheme's by default, required for char_scheme="dictionary".
     bos_char_ids: list[int] | None = None
     eos_char_ids: list[int] | None = None
-    word_vocab_size: int = 0
+    word_vocab_size: int = 0  # an optional word embedding (0 = none)
     word_embedding_dim: int = 0
-    bos_word_id: int | None = None
+    bos_word_id: int | None = None  # word ids of `<S>` and `</S>`; required with a word embedding
     eos_word_id: int | None = None
     # ELMo's layers are its output: returned unless asked otherwise (a standard transformers field, default False).
     output_hidden_states: bool | None = True
     # The tokenizer pads with character id 0 (a padded word is all zeros); transformers compares the two.
     pad_token_id: int | None = 0
+    # Word vocabulary of the pretraining softmax: `<S>`, `</S>`, `<UNK>` first, then by decreasing frequency.
     lm_vocab: list[str] | None = None
-    lm_softmax: Literal["full", "sampled"] = "full"
-    lm_num_sampled: int = 8192
-    lm_dropout: float | int = 0.1
+    lm_softmax: Literal["full", "sampled"] = "full"  # the pretraining softmax
+    lm_num_sampled: int = 8192  # negative samples per batch for the sampled softmax
+    lm_dropout: float | int = 0.1  # dropout while pretraining
+    # The tagger over the mix: "linear" or "bilstm" (a bidirectional LSTM of task_encoder_hidden_size x
+    # task_encoder_num_layers, then a linear layer: the paper's NER model).
     task_encoder: Literal["linear", "bilstm"] = "linear"
     task_encoder_hidden_size: int = 200
     task_encoder_num_layers: int = 1
-    use_crf: bool = False
-    freeze_elmo: bool = True
+    use_crf: bool = False  # a linear-chain CRF (Viterbi decoding) over the tag scores
+    freeze_elmo: bool = True  # keep the biLM fixed while a head trains (the paper's default)
+    # The head's own trainable context-free word vectors x_k (a character CNN shaped like layer 0, started from a copy
+    # of it), fed as [x_k; ELMo_k] (section 3.3).
     task_token_features: bool = False
+    # `ElmoForCharacterTagging` with task_token_features: each character also gets the head's x_k of it read alone.
     task_character_features: bool = False
-    classifier_dropout: float | int = 0.5
-    classifier_hidden_size: int = 256
+    classifier_dropout: float | int = 0.5  # dropout on the mix and inside the heads
+    classifier_hidden_size: int = 256  # hidden layer of the sentence classifier (0 = none)
 
     def __post_init__(self, **kwargs):
         for key in _RUNTIME_KEYS:
@@ -198,11 +163,10 @@ class ElmoConfig(PreTrainedConfig):
     def check_values(self) -> None:
         """ValueError naming every field whose value is out of range (the types `@strict` checks itself); run on
         creation, by the models before they build anything, and before saving."""
-        problems = _label_problems(self.id2label, None) + [
-            f"{name} must be a non-negative number or null, got {getattr(self, name)}"
-            for name in ("cell_clip", "proj_clip")
-            if getattr(self, name) is not None and not getattr(self, name) >= 0
-        ]
+        problems = _label_problems(self.id2label, None)
+        for name in ("cell_clip", "proj_clip"):
+            if getattr(self, name) is not None and not getattr(self, name) >= 0:
+                problems.append(f"{name} must be a non-negative number or null, got {getattr(self, name)}")
         for name in ("char_vocab_size", "char_embedding_dim", "projection_dim", "lstm_cell_dim", "num_lstm_layers",
                      "task_encoder_hidden_size", "task_encoder_num_layers"):
             if getattr(self, name) <= 0:
@@ -245,16 +209,16 @@ class ElmoConfig(PreTrainedConfig):
         problems.extend(self._input_layer_problems())
         if not problems and self.num_parameters_estimate() > MAX_PARAMETERS:
             problems.append(f"this architecture has about {self.num_parameters_estimate():,} weights, more than the "
-                            f"{MAX_PARAMETERS:,} hf-elmo builds (check lstm_cell_dim, projection_dim, char_cnn_filters)")
+                            f"{MAX_PARAMETERS:,} hf-elmo builds (check lstm_cell_dim, projection_dim, "
+                            "char_cnn_filters)")
         if problems:
             raise ValueError("Invalid ElmoConfig: " + "; ".join(problems))
 
     def num_parameters_estimate(self) -> int:
         """The encoder's weights (and the pretraining softmax's), from the sizes alone."""
         filters = self.num_char_filters
-        cnn = self.char_vocab_size * self.char_embedding_dim + sum(
-            count * (width * self.char_embedding_dim + 1) for width, count in self.char_cnn_filters
-        )
+        cnn = self.char_vocab_size * self.char_embedding_dim + sum(count * (width * self.char_embedding_dim + 1)
+                                                                   for width, count in self.char_cnn_filters)
         highway = self.num_highway_layers * 2 * filters * (filters + 1)
         projection = (filters + self.word_embedding_dim + 1) * self.projection_dim
         cell, width = self.lstm_cell_dim, self.projection_dim

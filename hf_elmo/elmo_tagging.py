@@ -1,11 +1,7 @@
 """Tagging beyond the word head of modeling_elmo: characters tagged with a biLM of words, and raw text to entity spans.
 
 Most Chinese NER sets label characters (MSRA, People's Daily, Weibo), while a biLM pretrained on segmented text
-reads words. `ElmoForCharacterTagging` runs the biLM over the sentence's words; each character gets its word's
-vectors, its position in the word (single, begin, middle, end) and, with `config.task_character_features`, the
-head's own x_k of the character read alone (the word's vectors and the position cannot tell the characters of one
-word apart, this can).
-
+reads words: `ElmoForCharacterTagging` runs the biLM over a sentence's words and tags their characters.
 `ElmoTokenClassificationPipeline` tags raw text with either tagger and returns entity spans. A saved tagger names it
 in its config.json (`custom_pipelines`), so `pipeline(model=folder, trust_remote_code=True)` tags text where the
 hf-elmo package is not installed; the package registers the same class as `elmo-token-classification`.
@@ -25,7 +21,6 @@ from .modeling_elmo import ElmoTagger, _refuse_unknown_arguments
 TASK = "elmo-token-classification"
 
 # 1. Characters tagged with a biLM of words ---------------------------------------------------------------------------
-
 # A character's position in its word, in this order: the whole word, the first, a middle or the last character.
 WORD_POSITIONS = ("S", "B", "M", "E")
 
@@ -39,8 +34,8 @@ def character_vectors(word_vectors: torch.Tensor, token_word_index: torch.Tensor
     if token_word_index is None or token_positions is None:
         raise ValueError("ElmoForCharacterTagging: pass token_word_index and token_positions, one per character "
                          "(character_places makes them)")
-    batch = word_vectors.shape[0]
-    if token_word_index.dim() != 2 or token_word_index.shape[0] != batch or token_positions.shape != token_word_index.shape:
+    batch, shape = word_vectors.shape[0], token_word_index.shape
+    if token_word_index.dim() != 2 or shape[0] != batch or token_positions.shape != shape:
         raise ValueError(f"token_word_index and token_positions must both be (batch={batch}, characters), got "
                          f"{tuple(token_word_index.shape)} and {tuple(token_positions.shape)}")
     token_word_index = token_word_index.to(word_vectors.device)
@@ -65,8 +60,9 @@ def character_places(words: Sequence[Sequence[str]]) -> tuple[list[str], list[in
 
 
 class ElmoForCharacterTagging(ElmoTagger):
-    """ELMo tagging characters: each character gets [x_k;] its word's learned mix, its S/B/M/E position [, the head's
-    x_k of the character alone] -> dropout -> [BiLSTM] -> linear -> [CRF]. One label per character."""
+    """ELMo tagging characters, one label each: a character gets [x_k;] its word's learned mix, its S/B/M/E position
+    [, with `config.task_character_features`, the head's x_k of the character read alone, which tells the characters
+    of one word apart] -> dropout -> [BiLSTM] -> linear -> [CRF]."""
 
     labels_characters = True
 
@@ -102,8 +98,6 @@ class ElmoForCharacterTagging(ElmoTagger):
 # 2. From tags to entity spans --------------------------------------------------------------------------------------
 # BIO (IOB2) is the main scheme; IOB1, BIOES/IOBES and BMES tags are read leniently, the way conlleval does: an
 # `I-`/`M-`/`E-` tag after a different type starts a new entity, `S-`/`E-` close one.
-
-
 def split_tag(tag: str) -> tuple[str, str | None]:
     """`"B-PER"` -> (`"B"`, `"PER"`); `"O"` (or anything without a known prefix) -> (`"O"`, None)."""
     prefix, sep, entity = tag.partition("-")
@@ -144,7 +138,7 @@ def word_offsets(text: str, words: Sequence[str], lowercase: bool = False) -> li
 
 
 def is_cjk_word(word: str) -> bool:
-    return bool(word) and all("\u2e80" <= ch <= "\u9fff" or "\uf900" <= ch <= "\ufaff" or ord(ch) >= 0x20000 for ch in word)
+    return bool(word) and all("\u2e80" <= c <= "\u9fff" or "\uf900" <= c <= "\ufaff" or ord(c) >= 0x20000 for c in word)
 
 
 def entities_from_tags(words: Sequence[str], tags: Sequence[str], text: str | None = None,
@@ -174,8 +168,6 @@ def entities_from_tags(words: Sequence[str], tags: Sequence[str], text: str | No
 
 
 # 3. Tagging: the best tags of a batch, one input's result, and the pipeline ------------------------------------------
-
-
 def tagged_mask(model, batch) -> torch.Tensor:
     """(batch, positions) bool: the words a tagger labels, or the characters a character tagger labels."""
     return batch["token_word_index"] >= 0 if model.labels_characters else batch["attention_mask"].bool()

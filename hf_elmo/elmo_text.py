@@ -16,18 +16,14 @@ from typing import ClassVar
 logger = logging.getLogger(__name__)
 
 # Raw ids of the byte scheme: 0-255 are UTF-8 bytes, then five markers.
-BEGINNING_OF_SENTENCE_BYTE = 256
-END_OF_SENTENCE_BYTE = 257
-BEGINNING_OF_WORD_BYTE = 258
-END_OF_WORD_BYTE = 259
+BEGINNING_OF_SENTENCE_BYTE, END_OF_SENTENCE_BYTE, BEGINNING_OF_WORD_BYTE, END_OF_WORD_BYTE = 256, 257, 258, 259
 PADDING_BYTE = 260
 # Every byte-scheme id the model sees is the raw id + 1, so that 0 can mark a padded word position.
 CHARACTER_ID_SHIFT = 1
 PADDED_POSITION_ID = 0
 BYTE_SCHEME_VOCAB_SIZE = PADDING_BYTE + CHARACTER_ID_SHIFT + 1
 # The sentence boundaries the model adds around every sentence (bilm-tf's names).
-BEGINNING_OF_SENTENCE = "<S>"
-END_OF_SENTENCE = "</S>"
+BEGINNING_OF_SENTENCE, END_OF_SENTENCE = "<S>", "</S>"
 _BOUNDARY_BYTES = {BEGINNING_OF_SENTENCE: BEGINNING_OF_SENTENCE_BYTE, END_OF_SENTENCE: END_OF_SENTENCE_BYTE}
 # Special entries of the dictionary scheme's vocabularies (ELMoForManyLangs' names).
 DICTIONARY_CHAR_SPECIALS = ("<bos>", "<eos>", "<oov>", "<pad>", "<bow>", "<eow>")
@@ -36,9 +32,7 @@ PAD_TOKEN = "<pad>"  # the word a padded position stands for (the word vocabular
 DICTIONARY_SENTENCE_BOUNDARIES = ("<bos>", "<eos>")  # as words, they are the `<S>` / `</S>` rows
 # Entries of a dictionary-scheme row that are not characters of the word (an unknown one reads as U+FFFD).
 _NON_CHARACTERS = set(DICTIONARY_CHAR_SPECIALS) - {"<oov>"}
-CHAR_VOCAB_FILE = "char_vocab.json"
-WORD_VOCAB_FILE = "word_vocab.json"
-JIEBA_USER_DICT_FILE = "jieba_user_dict.txt"
+CHAR_VOCAB_FILE, WORD_VOCAB_FILE, JIEBA_USER_DICT_FILE = "char_vocab.json", "word_vocab.json", "jieba_user_dict.txt"
 _NO_VOCABULARIES = "the byte scheme has no vocabularies: pass char_scheme='dictionary' to use them"
 
 
@@ -132,10 +126,9 @@ def _given_or_loaded(vocabulary, vocabulary_file, kind: str) -> tuple[Mapping, s
 
 
 def _checked_vocabulary(vocabulary, source: str, specials, lowest_id: int, why: str = "") -> dict[str, int]:
-    if not isinstance(vocabulary, Mapping) or not all(
-        isinstance(key, str) and isinstance(value, int) and not isinstance(value, bool)
-        for key, value in vocabulary.items()
-    ):
+    entries = vocabulary.items() if isinstance(vocabulary, Mapping) else None
+    if entries is None or not all(isinstance(key, str) and isinstance(value, int) and not isinstance(value, bool)
+                                  for key, value in entries):
         raise ValueError(f"{source} must map strings to integer ids")
     missing = [name for name in specials if name not in vocabulary]
     if missing:
@@ -216,10 +209,8 @@ class DictionaryScheme(CharacterScheme):
         return cls(max_characters_per_token, *_given_or_loaded(vocabulary, vocabulary_file, "character"))
 
     def word_ids(self, word: str) -> list[int]:
-        if word in DICTIONARY_SENTENCE_BOUNDARIES:
-            characters = [self.vocabulary[word]]
-        else:
-            characters = [self.vocabulary.get(c, self._unknown_id) for c in word[: self.max_characters_per_token - 2]]
+        characters = ([self.vocabulary[word]] if word in DICTIONARY_SENTENCE_BOUNDARIES else
+                      [self.vocabulary.get(c, self._unknown_id) for c in word[: self.max_characters_per_token - 2]])
         # The original writes `<eow>` first and `<bow>` last (its variables are swapped); the model was trained so.
         ids = [self._end_id, *characters, self._begin_id]
         return ids + [self._pad_id] * (self.max_characters_per_token - len(ids))
@@ -268,8 +259,7 @@ class WordVocabulary:
 
 
 class WordSegmenter:
-    """Called with raw text, gives its words. `name` is what a tokenizer saves; `chinese_segmentation` says what
-    Chinese gets."""
+    """Called with raw text, gives its words; `name` is saved, `chinese_segmentation` says what Chinese gets."""
 
     name: ClassVar[str]
     chinese_segmentation: ClassVar[str]

@@ -1,18 +1,15 @@
-"""PyTorch ELMo (Peters et al., 2018): character CNN -> highway -> projection -> biLSTM language model -> layer mix.
-
-The file reads top-down in the order data flows through the model:
+"""PyTorch ELMo (Peters et al., 2018), top-down in the order data flows through the model:
 
 1. `ElmoCharacterEncoder`   character ids (words, characters) -> context-insensitive token vectors (layer 0)
 2. `ElmoBiLstm`             token vectors -> forward and backward LSTM layers with cell/projection clipping
 3. `ElmoScalarMix`          L+1 layers -> gamma * sum_j softmax(w)_j * layer_j
 4. `ElmoModel`              the encoder users load: adds sentence boundaries, returns every layer and the mixes
-5. heads                    `ElmoForTokenClassification` (+ `ElmoCrf`), `ElmoForSequenceClassification`
-                            (the biLM's own pretraining head is the hf-elmo package's: elmo_language_model.py)
+5. heads                    `ElmoForTokenClassification` (+ `ElmoCrf`), `ElmoForSequenceClassification` (the
+                            biLM's own pretraining head is the hf-elmo package's: elmo_language_model.py)
 
-Everything here is plain PyTorch and is the definition of the numbers (AllenNLP's / bilm-tf's). With the hf-elmo
-package installed, models run on its kernels (`hf_elmo.kernels`: the same numbers up to float32 rounding, several
-times faster on CPUs), chosen at load time like `attn_implementation`: `from_pretrained(...,
-lstm_implementation="reference")` or `model.set_lstm_implementation(...)`; the choice is never saved.
+Everything here is plain PyTorch and defines the numbers (AllenNLP's / bilm-tf's). With the hf-elmo package
+installed, models run on its kernels (`hf_elmo.kernels`: the same numbers up to float32 rounding, several times faster
+on CPUs), chosen at load time like `attn_implementation` (`LSTM_IMPLEMENTATIONS`); the choice is never saved.
 """
 
 from __future__ import annotations
@@ -28,22 +25,22 @@ from torch import nn
 from transformers import PreTrainedModel
 from transformers import initialization as init
 from transformers.modeling_outputs import SequenceClassifierOutput, TokenClassifierOutput
-from transformers.utils import ModelOutput, logging
+from transformers.utils import ModelOutput
 
 from .configuration_elmo import ElmoConfig
 
-logger = logging.get_logger(__name__)
-
-#: How the model computes: "reference" is this file alone; "auto" (default) hf-elmo's kernels where they apply
-#: (CPU tensors) and this file elsewhere; "fast" the kernels' batch-major path with a hand-written backward
-#: everywhere; "int8" CPU inference with int8 LSTM weights (not exact).
+#: How the model computes (`from_pretrained(..., lstm_implementation=...)`, `set_lstm_implementation`): "reference"
+#: is this file alone; "auto" (default) hf-elmo's kernels where they apply (CPU tensors) and this file elsewhere;
+#: "fast" the kernels' batch-major path with a hand-written backward everywhere; "int8" CPU inference with int8 LSTM
+#: weights (not exact).
 LSTM_IMPLEMENTATIONS = ("auto", "reference", "fast", "int8")
 
 
 def _load_kernels(implementation: str):
     """hf-elmo's kernels for `implementation`, or None for this file's plain PyTorch."""
     if implementation not in LSTM_IMPLEMENTATIONS:
-        raise ValueError(f"lstm_implementation must be one of {', '.join(LSTM_IMPLEMENTATIONS)}, got {implementation!r}")
+        raise ValueError(f"lstm_implementation must be one of {', '.join(LSTM_IMPLEMENTATIONS)}, "
+                         f"got {implementation!r}")
     if implementation == "reference":
         return None
     try:  # by name, so that this file still loads as remote code where hf-elmo is not installed
@@ -57,8 +54,6 @@ def _load_kernels(implementation: str):
 
 
 # 1. Characters -> token vectors ------------------------------------------------------------------------------
-
-
 class ElmoHighwayLayer(nn.Linear):
     """One highway layer's linear map, `size` -> `[transform; carry]` (2 * size)."""
 
@@ -67,7 +62,8 @@ class ElmoHighwayLayer(nn.Linear):
 
 
 class ElmoHighway(nn.Module):
-    """Highway layers (TensorFlow convention): ``x <- g * relu(x W_t + b_t) + (1 - g) * x``, ``g = sigmoid(x W_c + b_c)``."""
+    """Highway layers (TensorFlow convention): ``x <- g * relu(x W_t + b_t) + (1 - g) * x``,
+    ``g = sigmoid(x W_c + b_c)``."""
 
     def __init__(self, size: int, num_layers: int):
         super().__init__()
@@ -90,15 +86,12 @@ class ElmoCharacterEncoder(nn.Module):
         super().__init__()
         self.config = config
         self.char_embedding = nn.Embedding(config.char_vocab_size, config.char_embedding_dim, padding_idx=0)
-        self.convolutions = nn.ModuleList(
-            [nn.Conv1d(config.char_embedding_dim, count, width) for width, count in config.char_cnn_filters]
-        )
-        num_filters = config.num_char_filters
-        self.highway = ElmoHighway(num_filters, config.num_highway_layers)
-        self.word_embedding = (
-            nn.Embedding(config.word_vocab_size, config.word_embedding_dim) if config.word_vocab_size else None
-        )
-        self.projection = nn.Linear(num_filters + config.word_embedding_dim, config.projection_dim)
+        self.convolutions = nn.ModuleList([nn.Conv1d(config.char_embedding_dim, count, width)
+                                           for width, count in config.char_cnn_filters])
+        self.highway = ElmoHighway(config.num_char_filters, config.num_highway_layers)
+        self.word_embedding = (nn.Embedding(config.word_vocab_size, config.word_embedding_dim)
+                               if config.word_vocab_size else None)
+        self.projection = nn.Linear(config.num_char_filters + config.word_embedding_dim, config.projection_dim)
 
     def forward(self, char_ids: torch.Tensor, word_ids: torch.Tensor | None = None) -> torch.Tensor:
         chars = self.char_embedding(char_ids).transpose(1, 2)  # (tokens, d_char, positions)
@@ -111,8 +104,6 @@ class ElmoCharacterEncoder(nn.Module):
 
 
 # 2. The biLSTM --------------------------------------------------------------------------------------------------
-
-
 class ElmoBiLstmLayer(nn.Module):
     """One layer of both LSTM directions, weights stacked on a leading axis of size 2 (forward, backward), in
     `nn.Linear`'s (out, in) layout: `input_weight` (2, 4C, input_dim), `recurrent_weight` (2, 4C, P), `bias` (2, 4C),
@@ -160,21 +151,13 @@ class ElmoBiLstm(nn.Module):
     def __init__(self, config: ElmoConfig):
         super().__init__()
         self.config = config
-        self.layers = nn.ModuleList(
-            [ElmoBiLstmLayer(config.projection_dim, config.lstm_cell_dim, config.projection_dim)
-             for _ in range(config.num_lstm_layers)]
-        )
+        self.layers = nn.ModuleList([ElmoBiLstmLayer(config.projection_dim, config.lstm_cell_dim, config.projection_dim)
+                                     for _ in range(config.num_lstm_layers)])
 
     def forward(self, inputs, lengths, initial_state=None, dropout: float = 0.0):
-        """
-        Args:
-            inputs: (B, T, P) token vectors; what lies past each row's length is ignored.
-            lengths: (B,) real positions per row (boundaries included).
-            initial_state: optional (h (L, 2, B, P), c (L, 2, B, C)); zeros when omitted.
-            dropout: dropout on each layer's output (pretraining).
-
-        Returns: L layers (B, T, 2P) `[forward; backward]`, zero past each length, and the final (h, c).
-        """
+        """(B, T, P) token `inputs` (ignored past each row's `lengths` (B,), boundaries included), `initial_state`
+        (h (L, 2, B, P), c (L, 2, B, C); zeros when None), `dropout` on each layer's output (pretraining) -> L layers
+        (B, T, 2P) `[forward; backward]`, zero past each length, and the final (h, c)."""
         config = self.config
         batch, steps, _ = inputs.shape
         positions = torch.arange(steps, device=inputs.device)
@@ -188,29 +171,25 @@ class ElmoBiLstm(nn.Module):
             c = inputs.new_zeros(config.num_lstm_layers, 2, batch, config.lstm_cell_dim)
         else:
             h, c = initial_state
-        layers, final_h, final_c = [], [], []
+        layers, finals = [], []
         for index, layer in enumerate(self.layers):
-            output, (layer_h, layer_c) = layer(layer_input, running, (h[index], c[index]), config)
+            output, final = layer(layer_input, running, (h[index], c[index]), config)
             if config.use_skip_connections and index > 0:
                 output = output + layer_input
             if dropout and self.training:
                 output = F.dropout(output, dropout, training=True)
-            final_h.append(layer_h)
-            final_c.append(layer_c)
+            finals.append(final)
             layer_input = output
             backward = output[1].gather(1, reverse.expand_as(output[1]))
             layers.append(torch.cat([output[0], backward], dim=-1))
-        return layers, (torch.stack(final_h), torch.stack(final_c))
+        return layers, tuple(torch.stack(states) for states in zip(*finals))  # (h, c)
 
 
 # 3. Mixing the layers -------------------------------------------------------------------------------------------
-
-
 class ElmoScalarMix(nn.Module):
-    """``gamma * sum_j softmax(w)_j * layer_j`` with w initialised to 0 and gamma to 1 (the paper's equation 1).
-
-    With `layer_norm`, each layer is first normalised by one mean and variance over all of its unmasked elements in
-    the batch (AllenNLP's definition, not a per-token LayerNorm)."""
+    """``gamma * sum_j softmax(w)_j * layer_j`` with w initialised to 0 and gamma to 1 (the paper's equation 1). With
+    `layer_norm`, each layer is first normalised by one mean and variance over all of its unmasked elements in the
+    batch (AllenNLP's definition, not a per-token LayerNorm)."""
 
     def __init__(self, num_layers: int, layer_norm: bool = False):
         super().__init__()
@@ -238,29 +217,23 @@ def _masked_layer_norm(layer: torch.Tensor, mask: torch.Tensor, eps: float = 1e-
 
 
 # 4. The model ---------------------------------------------------------------------------------------------------
-
-
 @dataclass
 class ElmoModelOutput(ModelOutput):
     """
-    Output of [`ElmoModel`].
+    Output of [`ElmoModel`]; `num_words` excludes the `<S>`/`</S>` positions unless `keep_sentence_boundaries=True`.
 
     Args:
         last_hidden_state (`torch.FloatTensor` of shape `(batch_size, num_words, 2 * projection_dim)`):
             The layer `config.feature_layer` chooses (what transformers' feature-extraction pipeline returns): by
             default the top biLSTM layer, `[forward; backward]`.
         mixes (`torch.FloatTensor` of shape `(batch_size, num_output_representations, num_words, 2 * projection_dim)`):
-            The learned ELMo mixes, batch first (so that pipelines split a batch back into its texts);
-            `elmo_representations` is the same as a tuple of `(batch_size, num_words, 2 * projection_dim)`.
-        hidden_states (`tuple(torch.FloatTensor)`, returned unless `output_hidden_states=False`):
-            All L+1 layers, each `(batch_size, num_words, 2 * projection_dim)`: layer 0 is `[token; token]`,
-            layer j >= 1 is `[forward_j; backward_j]`.
+            The learned ELMo mixes, batch first (so that pipelines split a batch back into its texts).
+        hidden_states (`tuple(torch.FloatTensor)`, returned unless `output_hidden_states=False`): All L+1 layers,
+            each `(batch_size, num_words, 2 * projection_dim)`: layer 0 is `[token; token]`, layer j >= 1 is
+            `[forward_j; backward_j]`.
         mask (`torch.BoolTensor` of shape `(batch_size, num_words)`): True at real words.
-        final_state (`tuple(torch.FloatTensor)`, *optional*): `(h, c)` after each sentence, shapes
-            `(num_layers, 2, batch_size, projection_dim)` and `(num_layers, 2, batch_size, lstm_cell_dim)`;
-            direction 0 is forward. Returned with `return_state=True`; feed it back as `initial_state`.
-
-    `num_words` excludes the `<S>`/`</S>` positions unless `keep_sentence_boundaries=True` was passed.
+        final_state (`tuple(torch.FloatTensor)`, *optional*): `(h, c)` after each sentence, shaped as `forward`'s
+            `initial_state` (direction 0 is forward); given with `return_state=True`, to feed back as `initial_state`.
     """
 
     last_hidden_state: torch.FloatTensor | None = None
@@ -284,22 +257,19 @@ class ElmoMissingWeightsError(ValueError):
 
 
 # Weights a head legitimately lacks when it starts from an encoder or a pretraining checkpoint: its own layers.
-_HEAD_WEIGHTS = ("scalar_mix", "elmo.scalar_mixes", "classifier", "pre_classifier", "encoder.", "crf.", "token_features.",
-                 "softmax.")
+_HEAD_WEIGHTS = ("scalar_mix", "elmo.scalar_mixes", "classifier", "pre_classifier", "encoder.", "crf.",
+                 "token_features.", "softmax.")
 
 
 def _biLM_problems(loading_info: dict, source) -> str | None:
-    missing = [key for key in loading_info.get("missing_keys", ()) if not key.startswith(_HEAD_WEIGHTS)]
-    unexpected = [key for key in loading_info.get("unexpected_keys", ()) if not key.startswith(_HEAD_WEIGHTS)]
-    if not missing and not unexpected:
-        return None
     parts = []
-    if missing:
-        parts.append(f"lack {len(missing)} of the biLM's tensors ({', '.join(sorted(missing)[:4])}"
-                     f"{', ...' if len(missing) > 4 else ''})")
-    if unexpected:
-        parts.append(f"holds {len(unexpected)} tensors this model does not have ({', '.join(sorted(unexpected)[:4])}"
-                     f"{', ...' if len(unexpected) > 4 else ''})")
+    for kind, found in (("missing_keys", "lack {} of the biLM's tensors"),
+                        ("unexpected_keys", "holds {} tensors this model does not have")):
+        keys = sorted(key for key in loading_info.get(kind, ()) if not key.startswith(_HEAD_WEIGHTS))
+        if keys:
+            parts.append(f"{found.format(len(keys))} ({', '.join(keys[:4])}{', ...' if len(keys) > 4 else ''})")
+    if not parts:
+        return None
     where = os.path.join(source, "model.safetensors") if os.path.isdir(source) else f"the weights of {source}"
     return (f"{where}: the weights {' and '.join(parts)}: they would start random or be dropped. Load the folder "
             "the weights belong to, or pass allow_missing_weights=True to accept transformers' default")
@@ -315,12 +285,10 @@ class ElmoPreTrainedModel(PreTrainedModel):
     @classmethod
     def from_pretrained(cls, pretrained_model_name_or_path, *args, lstm_implementation: str = "auto",
                         allow_missing_weights: bool = False, **kwargs):
-        r"""transformers' `from_pretrained`, from safetensors only (never an unpickled pytorch_model.bin), plus:
-
-        lstm_implementation (`str`, defaults to `"auto"`): one of `LSTM_IMPLEMENTATIONS`; not saved.
-        allow_missing_weights (`bool`, defaults to `False`): load even when the biLM's tensors are missing (they
-            start random) or foreign tensors are present; by default such a folder is refused naming them.
-        """
+        r"""transformers' `from_pretrained`, from safetensors only (never an unpickled pytorch_model.bin), plus
+        `lstm_implementation` (one of `LSTM_IMPLEMENTATIONS`; not saved) and `allow_missing_weights`: load even when
+        the biLM's tensors are missing (they start random) or foreign tensors are present, which by default refuses
+        the folder naming them."""
         kernels = _load_kernels(lstm_implementation)
         kwargs.setdefault("use_safetensors", True)
         wants_loading_info = kwargs.pop("output_loading_info", False)
@@ -337,11 +305,10 @@ class ElmoPreTrainedModel(PreTrainedModel):
         except OSError as error:
             message = str(error)
             if "model.safetensors" in message and ("does not appear to have" in message or "no file named" in message):
-                raise OSError(
-                    f"{pretrained_model_name_or_path} has no model.safetensors: ELMo weights are loaded from "
-                    "safetensors files only (pytorch_model.bin is not unpickled). Save the model with "
-                    "`save_pretrained`, or convert bilm-tf / AllenNLP files (options.json + weights.hdf5) with "
-                    "`hf-elmo convert`.") from error
+                raise OSError(f"{pretrained_model_name_or_path} has no model.safetensors: ELMo weights are loaded "
+                              "from safetensors files only (pytorch_model.bin is not unpickled). Save the model with "
+                              "`save_pretrained`, or convert bilm-tf / AllenNLP files (options.json + weights.hdf5) "
+                              "with `hf-elmo convert`.") from error
             raise
         except Exception as error:
             if type(error).__name__ != "SafetensorError":  # safetensors' own class, not imported here
@@ -353,7 +320,7 @@ class ElmoPreTrainedModel(PreTrainedModel):
             raise ElmoMissingWeightsError(problem)
         if not verified:  # a NaN scan reads every weight: only when the checksums do not vouch for them
             _check_finite_weights(model, pretrained_model_name_or_path)
-        model._set_kernels(kernels)
+        model._elmo_model().kernels = kernels
         return (model, loading_info) if wants_loading_info else model
 
     def __init__(self, config: ElmoConfig, *inputs, **kwargs):
@@ -364,7 +331,8 @@ class ElmoPreTrainedModel(PreTrainedModel):
         # transformers writes only the saved class's own entry into `config.auto_map`; list every ELMo class
         # registered for remote code, so that any head loads from this folder.
         if self.is_remote_code():
-            self.config.auto_map = {**(getattr(self.config, "auto_map", None) or {}), **_remote_code_auto_map(type(self))}
+            self.config.auto_map = {**(getattr(self.config, "auto_map", None) or {}),
+                                    **_remote_code_auto_map(type(self))}
         result = super().save_pretrained(save_directory, *args, **kwargs)
         file_io = _package_module("hf_elmo.file_io")
         if file_io is not None and kwargs.get("is_main_process", True):
@@ -378,7 +346,7 @@ class ElmoPreTrainedModel(PreTrainedModel):
 
     def set_lstm_implementation(self, implementation: str) -> None:
         """Choose how the model computes from now on (one of `LSTM_IMPLEMENTATIONS`; not saved in config.json)."""
-        self._set_kernels(_load_kernels(implementation))
+        self._elmo_model().kernels = _load_kernels(implementation)
 
     @property
     def lstm_implementation(self) -> str:
@@ -387,9 +355,6 @@ class ElmoPreTrainedModel(PreTrainedModel):
 
     def _elmo_model(self) -> ElmoModel:
         return self if isinstance(self, ElmoModel) else self.elmo
-
-    def _set_kernels(self, kernels) -> None:
-        self._elmo_model().kernels = kernels
 
     @torch.no_grad()
     def _init_weights(self, module):
@@ -401,7 +366,8 @@ class ElmoPreTrainedModel(PreTrainedModel):
         elif isinstance(module, ElmoHighwayLayer):
             init.normal_(module.weight, std=module.in_features**-0.5)
             # A negative carry bias starts every highway layer close to the identity (as bilm-tf does).
-            init.copy_(module.bias, torch.cat([torch.zeros(module.in_features), torch.full((module.in_features,), -2.0)]))
+            size = module.in_features
+            init.copy_(module.bias, torch.cat([torch.zeros(size), torch.full((size,), -2.0)]))
         elif isinstance(module, ElmoScalarMix):
             init.zeros_(module.scalar_parameters)
             init.ones_(module.gamma)
@@ -473,13 +439,10 @@ def _refuse_unknown_arguments(model_name: str, kwargs: dict) -> None:
 
 
 class ElmoModel(ElmoPreTrainedModel):
-    """The ELMo encoder: character ids of words in, every biLM layer and the learned ELMo mixes out.
-
-    Stateless by default: each sentence starts from a zero LSTM state, so its vectors depend neither on the batch it
-    is in nor on earlier calls. Pass `initial_state` / `return_state=True` to carry state between calls the way
-    AllenNLP and bilm-tf do. The forward pass checks shapes only (no reads of tensor values, so no host
-    synchronisation); `validate_inputs` checks the values too.
-    """
+    """The ELMo encoder: character ids of words in, every biLM layer and the learned ELMo mixes out. Stateless by
+    default: each sentence starts from a zero LSTM state, so its vectors depend neither on the batch it is in nor on
+    earlier calls; pass `initial_state` / `return_state=True` to carry state between calls as AllenNLP and bilm-tf
+    do. `forward` checks shapes only (no host synchronisation); `validate_inputs` checks the values too."""
 
     # A pretraining checkpoint also holds the language-model softmax; the encoder does not need it.
     _keys_to_ignore_on_load_unexpected = [r"softmax\."]
@@ -488,10 +451,8 @@ class ElmoModel(ElmoPreTrainedModel):
         super().__init__(config)
         self.char_encoder = ElmoCharacterEncoder(config)
         self.bilstm = ElmoBiLstm(config)
-        self.scalar_mixes = nn.ModuleList(
-            [ElmoScalarMix(config.num_lstm_layers + 1, layer_norm=config.scalar_mix_layer_norm)
-             for _ in range(config.num_output_representations)]
-        )
+        self.scalar_mixes = nn.ModuleList([ElmoScalarMix(config.num_lstm_layers + 1, config.scalar_mix_layer_norm)
+                                           for _ in range(config.num_output_representations)])
         self.kernels = _load_kernels("auto")
         self.post_init()
 
@@ -521,9 +482,7 @@ class ElmoModel(ElmoPreTrainedModel):
             raise ValueError("padding must come after the words: each row's mask must be ones then zeros")
         if bool((mask & ~words).any()):
             raise ValueError("attention_mask marks a padded (all-zero) word position as a real word")
-        if config.word_vocab_size:
-            if word_ids is None or tuple(word_ids.shape) != tuple(mask.shape):
-                raise ValueError(f"this model has a word embedding: pass word_ids of shape {tuple(mask.shape)}")
+        if config.word_vocab_size:  # `_check_shapes` made sure word_ids are there, shaped as the mask
             real = word_ids[mask]
             if real.numel() and not bool(((real >= 0) & (real < config.word_vocab_size)).all()):
                 bad = real[(real < 0) | (real >= config.word_vocab_size)][0]
@@ -545,7 +504,8 @@ class ElmoModel(ElmoPreTrainedModel):
                              f"got {tuple(attention_mask.shape)}")
         if self.config.word_vocab_size:
             if word_ids is None:
-                raise ValueError("this model has a word embedding: pass `word_ids` (from the tokenizer) with `input_ids`")
+                raise ValueError("this model has a word embedding: pass `word_ids` (from the tokenizer) with "
+                                 "`input_ids`")
             if tuple(word_ids.shape) != tuple(input_ids.shape[:2]) or word_ids.dtype.is_floating_point:
                 raise ValueError(f"word_ids must be integer ids of shape {tuple(input_ids.shape[:2])} (batch, words), "
                                  f"got {tuple(word_ids.shape)} {word_ids.dtype}")
@@ -609,18 +569,11 @@ class ElmoModel(ElmoPreTrainedModel):
         tokens = self.char_encoder(char_ids.reshape(-1, width), flat_word_ids).view(batch, steps, -1)
         return tokens * real.unsqueeze(-1).to(tokens.dtype), lengths
 
-    def forward(
-        self,
-        input_ids: torch.Tensor,
-        attention_mask: torch.Tensor | None = None,
-        word_ids: torch.Tensor | None = None,
-        initial_state: tuple[torch.Tensor, torch.Tensor] | None = None,
-        return_state: bool = False,
-        keep_sentence_boundaries: bool = False,
-        output_hidden_states: bool | None = None,
-        return_dict: bool | None = None,
-        **kwargs,
-    ) -> ElmoModelOutput | tuple:
+    def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor | None = None,
+                word_ids: torch.Tensor | None = None, initial_state: tuple[torch.Tensor, torch.Tensor] | None = None,
+                return_state: bool = False, keep_sentence_boundaries: bool = False,
+                output_hidden_states: bool | None = None, return_dict: bool | None = None,
+                **kwargs) -> ElmoModelOutput | tuple:
         r"""
         Args:
             input_ids (`torch.LongTensor` of shape `(batch_size, num_words, max_characters_per_token)`):
@@ -652,7 +605,6 @@ class ElmoModel(ElmoPreTrainedModel):
         skip_final_step = not (keep_sentence_boundaries or return_state or normalised_mix)
         lstm_layers, final_state = self.run_bilstm(tokens, lengths, initial_state, skip_final_step=skip_final_step)
         layers = [torch.cat([tokens, tokens], dim=-1)] + lstm_layers
-
         output_mask = torch.arange(tokens.shape[1], device=tokens.device) < lengths.unsqueeze(1)
         mixes = tuple(mix(layers, output_mask) for mix in self.scalar_mixes)  # before dropping the boundaries
         if not keep_sentence_boundaries:
@@ -661,17 +613,13 @@ class ElmoModel(ElmoPreTrainedModel):
             layers = [layer[:, 1:-1] * keep for layer in layers]
             mixes = tuple(mixed[:, 1:-1] * keep for mixed in mixes)
         chosen = self.config.feature_layer
-        if chosen == "average":
-            features = torch.stack(layers).mean(dim=0)
-        else:
-            features = mixes[0] if chosen == "mix" else layers[chosen]
+        features = (torch.stack(layers).mean(dim=0) if chosen == "average"
+                    else mixes[0] if chosen == "mix" else layers[chosen])
+        top = layers[-1]
         outputs = ElmoModelOutput(
-            last_hidden_state=features,
-            mixes=torch.stack(mixes, dim=1) if mixes else layers[-1].new_zeros(*layers[-1].shape[:1], 0, *layers[-1].shape[1:]),
-            hidden_states=tuple(layers) if output_hidden_states else None,
-            mask=output_mask,
-            final_state=final_state if return_state else None,
-        )
+            last_hidden_state=features, hidden_states=tuple(layers) if output_hidden_states else None,
+            mixes=torch.stack(mixes, dim=1) if mixes else top.new_zeros(top.shape[0], 0, *top.shape[1:]),
+            mask=output_mask, final_state=final_state if return_state else None)
         return outputs if return_dict else outputs.to_tuple()
 
     def _check_state(self, state, like: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
@@ -693,8 +641,6 @@ class ElmoModel(ElmoPreTrainedModel):
 
 
 # 5. Heads -------------------------------------------------------------------------------------------------------
-
-
 # Score given to tags that a partial label rules out; finite so that gradients stay defined.
 _IMPOSSIBLE = -1e4
 
@@ -730,7 +676,8 @@ class ElmoCrf(nn.Module):
         """log p(tags | emissions) per sentence; a tag of -100 on a real word leaves it unlabelled (all tags count)."""
         labelled = tags != -100
         allowed = F.one_hot(tags.clamp(min=0), emissions.shape[-1]).bool() | ~labelled.unsqueeze(-1)
-        return self.log_partition(emissions.masked_fill(~allowed, _IMPOSSIBLE), mask) - self.log_partition(emissions, mask)
+        constrained = self.log_partition(emissions.masked_fill(~allowed, _IMPOSSIBLE), mask)
+        return constrained - self.log_partition(emissions, mask)
 
     def marginals(self, emissions: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
         """p(tag at word t | sentence) by forward-backward, (batch, words, tags), 0 at padding."""
@@ -773,9 +720,7 @@ class ElmoCrf(nn.Module):
 def reduce_loss(total: torch.Tensor, count, num_items_in_batch=None) -> torch.Tensor:
     """A sum over labelled items -> the mean over this batch's `count`, or over the whole accumulated batch's items
     when `Trainer` passes `num_items_in_batch`, so that accumulated micro-batches add up to the large batch's loss."""
-    if num_items_in_batch is not None:
-        return total / num_items_in_batch
-    return total / torch.as_tensor(count).clamp(min=1)
+    return total / (num_items_in_batch if num_items_in_batch is not None else torch.as_tensor(count).clamp(min=1))
 
 
 def tagging_loss(logits, labels, mask, crf=None, num_items_in_batch=None) -> torch.Tensor:
@@ -789,10 +734,8 @@ def tagging_loss(logits, labels, mask, crf=None, num_items_in_batch=None) -> tor
     if not bool(((labels[labelled] >= 0) & (labels[labelled] < logits.shape[-1])).all()):
         bad = labels[labelled & ((labels < 0) | (labels >= logits.shape[-1]))][0]
         raise ValueError(f"label id {int(bad)} is outside [0, {logits.shape[-1]}) (use -100 for 'no label')")
-    if crf is not None:
-        total = -crf.log_likelihood(logits, labels.masked_fill(~mask, -100), mask).sum()
-    else:
-        total = F.cross_entropy(logits[labelled].float(), labels[labelled], reduction="sum")
+    total = (-crf.log_likelihood(logits, labels.masked_fill(~mask, -100), mask).sum() if crf is not None
+             else F.cross_entropy(logits[labelled].float(), labels[labelled], reduction="sum"))
     return reduce_loss(total, labelled.sum(), num_items_in_batch)
 
 
@@ -802,20 +745,20 @@ def classification_loss(logits, labels, problem_type: str | None = None, num_ite
     (transformers' own loss averages regression and multi-label losses per micro-batch, hence this one.)"""
     batch, num_labels = logits.shape
     if problem_type is None:
-        if num_labels == 1:
-            problem_type = "regression"
-        else:
-            problem_type = "multi_label_classification" if labels.is_floating_point() else "single_label_classification"
+        problem_type = ("regression" if num_labels == 1 else
+                        "multi_label_classification" if labels.is_floating_point() else "single_label_classification")
     if problem_type == "regression":
         shapes = [(batch, num_labels)] + ([(batch,)] if num_labels == 1 else [])
         if tuple(labels.shape) not in shapes:
-            raise ValueError(f"regression labels must have shape {' or '.join(map(str, shapes))}, got {tuple(labels.shape)}")
+            raise ValueError(f"regression labels must have shape {' or '.join(map(str, shapes))}, "
+                             f"got {tuple(labels.shape)}")
         targets = labels.to(device=logits.device, dtype=torch.float32).reshape(batch, num_labels)
         return reduce_loss(F.mse_loss(logits.float(), targets, reduction="sum"), targets.numel(), num_items_in_batch)
     if problem_type == "multi_label_classification":
         if tuple(labels.shape) != (batch, num_labels):
             raise ValueError(f"multi-label classification (floating-point labels) needs labels of shape ({batch}, "
-                             f"{num_labels}), got {tuple(labels.shape)}; for one class id per sentence pass integer labels")
+                             f"{num_labels}), got {tuple(labels.shape)}; for one class id per sentence pass integer "
+                             "labels")
         targets = labels.to(device=logits.device, dtype=torch.float32)
         total = F.binary_cross_entropy_with_logits(logits.float(), targets, reduction="sum")
         return reduce_loss(total, targets.numel(), num_items_in_batch)
@@ -826,7 +769,8 @@ def classification_loss(logits, labels, problem_type: str | None = None, num_ite
     real = labels[labelled]
     if real.numel() and not bool(((real >= 0) & (real < num_labels)).all()):
         raise ValueError(f"class ids must be in [0, {num_labels}) or -100, got {real.tolist()}")
-    return reduce_loss(F.cross_entropy(logits[labelled].float(), real, reduction="sum"), labelled.sum(), num_items_in_batch)
+    total = F.cross_entropy(logits[labelled].float(), real, reduction="sum")
+    return reduce_loss(total, labelled.sum(), num_items_in_batch)
 
 
 class ElmoHeadModel(ElmoPreTrainedModel):
@@ -858,7 +802,8 @@ class ElmoHeadModel(ElmoPreTrainedModel):
     def from_pretrained(cls, *args, **kwargs):
         wants_loading_info = kwargs.pop("output_loading_info", False)
         model, loading_info = super().from_pretrained(*args, output_loading_info=True, **kwargs)
-        if model.token_features is not None and any(k.startswith("token_features.") for k in loading_info["missing_keys"]):
+        missing = loading_info["missing_keys"]
+        if model.token_features is not None and any(key.startswith("token_features.") for key in missing):
             # A biLM checkpoint without a task head: the head's word vectors start as the biLM's layer 0.
             model.token_features.load_state_dict(model.elmo.char_encoder.state_dict())
         model.set_elmo_frozen(model.config.freeze_elmo)  # loading swaps in fresh parameters (requires_grad=True)
@@ -909,7 +854,8 @@ class ElmoHeadModel(ElmoPreTrainedModel):
             vectors = input_ids.new_zeros(*mask.shape, self.config.projection_dim, dtype=self.dtype)
             if mask.any():
                 selected = None if word_ids is None else word_ids.to(mask.device)[mask]
-                vectors[mask] = self.elmo.encode_tokens(self.token_features, input_ids[mask], selected).to(vectors.dtype)
+                encoded = self.elmo.encode_tokens(self.token_features, input_ids[mask], selected)
+                vectors[mask] = encoded.to(vectors.dtype)
             return vectors
         flat_word_ids = None if word_ids is None else word_ids.to(mask.device).reshape(-1)
         vectors = self.token_features(input_ids.reshape(-1, input_ids.shape[-1]), flat_word_ids)
@@ -918,13 +864,9 @@ class ElmoHeadModel(ElmoPreTrainedModel):
 
 @dataclass
 class ElmoTokenClassifierOutput(TokenClassifierOutput):
-    """
-    [`TokenClassifierOutput`] plus decoded tags.
-
-    Args:
-        predictions (`torch.LongTensor` of shape `(batch_size, num_positions)`, *optional*): Best tag per position
-            (Viterbi path with a CRF, argmax otherwise), -100 at padding. Returned in eval mode.
-    """
+    """[`TokenClassifierOutput`] plus `predictions` (`torch.LongTensor` of shape `(batch_size, num_positions)`,
+    *optional*): the best tag per position (Viterbi path with a CRF, argmax otherwise), -100 at padding; returned in
+    eval mode."""
 
     predictions: torch.LongTensor | None = None
 
@@ -958,10 +900,8 @@ class ElmoTagger(ElmoHeadModel):
     def __init__(self, config: ElmoConfig, position_feature_size: int = 0):
         super().__init__(config)
         feature_size = self.feature_size + position_feature_size
-        self.encoder = None
-        if config.task_encoder == "bilstm":
-            self.encoder = ElmoTaskBiLstm(feature_size, config.task_encoder_hidden_size,
-                                          config.task_encoder_num_layers, config.classifier_dropout)
+        self.encoder = ElmoTaskBiLstm(feature_size, config.task_encoder_hidden_size, config.task_encoder_num_layers,
+                                      config.classifier_dropout) if config.task_encoder == "bilstm" else None
         encoded_size = 2 * config.task_encoder_hidden_size if self.encoder is not None else feature_size
         self.classifier = nn.Linear(encoded_size, config.num_labels)
         self.crf = ElmoCrf(config.num_labels) if config.use_crf else None
@@ -979,10 +919,8 @@ class ElmoTagger(ElmoHeadModel):
         """Logits, loss and predictions of (B, positions, F) `vectors`, as an `ElmoTokenClassifierOutput`."""
         logits = self.classifier(self.dropout(self.encoder(vectors, mask)) if self.encoder is not None else vectors)
         loss = None if labels is None else tagging_loss(logits, labels, mask, self.crf, num_items_in_batch)
-        predictions = None
-        if not self.training:
-            with torch.no_grad():
-                predictions = self.decode(logits, mask)
+        with torch.no_grad():
+            predictions = None if self.training else self.decode(logits, mask)
         output = ElmoTokenClassifierOutput(loss=loss, logits=logits, predictions=predictions,
                                            hidden_states=layers if output_hidden_states else None)
         return output if (return_dict if return_dict is not None else self.config.return_dict) else output.to_tuple()
@@ -1001,10 +939,8 @@ class ElmoTagger(ElmoHeadModel):
 
 
 class ElmoForTokenClassification(ElmoTagger):
-    """ELMo with a word tagger: learned mix [; own word vectors x_k] -> dropout -> [BiLSTM] -> linear -> [CRF].
-
-    `config.task_encoder` ("linear" / "bilstm"), `config.use_crf`, `config.task_token_features`, `config.freeze_elmo`
-    (default). One label per word."""
+    """ELMo with a word tagger, one label per word: learned mix [; own word vectors x_k] -> dropout -> [BiLSTM] ->
+    linear -> [CRF] (`config.task_encoder`, `use_crf`, `task_token_features`, `freeze_elmo`)."""
 
     def __init__(self, config: ElmoConfig):
         super().__init__(config)
@@ -1013,8 +949,8 @@ class ElmoForTokenClassification(ElmoTagger):
     @classmethod
     def from_pretrained(cls, *args, **kwargs):
         # AutoModelForTokenClassification maps every ElmoConfig here: a saved character tagger loads as what it is.
-        config = kwargs.get("config")
-        if cls is ElmoForTokenClassification and "ElmoForCharacterTagging" in (getattr(config, "architectures", None) or ()):
+        architectures = getattr(kwargs.get("config"), "architectures", None) or ()
+        if cls is ElmoForTokenClassification and "ElmoForCharacterTagging" in architectures:
             from .elmo_tagging import ElmoForCharacterTagging
 
             return ElmoForCharacterTagging.from_pretrained(*args, **kwargs)
@@ -1023,19 +959,15 @@ class ElmoForTokenClassification(ElmoTagger):
         except ElmoWeightShapeError:
             saved = ElmoConfig.get_config_dict(*args[:1])[0].get("architectures") or ()
             if "ElmoForCharacterTagging" in saved:
-                raise ElmoWeightShapeError(f"{args[0]} holds an ElmoForCharacterTagging (a tagger of characters): load it "
-                                           "with that class or AutoModelForTokenClassification") from None
+                raise ElmoWeightShapeError(f"{args[0]} holds an ElmoForCharacterTagging (a tagger of characters): "
+                                           "load it with that class or AutoModelForTokenClassification") from None
             raise
 
     def forward(self, input_ids=None, attention_mask=None, word_ids=None, elmo_hidden_states=None, labels=None,
                 output_hidden_states=None, return_dict=None, num_items_in_batch=None, **kwargs):
         r"""
         Args:
-            input_ids (`torch.LongTensor` of shape `(batch_size, num_words, max_characters_per_token)`):
-                Character ids from [`ElmoTokenizer`].
-            attention_mask (`torch.Tensor` of shape `(batch_size, num_words)`, *optional*): 1 for real words.
-            word_ids (`torch.LongTensor` of shape `(batch_size, num_words)`, *optional*): Word-vocabulary ids, for
-                models with a word embedding.
+            input_ids, attention_mask, word_ids: as [`ElmoModel`] takes them.
             elmo_hidden_states (`torch.FloatTensor` of shape `(batch_size, num_lstm_layers + 1, num_words, 2P)`,
                 *optional*): the frozen biLM's layers computed beforehand, instead of `input_ids` (which
                 `config.task_token_features` still needs).
@@ -1055,13 +987,9 @@ class ElmoForSequenceClassification(ElmoHeadModel):
 
     def __init__(self, config: ElmoConfig):
         super().__init__(config)
-        if config.classifier_hidden_size:
-            self.pre_classifier = nn.Linear(self.feature_size, config.classifier_hidden_size)
-            classifier_input = config.classifier_hidden_size
-        else:
-            self.pre_classifier = None
-            classifier_input = self.feature_size
-        self.classifier = nn.Linear(classifier_input, config.num_labels)
+        hidden_size = config.classifier_hidden_size
+        self.pre_classifier = nn.Linear(self.feature_size, hidden_size) if hidden_size else None
+        self.classifier = nn.Linear(hidden_size or self.feature_size, config.num_labels)
         self.post_init()
 
     def forward(self, input_ids=None, attention_mask=None, word_ids=None, elmo_hidden_states=None, labels=None,
@@ -1081,28 +1009,14 @@ class ElmoForSequenceClassification(ElmoHeadModel):
         if self.pre_classifier is not None:
             pooled = self.dropout(F.relu(self.pre_classifier(pooled)))
         logits = self.classifier(pooled)
-        loss = None if labels is None else classification_loss(logits, labels, self.config.problem_type, num_items_in_batch)
-        output = SequenceClassifierOutput(loss=loss, logits=logits, hidden_states=layers if output_hidden_states else None)
+        loss = None if labels is None else classification_loss(logits, labels, self.config.problem_type,
+                                                               num_items_in_batch)
+        output = SequenceClassifierOutput(loss=loss, logits=logits,
+                                          hidden_states=layers if output_hidden_states else None)
         return output if return_dict else output.to_tuple()
 
 
-__all__ = [
-    "LSTM_IMPLEMENTATIONS",
-    "ElmoModelOutput",
-    "ElmoHighwayLayer",
-    "ElmoHighway",
-    "ElmoCharacterEncoder",
-    "ElmoBiLstmLayer",
-    "ElmoBiLstm",
-    "ElmoScalarMix",
-    "ElmoWeightShapeError",
-    "ElmoMissingWeightsError",
-    "ElmoPreTrainedModel",
-    "ElmoModel",
-    "ElmoCrf",
-    "ElmoHeadModel",
-    "ElmoTagger",
-    "ElmoTokenClassifierOutput",
-    "ElmoForTokenClassification",
-    "ElmoForSequenceClassification",
-]
+__all__ = ["LSTM_IMPLEMENTATIONS", "ElmoModelOutput", "ElmoHighwayLayer", "ElmoHighway", "ElmoCharacterEncoder",
+           "ElmoBiLstmLayer", "ElmoBiLstm", "ElmoScalarMix", "ElmoWeightShapeError", "ElmoMissingWeightsError",
+           "ElmoPreTrainedModel", "ElmoModel", "ElmoCrf", "ElmoHeadModel", "ElmoTagger", "ElmoTokenClassifierOutput",
+           "ElmoForTokenClassification", "ElmoForSequenceClassification"]

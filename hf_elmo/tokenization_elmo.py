@@ -12,10 +12,9 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 from transformers import BatchEncoding, PreTrainedTokenizerBase
 
-from .elmo_text import (
-    CHAR_SCHEMES, CHAR_VOCAB_FILE, CHARACTER_SCHEMES, DICTIONARY_CHAR_SPECIALS, JIEBA_USER_DICT_FILE, PAD_TOKEN,
-    PADDED_POSITION_ID, SEGMENTERS, WORD_VOCAB_FILE, WordVocabulary, make_segmenter,
-)
+from .elmo_text import (CHAR_SCHEMES, CHAR_VOCAB_FILE, CHARACTER_SCHEMES, DICTIONARY_CHAR_SPECIALS,
+                        JIEBA_USER_DICT_FILE, PAD_TOKEN, PADDED_POSITION_ID, SEGMENTERS, WORD_VOCAB_FILE,
+                        WordVocabulary, make_segmenter)
 
 VOCAB_FILES_NAMES = {"char_vocab_file": CHAR_VOCAB_FILE, "word_vocab_file": WORD_VOCAB_FILE,
                      "user_dict": JIEBA_USER_DICT_FILE}
@@ -23,16 +22,12 @@ VOCAB_FILES_NAMES = {"char_vocab_file": CHAR_VOCAB_FILE, "word_vocab_file": WORD
 # The type of every option, as its description and its check (a loaded tokenizer_config.json is checked too).
 _TEXT_OR_NULL = ("a string or null", lambda value: value is None or isinstance(value, str))
 _MAPPING_OR_NULL = ("an object (a mapping) or null", lambda value: value is None or isinstance(value, Mapping))
-_OPTION_TYPES = {
-    "char_vocab_file": _TEXT_OR_NULL,
-    "word_vocab_file": _TEXT_OR_NULL,
-    "max_characters_per_token": ("an integer", lambda value: _is_id(value)),
-    "segmenter": ("one of " + ", ".join(map(repr, SEGMENTERS)), lambda value: value in SEGMENTERS),
-    "do_lower_case": ("true or false", lambda value: isinstance(value, bool)),
-    "char_scheme": ("one of " + ", ".join(map(repr, CHAR_SCHEMES)), lambda value: value in CHAR_SCHEMES),
-    "char_vocab": _MAPPING_OR_NULL,
-    "word_vocab": _MAPPING_OR_NULL,
-}
+_OPTION_TYPES = {"char_vocab_file": _TEXT_OR_NULL, "word_vocab_file": _TEXT_OR_NULL,
+                 "max_characters_per_token": ("an integer", lambda value: _is_id(value)),
+                 "segmenter": ("one of " + ", ".join(map(repr, SEGMENTERS)), lambda value: value in SEGMENTERS),
+                 "do_lower_case": ("true or false", lambda value: isinstance(value, bool)),
+                 "char_scheme": ("one of " + ", ".join(map(repr, CHAR_SCHEMES)), lambda value: value in CHAR_SCHEMES),
+                 "char_vocab": _MAPPING_OR_NULL, "word_vocab": _MAPPING_OR_NULL}
 
 # The keys this tokenizer writes with one value per word (padded by `pad`), and those never made tensors.
 _PER_WORD_KEYS = ("input_ids", "attention_mask", "word_ids", "special_tokens_mask")
@@ -70,12 +65,11 @@ class ElmoTokenizer(PreTrainedTokenizerBase):
     vocab_files_names = VOCAB_FILES_NAMES
     is_fast = False
 
-    def __init__(
-        self, char_vocab_file: str | None = None, word_vocab_file: str | None = None,
-        max_characters_per_token: int = 50, segmenter: str = "auto", do_lower_case: bool = False,
-        char_scheme: str = "bytes", char_vocab: dict[str, int] | None = None, word_vocab: dict[str, int] | None = None,
-        user_dict: str | os.PathLike | None = None, pad_token: str = PAD_TOKEN, **kwargs,
-    ):
+    def __init__(self, char_vocab_file: str | None = None, word_vocab_file: str | None = None,
+                 max_characters_per_token: int = 50, segmenter: str = "auto", do_lower_case: bool = False,
+                 char_scheme: str = "bytes", char_vocab: dict[str, int] | None = None,
+                 word_vocab: dict[str, int] | None = None, user_dict: str | os.PathLike | None = None,
+                 pad_token: str = PAD_TOKEN, **kwargs):
         options = locals()
         problems = [f"{name} must be {description}, got {options[name]!r}"
                     for name, (description, accepts) in _OPTION_TYPES.items() if not accepts(options[name])]
@@ -144,12 +138,11 @@ class ElmoTokenizer(PreTrainedTokenizerBase):
         """Pre-split sentences -> `torch.LongTensor` (batch, max_words, max_characters_per_token), zero-padded."""
         return self(list(sentences), is_split_into_words=True, padding=True, return_tensors="pt")["input_ids"]
 
-    def __call__(
-        self, text: str | Sequence[str] | Sequence[Sequence[str]], is_split_into_words: bool = False,
-        padding: bool | str = False, truncation: bool | str | None = None, max_length: int | None = None,
-        return_tensors: str | None = None, return_attention_mask: bool | None = True, return_words: bool = False,
-        pad_to_multiple_of: int | None = None, return_special_tokens_mask: bool = False, **kwargs,
-    ) -> ElmoBatchEncoding:
+    def __call__(self, text: str | Sequence[str] | Sequence[Sequence[str]], is_split_into_words: bool = False,
+                 padding: bool | str = False, truncation: bool | str | None = None, max_length: int | None = None,
+                 return_tensors: str | None = None, return_attention_mask: bool | None = True,
+                 return_words: bool = False, pad_to_multiple_of: int | None = None,
+                 return_special_tokens_mask: bool = False, **kwargs) -> ElmoBatchEncoding:
         """Encode a string, a list of strings (a batch) or, with `is_split_into_words=True`, a list of words or of
         word lists, as transformers' tokenizers do but counting words. Also gives `word_ids` when the tokenizer has a
         word vocabulary and, with `return_words=True`, `words` (the words each position holds)."""
@@ -180,11 +173,10 @@ class ElmoTokenizer(PreTrainedTokenizerBase):
             encoding["words"] = sentences if batched else sentences[0]
         return encoding
 
-    def pad(
-        self, encoded_inputs, padding: bool | str = True, max_length: int | None = None,
-        pad_to_multiple_of: int | None = None, padding_side: str | None = None,
-        return_attention_mask: bool | None = None, return_tensors: str | None = None, verbose: bool = True,
-    ) -> ElmoBatchEncoding:
+    def pad(self, encoded_inputs, padding: bool | str = True, max_length: int | None = None,
+            pad_to_multiple_of: int | None = None, padding_side: str | None = None,
+            return_attention_mask: bool | None = None, return_tensors: str | None = None,
+            verbose: bool = True) -> ElmoBatchEncoding:
         """Pad what `__call__` returns (lists, arrays or tensors), or a list of such encodings one per sentence (what
         data collators pass), to one number of words; other keys (e.g. `label`) are kept."""
         _check_padding_side(padding_side or "right")
