@@ -36,6 +36,15 @@ from .configuration_elmo import ElmoConfig
 LSTM_IMPLEMENTATIONS = ("auto", "reference", "fast", "int8")
 
 
+def _package_module(name: str):
+    """A module of the hf-elmo package, imported by name so that this file still loads as remote code where the
+    package is not installed (None there)."""
+    try:
+        return importlib.import_module(name)
+    except ImportError:
+        return None
+
+
 def _load_kernels(implementation: str):
     """hf-elmo's kernels for `implementation`, or None for this file's plain PyTorch."""
     if implementation not in LSTM_IMPLEMENTATIONS:
@@ -43,14 +52,11 @@ def _load_kernels(implementation: str):
                          f"got {implementation!r}")
     if implementation == "reference":
         return None
-    try:  # by name, so that this file still loads as remote code where hf-elmo is not installed
-        kernels = importlib.import_module("hf_elmo.kernels")
-    except ImportError:
-        if implementation == "auto":
-            return None
+    kernels = _package_module("hf_elmo.kernels")
+    if kernels is None and implementation != "auto":
         raise ImportError(f"lstm_implementation={implementation!r} needs the hf-elmo package; without it the model "
-                          "runs the plain PyTorch path ('reference')") from None
-    return kernels.ElmoKernels(implementation)
+                          "runs the plain PyTorch path ('reference')")
+    return None if kernels is None else kernels.ElmoKernels(implementation)
 
 
 # 1. Characters -> token vectors ------------------------------------------------------------------------------
@@ -292,7 +298,8 @@ class ElmoPreTrainedModel(PreTrainedModel):
         kernels = _load_kernels(lstm_implementation)
         kwargs.setdefault("use_safetensors", True)
         wants_loading_info = kwargs.pop("output_loading_info", False)
-        verified = _package_checksums(pretrained_model_name_or_path)
+        weight_files = _package_module("hf_elmo.weight_checksums")
+        verified = weight_files is not None and weight_files.weights_verified(pretrained_model_name_or_path)
         try:
             model, loading_info = super().from_pretrained(pretrained_model_name_or_path, *args,
                                                           output_loading_info=True, **kwargs)
@@ -318,8 +325,11 @@ class ElmoPreTrainedModel(PreTrainedModel):
         problem = None if allow_missing_weights else _biLM_problems(loading_info, pretrained_model_name_or_path)
         if problem:
             raise ElmoMissingWeightsError(problem)
-        if not verified:  # a NaN scan reads every weight: only when the checksums do not vouch for them
-            _check_finite_weights(model, pretrained_model_name_or_path)
+        if not verified:  # a NaN scan reads every weight: only when hf-elmo's checksums do not vouch for them
+            for name, tensor in model.state_dict().items():
+                if tensor.is_floating_point() and not bool(torch.isfinite(tensor).all()):
+                    raise ValueError(f"{pretrained_model_name_or_path}: the weight {name} holds NaN or infinite "
+                                     "values; the weights are damaged")
         model._elmo_model().kernels = kernels
         return (model, loading_info) if wants_loading_info else model
 
@@ -334,14 +344,9 @@ class ElmoPreTrainedModel(PreTrainedModel):
             self.config.auto_map = {**(getattr(self.config, "auto_map", None) or {}),
                                     **_remote_code_auto_map(type(self))}
         result = super().save_pretrained(save_directory, *args, **kwargs)
-        file_io = _package_module("hf_elmo.file_io")
-        if file_io is not None and kwargs.get("is_main_process", True):
-            file_io.apply_umask(save_directory)  # safetensors writes model.safetensors 0600 through mkstemp
-        checksums = _package_module("hf_elmo.weight_checksums")
-        if checksums is not None and kwargs.get("is_main_process", True):
-            state = kwargs.get("state_dict") or self.state_dict()
-            all_finite = all(bool(torch.isfinite(t).all()) for t in state.values() if t.is_floating_point())
-            checksums.write_weight_checksums(save_directory, all_finite)
+        weight_files = _package_module("hf_elmo.weight_checksums")  # file permissions and checksums
+        if weight_files is not None and kwargs.get("is_main_process", True):
+            weight_files.after_save(save_directory, kwargs.get("state_dict") or self.state_dict())
         return result
 
     def set_lstm_implementation(self, implementation: str) -> None:
@@ -392,21 +397,6 @@ class ElmoPreTrainedModel(PreTrainedModel):
                 init.zeros_(parameter)
 
 
-def _package_module(name: str):
-    """A module of the hf-elmo package, or None where this file runs as remote code without it."""
-    try:
-        return importlib.import_module(name)
-    except ImportError:
-        return None
-
-
-def _package_checksums(folder) -> bool:
-    """Whether the folder's weights match the checksums hf-elmo saved with them and were all finite (OSError naming
-    the file when they differ); False where that is not known (a Hub name, no checksums, no hf-elmo package)."""
-    checksums = _package_module("hf_elmo.weight_checksums") if os.path.isdir(folder) else None
-    return False if checksums is None else checksums.verify_weight_checksums(folder)
-
-
 def _remote_code_auto_map(model_class: type) -> dict[str, str]:
     """`{auto class: "module.Class"}` for the ELMo classes of this file (and of `model_class`'s own file) registered
     for remote code."""
@@ -417,12 +407,6 @@ def _remote_code_auto_map(model_class: type) -> dict[str, str]:
             if auto_class is not None and issubclass(value, ElmoPreTrainedModel):
                 auto_map[auto_class] = f"{module.__name__.rsplit('.', 1)[-1]}.{value.__name__}"
     return auto_map
-
-
-def _check_finite_weights(model: nn.Module, source) -> None:
-    for name, tensor in model.state_dict().items():
-        if tensor.is_floating_point() and not bool(torch.isfinite(tensor).all()):
-            raise ValueError(f"{source}: the weight {name} holds NaN or infinite values; the weights are damaged")
 
 
 # Keyword arguments transformers' own code may pass to any model's forward; they do not apply to ELMo.

@@ -7,7 +7,8 @@ import os
 import zlib
 
 import torch
-from torch import nn
+
+from .file_io import apply_umask
 
 
 WEIGHT_CHECKSUMS_FILE = "weights_checksums.json"
@@ -77,11 +78,20 @@ def _check_record(record, path: str) -> None:
                           f"\"crc32\" (text), got {json.dumps(entry)[:100]}; save or download the model again")
 
 
-def check_finite_weights(model: nn.Module, source) -> None:
-    """ValueError naming the first tensor holding NaN or infinite values (damaged or diverged weights)."""
-    for name, tensor in model.state_dict().items():
-        if tensor.is_floating_point() and not bool(torch.isfinite(tensor).all()):
-            raise ValueError(f"{source}: the weight {name} holds NaN or infinite values; the weights are damaged")
+# The two hooks the models call by name when hf-elmo is installed (modeling_elmo.py ships without the package).
+def weights_verified(folder) -> bool:
+    """Whether `folder` (a local folder) holds weights matching the checksums saved with them, all finite: they then
+    need no NaN scan. OSError naming the file when they differ; False where unknown (a Hub name, no checksums)."""
+    return os.path.isdir(folder) and verify_weight_checksums(folder)
 
 
-__all__ = ["WEIGHT_CHECKSUMS_FILE", "check_finite_weights", "verify_weight_checksums", "write_weight_checksums"]
+def after_save(folder, state_dict: dict[str, torch.Tensor]) -> None:
+    """What `save_pretrained` adds: the user's umask on every file (safetensors writes model.safetensors 0600
+    through mkstemp), then the checksums, recording whether every weight of `state_dict` is finite."""
+    apply_umask(folder)
+    all_finite = all(bool(torch.isfinite(t).all()) for t in state_dict.values() if t.is_floating_point())
+    write_weight_checksums(folder, all_finite)
+
+
+__all__ = ["WEIGHT_CHECKSUMS_FILE", "after_save", "verify_weight_checksums", "weights_verified",
+           "write_weight_checksums"]
