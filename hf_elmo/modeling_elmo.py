@@ -1,15 +1,14 @@
 """PyTorch ELMo (Peters et al., 2018), top-down in the order data flows through the model:
 
-1. `ElmoCharacterEncoder`   character ids (words, characters) -> context-insensitive token vectors (layer 0)
-2. `ElmoBiLstm`             token vectors -> forward and backward LSTM layers with cell/projection clipping
-3. `ElmoScalarMix`          L+1 layers -> gamma * sum_j softmax(w)_j * layer_j
-4. `ElmoModel`              the encoder users load: adds sentence boundaries, returns every layer and the mixes
-5. heads                    `ElmoForTokenClassification` (+ `ElmoCrf`), `ElmoForSequenceClassification` (the
-                            biLM's own pretraining head is the hf-elmo package's: elmo_language_model.py)
+1. `ElmoCharacterEncoder`  character ids (words, characters) -> context-insensitive token vectors (layer 0)
+2. `ElmoBiLstm`            token vectors -> forward and backward LSTM layers with cell/projection clipping
+3. `ElmoScalarMix`         L+1 layers -> gamma * sum_j softmax(w)_j * layer_j
+4. `ElmoModel`             the encoder users load: adds sentence boundaries, returns every layer and the mixes
+5. heads                   `ElmoForTokenClassification` (+ `ElmoCrf`), `ElmoForSequenceClassification`
 
-Everything here is plain PyTorch and defines the numbers (AllenNLP's / bilm-tf's). With the hf-elmo package
-installed, models run on its kernels (`hf_elmo.kernels`: the same numbers up to float32 rounding, several times faster
-on CPUs), chosen at load time like `attn_implementation` (`LSTM_IMPLEMENTATIONS`); the choice is never saved.
+This plain PyTorch defines the numbers (AllenNLP's / bilm-tf's). With the hf-elmo package installed, models run on
+its kernels (the same numbers up to float32 rounding, faster on CPUs), chosen at load time like `attn_implementation`
+(`LSTM_IMPLEMENTATIONS`) and never saved; the package also holds the biLM's pretraining head.
 """
 
 from __future__ import annotations
@@ -30,15 +29,13 @@ from transformers.utils import ModelOutput
 from .configuration_elmo import ElmoConfig
 
 #: How the model computes (`from_pretrained(..., lstm_implementation=...)`, `set_lstm_implementation`): "reference"
-#: is this file alone; "auto" (default) hf-elmo's kernels where they apply (CPU tensors) and this file elsewhere;
-#: "fast" the kernels' batch-major path with a hand-written backward everywhere; "int8" CPU inference with int8 LSTM
-#: weights (not exact).
+#: this file alone; "auto" (default) hf-elmo's kernels on CPU tensors, this file elsewhere; "fast" the kernels'
+#: batch-major path with a hand-written backward everywhere; "int8" CPU inference with int8 LSTM weights (not exact).
 LSTM_IMPLEMENTATIONS = ("auto", "reference", "fast", "int8")
 
 
 def _package_module(name: str):
-    """A module of the hf-elmo package, imported by name so that this file still loads as remote code where the
-    package is not installed (None there)."""
+    """hf-elmo's module `name`, imported by name: None where this file runs as remote code without the package."""
     try:
         return importlib.import_module(name)
     except ImportError:
@@ -426,7 +423,7 @@ class ElmoModel(ElmoPreTrainedModel):
     """The ELMo encoder: character ids of words in, every biLM layer and the learned ELMo mixes out. Stateless by
     default: each sentence starts from a zero LSTM state, so its vectors depend neither on the batch it is in nor on
     earlier calls; pass `initial_state` / `return_state=True` to carry state between calls as AllenNLP and bilm-tf
-    do. `forward` checks shapes only (no host synchronisation); `validate_inputs` checks the values too."""
+    do. `forward` checks shapes only; `validate_inputs` checks the values too."""
 
     # A pretraining checkpoint also holds the language-model softmax; the encoder does not need it.
     _keys_to_ignore_on_load_unexpected = [r"softmax\."]
@@ -581,8 +578,7 @@ class ElmoModel(ElmoPreTrainedModel):
         input_ids = input_ids.long()  # any integer dtype indexes the embedding as int64
         mask = (input_ids > 0).any(dim=-1) if attention_mask is None else attention_mask.to(input_ids.device).bool()
         tokens, lengths = self.token_representations(input_ids, mask, word_ids)
-        if initial_state is not None:
-            initial_state = self._check_state(initial_state, tokens)
+        initial_state = None if initial_state is None else self._check_state(initial_state, tokens)
         # A layer-normalised mix, as AllenNLP computes it, normalises each layer over the words *and* the
         # <S>/</S> positions, and only then drops the boundaries: it needs their outputs.
         normalised_mix = any(mix.layer_norm for mix in self.scalar_mixes)
@@ -615,9 +611,8 @@ class ElmoModel(ElmoPreTrainedModel):
             if not isinstance(part, torch.Tensor) or not part.dtype.is_floating_point:
                 what = part.dtype if isinstance(part, torch.Tensor) else type(part).__name__
                 raise TypeError(f"initial_state {name} must be a floating-point torch.Tensor, got {what}")
-        batch = like.shape[0]
-        expected_h = (config.num_lstm_layers, 2, batch, config.projection_dim)
-        expected_c = (config.num_lstm_layers, 2, batch, config.lstm_cell_dim)
+        expected_h = (config.num_lstm_layers, 2, like.shape[0], config.projection_dim)
+        expected_c = (config.num_lstm_layers, 2, like.shape[0], config.lstm_cell_dim)
         if tuple(h.shape) != expected_h or tuple(c.shape) != expected_c:
             raise ValueError(f"initial_state shapes must be h {expected_h} and c {expected_c}, "
                              f"got h {tuple(h.shape)} and c {tuple(c.shape)}")

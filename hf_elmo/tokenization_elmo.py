@@ -221,16 +221,13 @@ class ElmoTokenizer(PreTrainedTokenizerBase):
         # Per-word values become int64 `(batch, words[, width])`, others convert as transformers does, words stay.
         if return_tensors not in ("pt", "np"):  # a TensorType is a str too
             raise ValueError(f"return_tensors must be 'pt' or 'np', got {return_tensors!r}")
-        if return_tensors == "pt":
-            import torch
-        others = {key: value for key, value in data.items() if key not in _PER_WORD_KEYS + _TEXT_KEYS}
-        encoding = ElmoBatchEncoding(others, tensor_type=return_tensors)
+        tensors = {key: value for key, value in data.items() if key not in _TEXT_KEYS}
         for key in _PER_WORD_KEYS:
             if key in data:
                 array = np.asarray(data[key] if batched else [data[key]], dtype=np.int64)
                 row = (self.max_characters_per_token,) if key == "input_ids" else ()
-                array = array.reshape(array.shape[0], -1, *row)
-                encoding[key] = torch.from_numpy(array) if return_tensors == "pt" else array
+                tensors[key] = array.reshape(array.shape[0], -1, *row)
+        encoding = ElmoBatchEncoding(tensors, tensor_type=return_tensors)
         encoding.update({key: data[key] for key in _TEXT_KEYS if key in data})
         return encoding
 
