@@ -327,7 +327,7 @@ class ElmoPreTrainedModel(PreTrainedModel):
                 if tensor.is_floating_point() and not bool(torch.isfinite(tensor).all()):
                     raise ValueError(f"{pretrained_model_name_or_path}: the weight {name} holds NaN or infinite "
                                      "values; the weights are damaged")
-        model._elmo_model().kernels = kernels
+        model.base_model.kernels = kernels
         return (model, loading_info) if wants_loading_info else model
 
     def __init__(self, config: ElmoConfig, *inputs, **kwargs):
@@ -348,15 +348,12 @@ class ElmoPreTrainedModel(PreTrainedModel):
 
     def set_lstm_implementation(self, implementation: str) -> None:
         """Choose how the model computes from now on (one of `LSTM_IMPLEMENTATIONS`; not saved in config.json)."""
-        self._elmo_model().kernels = _load_kernels(implementation)
+        self.base_model.kernels = _load_kernels(implementation)
 
     @property
     def lstm_implementation(self) -> str:
-        kernels = self._elmo_model().kernels
+        kernels = self.base_model.kernels
         return "reference" if kernels is None else kernels.implementation
-
-    def _elmo_model(self) -> ElmoModel:
-        return self if isinstance(self, ElmoModel) else self.elmo
 
     @torch.no_grad()
     def _init_weights(self, module):
@@ -530,11 +527,10 @@ class ElmoModel(ElmoPreTrainedModel):
         positions = torch.arange(steps, device=input_ids.device)
         real = positions < lengths.unsqueeze(1)
         char_ids = input_ids.new_zeros(batch, steps, width)
-        char_ids[:, 0] = torch.tensor(config.bos_char_ids, dtype=input_ids.dtype, device=input_ids.device)
+        char_ids[:, 0] = input_ids.new_tensor(config.bos_char_ids)
         char_ids[:, 1:-1] = input_ids * mask.unsqueeze(-1).to(input_ids.dtype)
         end = (positions == (lengths - 1).unsqueeze(1)).unsqueeze(-1)
-        char_ids = torch.where(end, torch.tensor(config.eos_char_ids, dtype=input_ids.dtype, device=input_ids.device),
-                               char_ids)
+        char_ids = torch.where(end, input_ids.new_tensor(config.eos_char_ids), char_ids)
         token_word_ids = None
         if config.word_vocab_size:  # `<S>` first, `</S>` at every position past the words (each row's end among them)
             token_word_ids = torch.cat([word_ids.new_full((batch, 1), config.bos_word_id),
@@ -731,16 +727,13 @@ def classification_loss(logits, labels, problem_type: str | None = None, num_ite
         if tuple(labels.shape) not in shapes:
             raise ValueError(f"regression labels must have shape {' or '.join(map(str, shapes))}, "
                              f"got {tuple(labels.shape)}")
+    elif problem_type == "multi_label_classification" and tuple(labels.shape) != (batch, num_labels):
+        raise ValueError(f"multi-label classification (floating-point labels) needs labels of shape ({batch}, "
+                         f"{num_labels}), got {tuple(labels.shape)}; for one class id per sentence pass integer labels")
+    if problem_type in ("regression", "multi_label_classification"):
         targets = labels.to(device=logits.device, dtype=torch.float32).reshape(batch, num_labels)
-        return reduce_loss(F.mse_loss(logits.float(), targets, reduction="sum"), targets.numel(), num_items_in_batch)
-    if problem_type == "multi_label_classification":
-        if tuple(labels.shape) != (batch, num_labels):
-            raise ValueError(f"multi-label classification (floating-point labels) needs labels of shape ({batch}, "
-                             f"{num_labels}), got {tuple(labels.shape)}; for one class id per sentence pass integer "
-                             "labels")
-        targets = labels.to(device=logits.device, dtype=torch.float32)
-        total = F.binary_cross_entropy_with_logits(logits.float(), targets, reduction="sum")
-        return reduce_loss(total, targets.numel(), num_items_in_batch)
+        loss = F.mse_loss if problem_type == "regression" else F.binary_cross_entropy_with_logits
+        return reduce_loss(loss(logits.float(), targets, reduction="sum"), targets.numel(), num_items_in_batch)
     if tuple(labels.shape) != (batch,):
         raise ValueError(f"labels must have shape (batch,) = ({batch},), got {tuple(labels.shape)}")
     labels = labels.to(device=logits.device, dtype=torch.long)
