@@ -121,8 +121,7 @@ class ElmoConfig(PreTrainedConfig):
             raise ValueError("Invalid ElmoConfig: " + "; ".join(problems))
         if self.char_cnn_filters is None:
             self.char_cnn_filters = [[1, 32], [2, 32], [3, 64], [4, 128], [5, 256], [6, 512], [7, 1024]]
-        self.cell_clip = self.cell_clip or None
-        self.proj_clip = self.proj_clip or None
+        self.cell_clip, self.proj_clip = self.cell_clip or None, self.proj_clip or None
         if self.char_scheme == "bytes" and self.max_characters_per_token >= 3:
             if self.bos_char_ids is None:
                 self.bos_char_ids = byte_boundary_char_ids(BEGINNING_OF_SENTENCE_BYTE, self.max_characters_per_token)

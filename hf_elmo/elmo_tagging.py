@@ -181,8 +181,7 @@ def best_tags(model, batch: dict, with_scores: bool = True) -> tuple[torch.Tenso
     was_training = model.training
     model.eval()
     try:
-        device = next(model.parameters()).device
-        batch = {key: value.to(device) for key, value in batch.items()}
+        batch = {key: value.to(model.device) for key, value in batch.items()}
         logits = model(**batch).logits
         mask = tagged_mask(model, batch)
         best = model.decode(logits, mask)

@@ -183,8 +183,7 @@ class ElmoBiLstm(nn.Module):
                 output = F.dropout(output, dropout, training=True)
             finals.append(final)
             layer_input = output
-            backward = output[1].gather(1, reverse.expand_as(output[1]))
-            layers.append(torch.cat([output[0], backward], dim=-1))
+            layers.append(torch.cat([output[0], output[1].gather(1, reverse.expand_as(output[1]))], dim=-1))
         return layers, tuple(torch.stack(states) for states in zip(*finals))  # (h, c)
 
 
@@ -232,8 +231,7 @@ class ElmoModelOutput(ModelOutput):
         mixes (`torch.FloatTensor` of shape `(batch_size, num_output_representations, num_words, 2 * projection_dim)`):
             The learned ELMo mixes, batch first (so that pipelines split a batch back into its texts).
         hidden_states (`tuple(torch.FloatTensor)`, returned unless `output_hidden_states=False`): All L+1 layers,
-            each `(batch_size, num_words, 2 * projection_dim)`: layer 0 is `[token; token]`, layer j >= 1 is
-            `[forward_j; backward_j]`.
+            shaped as `last_hidden_state`: layer 0 is `[token; token]`, layer j >= 1 is `[forward_j; backward_j]`.
         mask (`torch.BoolTensor` of shape `(batch_size, num_words)`): True at real words.
         final_state (`tuple(torch.FloatTensor)`, *optional*): `(h, c)` after each sentence, shaped as `forward`'s
             `initial_state` (direction 0 is forward); given with `return_state=True`, to feed back as `initial_state`.
@@ -649,8 +647,7 @@ class ElmoCrf(nn.Module):
 
     def log_likelihood(self, emissions: torch.Tensor, tags: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
         """log p(tags | emissions) per sentence; a tag of -100 on a real word leaves it unlabelled (all tags count)."""
-        labelled = tags != -100
-        allowed = F.one_hot(tags.clamp(min=0), emissions.shape[-1]).bool() | ~labelled.unsqueeze(-1)
+        allowed = F.one_hot(tags.clamp(min=0), emissions.shape[-1]).bool() | (tags == -100).unsqueeze(-1)
         constrained = self.log_partition(emissions.masked_fill(~allowed, _IMPOSSIBLE), mask)
         return constrained - self.log_partition(emissions, mask)
 
