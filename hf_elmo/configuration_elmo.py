@@ -26,8 +26,7 @@ _REMOVED_FEATURES = {"label_characters": "character-labelled tagging is its own 
 
 # Bounds checked before anything is built: a config.json asking for a million layers or a billion-wide cell would
 # otherwise allocate for minutes before running out of memory.
-MAX_LAYERS = 64
-MAX_PARAMETERS = 4_000_000_000
+MAX_LAYERS, MAX_PARAMETERS = 64, 4_000_000_000
 
 
 @strict

@@ -2,9 +2,8 @@
 
 Most Chinese NER sets label characters (MSRA, People's Daily, Weibo), while a biLM pretrained on segmented text
 reads words: `ElmoForCharacterTagging` runs the biLM over a sentence's words and tags their characters.
-`ElmoTokenClassificationPipeline` tags raw text with either tagger and returns entity spans. A saved tagger names it
-in its config.json (`custom_pipelines`), so `pipeline(model=folder, trust_remote_code=True)` tags text where the
-hf-elmo package is not installed; the package registers the same class as `elmo-token-classification`.
+`ElmoTokenClassificationPipeline` tags raw text with either tagger and returns entity spans, also where hf-elmo is not
+installed (a saved tagger names it in config.json's `custom_pipelines`); the package registers it as `TASK`.
 """
 
 from __future__ import annotations
@@ -26,11 +25,9 @@ WORD_POSITIONS = ("S", "B", "M", "E")
 
 
 def character_vectors(word_vectors: torch.Tensor, token_word_index: torch.Tensor, token_positions: torch.Tensor):
-    """(batch, words, F) word vectors -> ((batch, characters, F + 4) character vectors, (batch, characters) mask).
-
-    `token_word_index` (batch, characters): the word each character belongs to, -1 at padding; `token_positions`
-    (batch, characters): the index of the character's position in `WORD_POSITIONS`. Each character gets its word's
-    vector and the one-hot of its position; padding positions are zeros."""
+    """(batch, words, F) word vectors -> ((batch, characters, F + 4) character vectors, (batch, characters) mask):
+    each character gets the vector of its word (`token_word_index`, -1 at padding) and the one-hot of its position in
+    `WORD_POSITIONS` (`token_positions`); padding positions are zeros."""
     if token_word_index is None or token_positions is None:
         raise ValueError("ElmoForCharacterTagging: pass token_word_index and token_positions, one per character "
                          "(character_places makes them)")
@@ -144,11 +141,9 @@ def is_cjk_word(word: str) -> bool:
 def entities_from_tags(words: Sequence[str], tags: Sequence[str], text: str | None = None,
                        scores: Sequence[float] | None = None, lowercase: bool = False,
                        joiner: str | None = None) -> list[dict]:
-    """Entity dicts `{entity, word, start, end, word_start, word_end, score}`.
-
-    `start`/`end` are character offsets into `text` (None without text). `word` is the span's text from
-    `text` when possible, else the words joined with `joiner` ("" between CJK words, " " otherwise).
-    """
+    """Entity dicts `{entity, word, start, end, word_start, word_end, score}`: `start`/`end` are character offsets
+    into `text` (None without text); `word` is the span's text from `text` when possible, else the words joined with
+    `joiner` ("" between CJK words, " " otherwise)."""
     offsets = word_offsets(text, words, lowercase) if text is not None else [None] * len(words)
     entities = []
     for entity, first, end in tag_spans(tags):

@@ -226,8 +226,7 @@ class ElmoModelOutput(ModelOutput):
 
     Args:
         last_hidden_state (`torch.FloatTensor` of shape `(batch_size, num_words, 2 * projection_dim)`):
-            The layer `config.feature_layer` chooses (what transformers' feature-extraction pipeline returns): by
-            default the top biLSTM layer, `[forward; backward]`.
+            The layer `config.feature_layer` chooses: by default the top biLSTM layer, `[forward; backward]`.
         mixes (`torch.FloatTensor` of shape `(batch_size, num_output_representations, num_words, 2 * projection_dim)`):
             The learned ELMo mixes, batch first (so that pipelines split a batch back into its texts).
         hidden_states (`tuple(torch.FloatTensor)`, returned unless `output_hidden_states=False`): All L+1 layers,
@@ -744,8 +743,8 @@ def classification_loss(logits, labels, problem_type: str | None = None, num_ite
 
 class ElmoHeadModel(ElmoPreTrainedModel):
     """What the task heads share: the biLM (frozen by default, `config.freeze_elmo`), the head's own learned mix,
-    optionally the head's own context-free word vectors x_k (`config.task_token_features`: the paper's
-    [x_k; ELMo_k]), dropout; and precomputed biLM layers (`elmo_hidden_states`) in place of running the biLM."""
+    optionally its own word vectors x_k (`config.task_token_features`), dropout; and precomputed biLM layers
+    (`elmo_hidden_states`) in place of running the biLM."""
 
     accepts_loss_kwargs = True
 

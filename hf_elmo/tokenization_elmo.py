@@ -254,13 +254,12 @@ class ElmoTokenizer(PreTrainedTokenizerBase):
         def is_row(value) -> bool:
             return isinstance(value, list) and len(value) == self.max_characters_per_token and all(map(_is_id, value))
 
-        if not is_row(ids) and not (isinstance(ids, list) and all(map(is_row, ids))):
+        single = is_row(ids)
+        if not single and not (isinstance(ids, list) and all(map(is_row, ids))):
             raise ValueError(_ONE_ROW_PER_WORD)
-        rows = [ids] if is_row(ids) else ids
-        words = [self._characters.decode_word([int(i) for i in row]) if any(row) else self.pad_token for row in rows]
-        if is_row(ids):
-            return words[0]
-        return [word for row, word in zip(rows, words) if any(row) or not skip_special_tokens]
+        words = [self._characters.decode_word([int(i) for i in row]) if any(row) else self.pad_token
+                 for row in ([ids] if single else ids) if single or any(row) or not skip_special_tokens]
+        return words[0] if single else words
 
     def convert_tokens_to_ids(self, tokens: str | Sequence[str]) -> list[int] | list[list[int]]:
         """A word -> its row of character ids; a list of words -> one row each (as `__call__` encodes them)."""
