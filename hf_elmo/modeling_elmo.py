@@ -127,12 +127,11 @@ class ElmoBiLstmLayer(nn.Module):
         forget_bias = torch.zeros_like(self.bias[0])
         forget_bias[self.cell_dim : 2 * self.cell_dim] = config.lstm_forget_bias  # TensorFlow adds it at run time
         bias = (self.bias + forget_bias).unsqueeze(1)
-        batch, steps = running.shape
         input_gates = torch.baddbmm(bias, inputs.flatten(1, 2), self.input_weight.transpose(1, 2))
         h, c = state
         outputs = []
         # Unbinding once keeps autograd from materialising a full-size gradient for every per-step slice.
-        for step_gates, keep in zip(input_gates.view(2, batch, steps, -1).unbind(2), running.unsqueeze(-1).unbind(1)):
+        for step_gates, keep in zip(input_gates.view(2, *running.shape, -1).unbind(2), running.unsqueeze(-1).unbind(1)):
             gates = torch.baddbmm(step_gates, h, self.recurrent_weight.transpose(1, 2))
             input_gate, forget_gate, cell_input, output_gate = gates.chunk(4, dim=-1)
             cell = torch.sigmoid(input_gate) * torch.tanh(cell_input) + torch.sigmoid(forget_gate) * c
@@ -588,10 +587,9 @@ class ElmoModel(ElmoPreTrainedModel):
         chosen = self.config.feature_layer
         features = (torch.stack(layers).mean(dim=0) if chosen == "average"
                     else mixes[0] if chosen == "mix" else layers[chosen])
-        top = layers[-1]
         outputs = ElmoModelOutput(
             last_hidden_state=features, hidden_states=tuple(layers) if output_hidden_states else None,
-            mixes=torch.stack(mixes, dim=1) if mixes else top.new_zeros(top.shape[0], 0, *top.shape[1:]),
+            mixes=torch.stack(mixes, dim=1) if mixes else features.new_zeros(features.shape[0], 0, *features.shape[1:]),
             mask=output_mask, final_state=final_state if return_state else None)
         return outputs if return_dict else outputs.to_tuple()
 
@@ -833,8 +831,7 @@ class ElmoHeadModel(ElmoPreTrainedModel):
 @dataclass
 class ElmoTokenClassifierOutput(TokenClassifierOutput):
     """[`TokenClassifierOutput`] plus `predictions` (`torch.LongTensor` of shape `(batch_size, num_positions)`,
-    *optional*): the best tag per position (Viterbi path with a CRF, argmax otherwise), -100 at padding; returned in
-    eval mode."""
+    *optional*): the best tags as `ElmoTagger.decode` gives them (-100 at padding), returned in eval mode."""
 
     predictions: torch.LongTensor | None = None
 
@@ -940,8 +937,7 @@ class ElmoForTokenClassification(ElmoTagger):
                 *optional*): the frozen biLM's layers computed beforehand, instead of `input_ids` (which
                 `config.task_token_features` still needs).
             labels (`torch.LongTensor` of shape `(batch_size, num_words)`, *optional*): Tag ids in
-                `[0, num_labels)` or -100 (none). Loss: the mean cross-entropy (or CRF negative log-likelihood) per
-                labelled word.
+                `[0, num_labels)` or -100 (none); the loss is `tagging_loss`'s.
             output_hidden_states (`bool`, *optional*): also return the biLM layers.
             num_items_in_batch (`int`, *optional*): labelled words in the whole accumulated batch (`Trainer`).
         """
