@@ -475,8 +475,6 @@ def _start_training(options: FinetuneOptions | None, task: str) -> FinetuneOptio
         learning_rate=learning_rate,
         dropout=defaults["dropout"] if options.dropout is None else options.dropout,
     )
-    if options.output_dir and Path(options.output_dir).exists() and not options.overwrite:
-        raise FileExistsError(f"{options.output_dir} already exists (pass --overwrite to replace it)")
     if options.threads:
         torch.set_num_threads(options.threads)
     set_seed(options.seed)  # before the head's weights are drawn

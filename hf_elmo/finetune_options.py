@@ -203,6 +203,8 @@ def check_options(options: FinetuneOptions) -> None:
 
         if os.path.exists(options.output_dir) and not os.path.isdir(options.output_dir):
             raise OptionError(f"--output-dir {options.output_dir} is a file, not a folder")
+        if os.path.exists(options.output_dir) and not options.overwrite:  # an unfinished run writes elsewhere
+            raise OptionError(f"{options.output_dir} already exists (pass --overwrite to replace it)")
         try:
             check_output_folder(Path(options.output_dir).resolve().parent, "--output-dir's parent")
         except ValueError as error:

@@ -47,7 +47,7 @@ MODEL_OPTION: contextvars.ContextVar[str | None] = contextvars.ContextVar("hf_el
 
 def _what_to_do_instead() -> str:
     option = MODEL_OPTION.get()
-    default = f"{option} default" if option else "'default' (hf_elmo.DEFAULT_MODEL)"
+    default = f"{option} default" if option else "'default' or hf_elmo.DEFAULT_MODEL"
     return (
         f"use {default} (the Chinese model shipped with hf-elmo) or a local model folder; a model "
         "downloaded before is used from the cache with HF_HUB_OFFLINE=1, and HF_ENDPOINT points to a mirror"

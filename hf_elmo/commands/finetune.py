@@ -177,6 +177,8 @@ def run(args) -> int:
     """Run a parsed `hf-elmo finetune` sub-command."""
     import logging
 
+    from transformers.utils import logging as hf_logging
+
     from .common import output_folder_lock
 
     output_dir = getattr(args, "output_dir", None)
@@ -188,6 +190,7 @@ def run(args) -> int:
             remove_leftovers(output_dir)
         logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
         logging.getLogger("hf_elmo").setLevel(logging.INFO)
+        hf_logging.disable_progress_bar()  # transformers' bars for every weight load and checkpoint save
         SUB_COMMANDS[args.finetune_command](args)
     return 0
 

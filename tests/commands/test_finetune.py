@@ -220,7 +220,8 @@ def test_cli_train_classifier(trained, tmp_path, capsys):
 
     bad = tmp_path / "bad.tsv"
     bad.write_text("pos\tfine\nno tab here\n", encoding="utf-8")
-    assert main(["train-classifier", "--model", trained["base"], "--train", str(bad), "--output-dir", str(out)]) == 2
+    assert main(["train-classifier", "--model", trained["base"], "--train", str(bad), "--output-dir",
+                 str(tmp_path / "not-made")]) == 2
     assert f"{bad}:2: expected 'label<TAB>text'" in capsys.readouterr().err
 
 
