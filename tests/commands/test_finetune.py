@@ -119,8 +119,11 @@ def test_cli_predict_and_evaluate(trained, capsys):
     assert scores == trained["results"]["test"]
 
 
-def test_pipeline_matches_tag(trained):
-    tagger = pipeline("elmo-token-classification", model=trained["folder"])
+@pytest.mark.parametrize("trust_remote_code", [None, True])
+def test_pipeline_matches_tag(trained, trust_remote_code):
+    """The saved folder names its pipeline for remote-code users (custom_pipelines); with hf-elmo imported the task
+    works with and without trust_remote_code (transformers asked for it before the registered task was preferred)."""
+    tagger = pipeline("elmo-token-classification", model=trained["folder"], trust_remote_code=trust_remote_code)
     text = "Carol Smith went to Rome and Oslo ."
     entities = tagger(text)
     expected = tag(trained["model"], trained["tokenizer"], text)[0]["entities"]
