@@ -120,6 +120,7 @@ def _train_classifier(args) -> None:
 
 def _predict(args) -> None:
     import json
+    import logging
 
     from ..conll import DataError, read_text_lines
     from ..finetune import classify, load_finetuned
@@ -135,6 +136,14 @@ def _predict(args) -> None:
     model, tokenizer = load_finetuned(args.model, (ElmoForTokenClassification, ElmoForSequenceClassification),
                                       "predict", user_dict=args.user_dict)
     inputs = [text.split() for text in texts] if args.split_into_words else texts
+    readable = tokenizer.max_characters_per_token - 2  # the characters of a word the model reads
+    too_long = [word for words in inputs for word in words] if args.split_into_words else []
+    too_long = [word for word in too_long if len(word) > readable]
+    if too_long:  # unsplit text read as pre-split: each sentence would be one cut "word", silently
+        logging.getLogger(__name__).warning(
+            "%d of the words given with --split-into-words are longer than the %d characters the model reads (e.g. "
+            "%r): --split-into-words expects words separated by spaces; leave it out to split raw text",
+            len(too_long), readable, too_long[0][:20])
     predict = classify if isinstance(model, ElmoForSequenceClassification) else tag
     for result in predict(model, tokenizer, inputs, is_split_into_words=args.split_into_words,
                           batch_size=args.batch_size):

@@ -146,6 +146,20 @@ def test_predict_prints_one_line_per_input_line_blank_lines_included(folders, tm
     assert lines[1]["entities"] == []
 
 
+def test_predict_warns_when_pre_split_words_are_longer_than_the_model_reads(folders, capsys, caplog):
+    """New-user trial: unsplit text given with --split-into-words was read as one cut word per sentence, silently."""
+    sentence = "李娜明天要从上海回来然后我们一起去北京的天安门广场看升旗仪式再去故宫博物院参观最后回到酒店休息一下"
+    assert len(sentence) > ElmoTokenizer.from_pretrained(folders["tagger"]).max_characters_per_token - 2
+    with caplog.at_level("WARNING"):
+        assert main(["predict", "--model", folders["tagger"], "--split-into-words", sentence, "Rome"]) == 0
+    assert "1 of the words given with --split-into-words are longer than" in caplog.text
+    assert [json.loads(line)["words"] for line in capsys.readouterr().out.splitlines()] == [[sentence], ["Rome"]]
+    caplog.clear()
+    with caplog.at_level("WARNING"):
+        assert main(["predict", "--model", folders["tagger"], "--split-into-words", "Alice met Bob"]) == 0
+    assert "--split-into-words" not in caplog.text
+
+
 def test_predict_help_says_blank_lines_give_empty_results(capsys):
     with pytest.raises(SystemExit):
         main(["predict", "--help"])
