@@ -1,8 +1,8 @@
 """ELMo configuration: the architecture fields of AllenNLP / bilm-tf ``options.json``, and the heads' fields."""
 
+import functools
 import math
 import sys
-import functools
 from typing import Literal
 
 from huggingface_hub.dataclasses import strict
