@@ -201,10 +201,11 @@ def check_options(options: FinetuneOptions) -> None:
 
         from .file_io import check_output_folder
 
-        if os.path.exists(options.output_dir) and not os.path.isdir(options.output_dir):
-            raise OptionError(f"--output-dir {options.output_dir} is a file, not a folder")
-        if os.path.exists(options.output_dir) and not options.overwrite:  # an unfinished run writes elsewhere
-            raise OptionError(f"{options.output_dir} already exists (pass --overwrite to replace it)")
+        if os.path.exists(options.output_dir):
+            if not os.path.isdir(options.output_dir):
+                raise OptionError(f"--output-dir {options.output_dir} is a file, not a folder")
+            if not options.overwrite:  # an unfinished run keeps its checkpoints beside the folder, not in it
+                raise OptionError(f"{options.output_dir} already exists (pass --overwrite to replace it)")
         try:
             check_output_folder(Path(options.output_dir).resolve().parent, "--output-dir's parent")
         except ValueError as error:

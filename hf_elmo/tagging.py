@@ -9,8 +9,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from .elmo_tagging import (  # noqa: F401  (re-exported: the spans and the predictor's steps are remote code)
-    best_tags, character_places, entities_from_tags, is_cjk_word, split_tag, tag_spans, tagged_mask, tagged_result,
-    word_offsets,
+    best_tags, character_places, entities_from_tags, split_tag, tag_spans, tagged_mask, tagged_result, word_offsets,
 )
 
 
@@ -91,6 +90,8 @@ def tag(
     for begin in range(0, len(order), batch_size):
         chunk = order[begin : begin + batch_size]
         best, scores = best_tags(model, collator([examples[i] for i in chunk]), with_scores)
+        # One copy to the host per batch: each result reads its row tag by tag.
+        best, scores = best.cpu(), None if scores is None else scores.cpu()
         for row, index in enumerate(chunk):
             text = None if is_split_into_words else inputs[index]
             results[index] = tagged_result(model, tokenizer, sentences[index], best[row],

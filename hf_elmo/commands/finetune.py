@@ -137,8 +137,7 @@ def _predict(args) -> None:
                                       "predict", user_dict=args.user_dict)
     inputs = [text.split() for text in texts] if args.split_into_words else texts
     readable = tokenizer.max_characters_per_token - 2  # the characters of a word the model reads
-    too_long = [word for words in inputs for word in words] if args.split_into_words else []
-    too_long = [word for word in too_long if len(word) > readable]
+    too_long = [word for words in inputs for word in words if len(word) > readable] if args.split_into_words else []
     if too_long:  # unsplit text read as pre-split: each sentence would be one cut "word", silently
         logging.getLogger(__name__).warning(
             "%d of the words given with --split-into-words are longer than the %d characters the model reads (e.g. "
