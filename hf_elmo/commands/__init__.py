@@ -6,6 +6,7 @@
     hf-elmo convert --from allennlp --options options.json --weights weights.hdf5 OUTPUT_DIR
     hf-elmo info
     hf-elmo corpus ... / hf-elmo pretrain ... / hf-elmo finetune ...
+    hf-elmo export --format onnx --output DIR / hf-elmo serve --model DIR --port 8080
 
 Each command is a module here with `HELP`, `DESCRIPTION` (kept as written in --help), `add_arguments(parser)`
 (argparse only, so that `--help` answers without loading torch), optionally `check(args)`, the checks that need
@@ -24,7 +25,7 @@ from collections.abc import Sequence
 
 from .errors import CommandError
 
-COMMANDS = ("embed", "similar", "convert", "info", "corpus", "pretrain", "finetune", "export")
+COMMANDS = ("embed", "similar", "convert", "info", "corpus", "pretrain", "finetune", "export", "serve")
 
 
 def build_parser() -> argparse.ArgumentParser:

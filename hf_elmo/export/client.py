@@ -365,9 +365,9 @@ class ElmoClient:
                 results[index] = (selected[row, :, :count] if layers == "all" else selected[row, :count]).copy()
         return results
 
-    def sentence_vectors(self, texts, layers="average") -> np.ndarray:
+    def sentence_vectors(self, texts, layers="average", return_words: bool = False):
         """The mean of each text's word vectors (zeros for a text without words): (texts, 2P), as
-        `hf_elmo.Embedder.sentence_vectors`."""
+        `hf_elmo.Embedder.sentence_vectors`; with `return_words`, also the words of each text."""
         layers = self._check_layers(layers)
         sentences = [[word for word, _, _ in words] for words in self.tokenize(texts)]
         shape = (len(sentences),) + ((self.num_layers,) if layers == "all" else ()) + (self.dim,)
@@ -378,7 +378,7 @@ class ElmoClient:
                 count = len(sentences[index])
                 if count:
                     vectors[index] = selected[row, ..., :count, :].sum(axis=-2) / count
-        return vectors
+        return (vectors, sentences) if return_words else vectors
 
     # predictions --------------------------------------------------------------------------------------------------
     def predict(self, texts) -> list[dict]:
