@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import signal
 import sys
 
 from .common import check_model_folder, positive_int
@@ -80,9 +81,16 @@ def run(args) -> int:
               file=sys.stderr)
         config = uvicorn.Config(create_app(backend, limits), host=args.host, port=args.port, log_level=args.log_level,
                                 timeout_graceful_shutdown=args.graceful_timeout, access_log=False)
-        uvicorn.Server(config).run()
+        # uvicorn answers SIGTERM by draining, then raises the signal again under the handler it found: with this
+        # one the drained service exits 0 (and removes its temporary export) instead of dying by the signal.
+        previous = signal.signal(signal.SIGTERM, lambda number, frame: None)
+        try:
+            uvicorn.Server(config).run()
+        finally:
+            signal.signal(signal.SIGTERM, previous)
     finally:
         backend.close()
+    print("hf-elmo serve: stopped", file=sys.stderr)
     return 0
 
 
