@@ -42,7 +42,8 @@ def build_parser() -> argparse.ArgumentParser:
         command_parser = subparsers.add_parser(name, help=command.HELP, description=command.DESCRIPTION,
                                                formatter_class=formatter)
         command.add_arguments(command_parser)
-        command_parser.set_defaults(run=command.run, check=getattr(command, "check", None))
+        command_parser.set_defaults(run=command.run, check=getattr(command, "check", None),
+                                    registers_itself=getattr(command, "REGISTERS_AUTO_CLASSES_ITSELF", False))
     return parser
 
 
@@ -66,7 +67,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         if args.check is not None:
             args.check(args)
-        register_auto_classes()
+        if not args.registers_itself:  # `serve` of an ONNX export never imports torch
+            register_auto_classes()
         return args.run(args) or 0
     except KeyboardInterrupt:
         command = importlib.import_module(f"{__name__}.{args.command}")

@@ -8,6 +8,9 @@ import sys
 from .common import check_model_folder, positive_int
 from .errors import CommandError
 
+# An ONNX export is served without torch: the backend registers the ELMo classes when it loads a PyTorch model.
+REGISTERS_AUTO_CLASSES_ITSELF = True
+
 HELP = "serve a model over HTTP: /embed, /v1/embeddings, /predict, /health, /metrics"
 DESCRIPTION = """Serves an hf-elmo model folder, Hub id or `hf-elmo export --format onnx` folder on HTTP (FastAPI on
 uvicorn): POST /embed (text-embeddings-inference's request and response), POST /v1/embeddings (OpenAI's),

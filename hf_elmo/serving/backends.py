@@ -72,11 +72,13 @@ class TorchBackend:
     def __init__(self, model: str, threads: int | None = None, batch_size: int = 32, layers: str | int = "average"):
         import torch
 
+        from .. import register_auto_classes
         from ..embedder import Embedder
         from ..export.onnx_export import _architecture_class
         from ..export.onnx_heads import KINDS
         from ..loading import load_model_and_tokenizer, resolve_model_name
 
+        register_auto_classes()
         if threads:
             torch.set_num_threads(int(threads))
         name = resolve_model_name(model)
@@ -140,9 +142,11 @@ def open_backend(model: str, backend: str = "auto", threads: int | None = None, 
         if not onnx_available():
             raise ValueError("--backend onnx needs onnx and onnxruntime: pip install -e \".[export]\" (or "
                              "pip install onnx onnxruntime)")
+        from .. import register_auto_classes
         from ..export import export_onnx
         from ..loading import resolve_model_name
 
+        register_auto_classes()
         workdir = tempfile.mkdtemp(prefix="hf-elmo-serve-")
         try:
             log(f"hf-elmo serve: exporting {model} to ONNX in {workdir}")

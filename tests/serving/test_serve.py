@@ -130,6 +130,9 @@ def test_each_endpoint_equals_the_python_api_on_onnxruntime(tagger_folder, tagge
     model = tagger_folder[0]
     health = httpx.get(tagger_service.url + "/health").json()
     assert health["kind"] == "token-classification" and health["backend"] == "onnx"
+    maps = f"/proc/{tagger_service.process.pid}/maps"
+    if os.path.exists(maps):  # an export is served without torch
+        assert "libtorch" not in open(maps).read()
     assert health["labels"] == task_models.TAGS
 
     response = tagger_service.post("/embed", {"inputs": TEXTS, "normalize": False})
@@ -243,14 +246,13 @@ def test_the_pytorch_backend_gives_the_same_answers(tagger_folder, tmp_path):
         service.stop()
 
 
-def test_a_classifier_folder_on_the_default_backend_and_sigterm_during_a_request(tmp_path):
-    """A model folder (exported to ONNX at start) answers /predict as `classify`; SIGTERM while a request waits in
+def test_a_classifier_and_sigterm_during_a_request(tmp_path):
+    """A sentence classifier answers /predict as `classify`; SIGTERM while a request waits in
     the batcher (--max-wait-ms 2000) lets it complete, refuses new connections, and the process exits 0."""
     model = task_models.classifier()
-    source = task_models.save(model, tmp_path / "sentiment")
-    service = Service(tmp_path / "serve.log", "--model", source, "--max-wait-ms", "2000", "--max-batch-size", "64")
+    folder = export_onnx(model, tmp_path / "sentiment-onnx", tokenizer=task_models.tokenizer())
+    service = Service(tmp_path / "serve.log", "--model", str(folder), "--max-wait-ms", "2000", "--max-batch-size", "64")
     try:
-        assert httpx.get(service.url + "/health").json()["backend"] == "onnx"
         got = service.post("/predict", {"inputs": TEXTS}).json()
         expected = classify(model, task_models.tokenizer(), TEXTS)
         assert [result["label"] for result in got] == [want["label"] for want in expected]
@@ -278,14 +280,15 @@ def test_a_classifier_folder_on_the_default_backend_and_sigterm_during_a_request
         service.stop()
 
 
-def test_an_encoder_has_no_predictions(tmp_path):
-    """/predict of an encoder is a 400 naming the endpoints that serve it (here on the shipped model's export)."""
+def test_the_shipped_model_on_the_default_backend(tmp_path):
+    """A model folder (here the word `default`, the shipped model) is exported to ONNX at start and served on
+    onnxruntime; /predict of an encoder is a 400 naming the endpoints that serve it."""
     pytest.importorskip("onnx")
     import hf_elmo
 
-    folder = export_onnx(hf_elmo.DEFAULT_MODEL, tmp_path / "zh-onnx")
-    service = Service(tmp_path / "serve.log", "--model", str(folder))
+    service = Service(tmp_path / "serve.log")
     try:
+        assert httpx.get(service.url + "/health").json()["backend"] == "onnx"
         response = service.post("/predict", {"inputs": ["我们喝小米粥。"]})
         assert response.status_code == 400 and "/embed" in response.json()["error"]
         vectors = service.post("/embed", {"inputs": ["我们喝小米粥。", "ELMo 2018 😀!", ""], "normalize": False}).json()
