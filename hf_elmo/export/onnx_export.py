@@ -17,7 +17,8 @@ README_FILE = "README.md"
 _EXTERNAL_DATA_FILE = ONNX_FILE + ".data"
 _LARGEST_INLINE_WEIGHTS = 1 << 30
 
-_MISSING_ONNX = "the ONNX export needs the onnx package: pip install 'hf-elmo[export]' (or pip install onnx)"
+_MISSING_ONNX = ("the ONNX export needs the onnx package: pip install -e \".[export]\" in a clone of hf-elmo (or pip "
+                 "install onnx onnxruntime)")
 
 
 def _import_onnx():
