@@ -34,8 +34,8 @@ def add_arguments(parser) -> None:
                         help="the word vectors /embed averages: average (default), top, mix or a layer index")
     limits = parser.add_argument_group("batching and limits")
     limits.add_argument("--max-batch-size", type=positive_int, default=32, help="texts the model runs at once (default 32)")
-    limits.add_argument("--max-wait-ms", type=float, default=5.0,
-                        help="how long a request waits for others to share its batch (default 5)")
+    limits.add_argument("--max-wait-ms", type=float, default=2.0,
+                        help="how long a request waits for others to share its batch (default 2)")
     limits.add_argument("--max-queue", type=positive_int, default=256,
                         help="requests waiting for the model; more are answered 429 (default 256)")
     limits.add_argument("--max-client-batch", type=positive_int, default=256, help="texts in one request (default 256)")

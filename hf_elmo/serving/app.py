@@ -58,7 +58,7 @@ class PredictRequest(BaseModel):
 @dataclass(frozen=True)
 class Limits:
     max_batch_size: int = 32  # texts the model runs at once
-    max_wait_ms: float = 5.0  # how long the first request of a batch waits for company
+    max_wait_ms: float = 2.0  # how long the first request of a batch waits for company
     max_queue: int = 256  # requests waiting for the model; more get 429
     max_client_batch: int = 256  # texts in one request
     max_text_chars: int = 20_000  # characters of one text (truncate=true cuts instead of refusing)
@@ -141,29 +141,43 @@ class Batcher:
                 group = [job for job in jobs if job.task == task]
                 if not group:
                     continue
-                texts = [text for job in group for text in job.texts]
-                started = time.perf_counter()
-                self.in_flight += len(group)
                 try:
-                    results = await loop.run_in_executor(self.executor, self._run, task, texts)
-                except Exception as error:  # noqa: BLE001 - each waiting request gets the error
-                    for job in group:
-                        if not job.future.done():
-                            job.future.set_exception(error)
-                    continue
-                finally:
-                    self.in_flight -= len(group)
-                self.metrics.batch_texts.observe(len(texts))
-                self.metrics.inference_seconds.observe(time.perf_counter() - started)
-                begin = 0
-                for job in group:
-                    end = begin + len(job.texts)
-                    if not job.future.done():
-                        job.future.set_result(_slice(results, begin, end))
-                    begin = end
+                    await self._answer(loop, task, group)
+                except Exception as error:  # noqa: BLE001 - a request's failure must not fail those batched with it
+                    if len(group) == 1:
+                        _fail(group[0], error)
+                        continue
+                    for job in group:  # each alone: the one that fails gets its own error
+                        try:
+                            await self._answer(loop, task, [job])
+                        except Exception as own:  # noqa: BLE001
+                            _fail(job, own)
+
+    async def _answer(self, loop, task: str, group: list[_Job]) -> None:
+        """Run the texts of `group` as one batch and give each job its part."""
+        texts = [text for job in group for text in job.texts]
+        started = time.perf_counter()
+        self.in_flight += len(group)
+        try:
+            results = await loop.run_in_executor(self.executor, self._run, task, texts)
+        finally:
+            self.in_flight -= len(group)
+        self.metrics.batch_texts.observe(len(texts))
+        self.metrics.inference_seconds.observe(time.perf_counter() - started)
+        begin = 0
+        for job in group:
+            end = begin + len(job.texts)
+            if not job.future.done():
+                job.future.set_result(_slice(results, begin, end))
+            begin = end
 
     def _run(self, task: str, texts: list[str]):
         return self.backend.embed(texts) if task == "embed" else self.backend.predict(texts)
+
+
+def _fail(job: _Job, error: BaseException) -> None:
+    if not job.future.done():
+        job.future.set_exception(error)
 
 
 def _slice(results, begin: int, end: int):

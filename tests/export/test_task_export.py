@@ -195,3 +195,14 @@ def test_a_tagger_folder_exports_its_head_from_the_command_line(tmp_path, capsys
     (foreign / "holiday.jpg").write_bytes(b"\xff\xd8")
     assert cli_main(["export", "--model", source, "--output", str(foreign), "--overwrite"]) == 2
     assert (foreign / "holiday.jpg").exists()
+
+
+def test_the_client_segments_with_the_models_jieba_user_dictionary(tmp_path):
+    user_dict = tmp_path / "user_dict.txt"
+    user_dict.write_text("张三在北京 100000 n\n", encoding="utf-8")
+    tokenizer = ElmoTokenizer(segmenter="jieba", user_dict=str(user_dict))
+    client = ElmoClient(export_onnx(task_models.crf_tagger(), tmp_path / "export", tokenizer=tokenizer))
+    texts = ["我们喝小米粥。", "张三在北京工作。"]
+    words = [[word for word, _, _ in sentence] for sentence in client.tokenize(texts)]
+    assert words == [tokenizer.tokenize(text) for text in texts]
+    assert "张三在北京" in words[1] and "张三在北京" not in task_models.tokenizer().tokenize(texts[1])
