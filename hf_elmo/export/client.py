@@ -461,11 +461,11 @@ def _character_places(words: list[str]) -> tuple[list[str], list[int], list[int]
 
 
 def _units(words: list[Word], text: str) -> tuple[list[str], list[tuple[int, int]]]:
-    """The characters a character tagger labels and each one's span (its own where the word is as written, else
-    its word's)."""
+    """The characters a character tagger labels and each one's span: its own, or its word's where lowercasing or a
+    dropped surrogate changed the word's length (as `elmo_tagging.unit_offsets`)."""
     units, offsets = [], []
     for word, start, end in words:
-        own = end - start == len(word) and text[start:end].lower() == word.lower()
+        own = end - start == len(word)
         for number, character in enumerate(word):
             units.append(character)
             offsets.append((start + number, start + number + 1) if own else (start, end))

@@ -109,8 +109,9 @@ class TorchBackend:
             from ..tagging import tag
 
             results = tag(self.task_model, self.tokenizer, list(texts), batch_size=self.batch_size) if texts else []
-            lowercase = getattr(self.tokenizer, "do_lower_case", False)
-            return [{"words": result["words"], "offsets": _offsets(result, text, lowercase, word_offsets),
+            characters = self.kind == "character-tagging"
+            return [{"words": result["words"],
+                     "offsets": _offsets(self.tokenizer, text, characters, result, word_offsets),
                      "tags": result["tags"], "entities": result["entities"]}
                     for text, result in zip(texts, results)]
         from ..finetune import classify
@@ -122,7 +123,16 @@ class TorchBackend:
         pass
 
 
-def _offsets(result: dict, text: str, lowercase: bool, word_offsets) -> list:
+def _offsets(tokenizer, text: str, characters: bool, result: dict, word_offsets) -> list:
+    """Each labelled unit's (start, end) in the text: from the tokenizer where it gives offsets, else found."""
+    if hasattr(tokenizer, "words_with_offsets"):
+        from ..export.client import Word, _units
+
+        found = [Word(*item) for item in tokenizer.words_with_offsets(text)]
+        if characters:
+            return [list(span) for span in _units(found, text)[1]]
+        return [[start, end] for _, start, end in found]
+    lowercase = getattr(tokenizer, "do_lower_case", False)
     return [list(span) if span is not None else None for span in word_offsets(text, result["words"], lowercase)]
 
 

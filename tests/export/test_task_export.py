@@ -150,6 +150,8 @@ def test_the_client_tokenizes_as_elmo_tokenizer_on_random_strings(tmp_path):
             for word, start, end in words:
                 written = without_surrogates(text[start:end])
                 assert written == word or (elmo_tokenizer.do_lower_case and written.lower() == word), repr(text)
+            if hasattr(elmo_tokenizer, "words_with_offsets"):  # the package's own offsets, where it has them
+                assert [tuple(word) for word in words] == list(map(tuple, elmo_tokenizer.words_with_offsets(text)))
             assert [client.char_ids(word) for word, _, _ in words] == \
                 [elmo_tokenizer.word_to_char_ids(word) for word, _, _ in words], repr(text)
 
