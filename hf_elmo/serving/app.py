@@ -380,8 +380,8 @@ def create_app(backend, limits: Limits | None = None):
                  "embedding": (base64.b64encode(vector.astype("<f4").tobytes()).decode("ascii")
                                if body.encoding_format == "base64" else vector.tolist())}
                 for index, vector in enumerate(vectors)]
-        return {"object": "list", "data": data, "model": body.model or backend.model,
-                "usage": {"prompt_tokens": count, "total_tokens": count}}
+        return _json({"object": "list", "data": data, "model": body.model or backend.model,
+                      "usage": {"prompt_tokens": count, "total_tokens": count}})
 
     @app.post("/predict")
     async def predict(body: PredictRequest, request: Request):
@@ -389,7 +389,7 @@ def create_app(backend, limits: Limits | None = None):
             raise RequestProblem(400, "this model is an encoder: it has no predictions (POST /embed or "
                                       "/v1/embeddings gives its vectors)", "unsupported")
         texts = _as_texts(body.inputs, "inputs", limits, body.truncate)
-        return await answer(request, "predict", texts)
+        return _json(await answer(request, "predict", texts))
 
     @app.get("/health")
     async def health():
@@ -404,6 +404,17 @@ def create_app(backend, limits: Limits | None = None):
 
     app.state.metrics = metrics
     return _Guard(app, limits, metrics)
+
+
+def _json(value):
+    """A JSON response written by the standard library directly (the answers are plain lists, dicts, strings and
+    numbers: FastAPI's encoder would walk them once more)."""
+    import json
+
+    from fastapi.responses import Response
+
+    return Response(json.dumps(value, ensure_ascii=False, separators=(",", ":"), allow_nan=False).encode("utf-8"),
+                    media_type="application/json")
 
 
 def _normalised(vectors: np.ndarray) -> np.ndarray:

@@ -42,9 +42,15 @@ class OnnxBackend:
 
     def __init__(self, folder, threads: int | None = None, batch_size: int = 32, source: str | None = None,
                  layers: str | int = "average", cleanup: str | None = None):
+        import onnxruntime
+
         from ..export.client import ElmoClient
 
-        self.client = ElmoClient(folder, threads=threads, batch_size=batch_size)
+        options = onnxruntime.SessionOptions()
+        # The compute threads sleep between batches instead of spinning: the event loop that parses the next
+        # requests (and forms the next batch) needs the cores while a batch is being put together.
+        options.add_session_config_entry("session.intra_op.allow_spinning", "0")
+        self.client = ElmoClient(folder, threads=threads, batch_size=batch_size, session_options=options)
         self.kind, self.labels, self.dim = self.client.kind, self.client.labels, self.client.dim
         self.model = source or self.client.config.get("source") or str(folder)
         self.layers = layers
