@@ -24,7 +24,8 @@ pip install -e ".[serve]" (and ".[export]" for onnxruntime). See docs/serving.md
 
 def add_arguments(parser) -> None:
     parser.add_argument("--model", default="default",
-                        help="model folder, Hub id or ONNX export folder (default: the Chinese model shipped with hf-elmo)")
+                        help="model folder, Hub id or ONNX export folder (default: the Chinese model shipped with "
+                        "hf-elmo)")
     parser.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1; 0.0.0.0: all)")
     parser.add_argument("--port", type=int, default=8080, help="port (default 8080)")
     parser.add_argument("--backend", choices=("auto", "onnx", "torch"), default="auto",
@@ -33,7 +34,8 @@ def add_arguments(parser) -> None:
     parser.add_argument("--layers", default="average",
                         help="the word vectors /embed averages: average (default), top, mix or a layer index")
     limits = parser.add_argument_group("batching and limits")
-    limits.add_argument("--max-batch-size", type=positive_int, default=32, help="texts the model runs at once (default 32)")
+    limits.add_argument("--max-batch-size", type=positive_int, default=32,
+                        help="texts the model runs at once (default 32)")
     limits.add_argument("--max-wait-ms", type=float, default=2.0,
                         help="how long a request waits for others to share its batch (default 2)")
     limits.add_argument("--max-queue", type=positive_int, default=256,

@@ -21,7 +21,6 @@ from __future__ import annotations
 import json
 import logging
 import math
-import os
 import re
 from bisect import bisect_right
 from pathlib import Path

@@ -144,8 +144,8 @@ def _check_tokenizer(tokenizer, config) -> None:
 
 
 _KIND_OUTPUTS = {
-    "encoder": "`mixes`: float32, batch x mixes x words x {width}: the model's learned mixes (`ElmoModelOutput.mixes`), "
-               "`gamma * sum_j softmax(w)_j * layers[j]`.",
+    "encoder": "`mixes`: float32, batch x mixes x words x {width}: the model's learned mixes "
+               "(`ElmoModelOutput.mixes`), `gamma * sum_j softmax(w)_j * layers[j]`.",
     "token-classification": "`logits`: float32, batch x words x {labels}: the tag scores of each word. {crf}",
     "character-tagging": "`logits`: float32, batch x characters x {labels}: the tag scores of each character (the "
                          "characters of the words, in order; inputs `token_word_index`, each character's word, -1 at "

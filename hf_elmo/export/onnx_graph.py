@@ -371,5 +371,5 @@ def _zeros(g: _GraphBuilder, batch: str, size: int) -> str:
     return g.op("ConstantOfShape", shape, value=helper.make_tensor("zero", TensorProto.FLOAT, [1], [0.0]))
 
 
-__all__ = ["ATTENTION_MASK", "INPUT_IDS", "LAYERS", "MIXES", "OPSET", "WORD_IDS", "elmo_onnx_model", "encode_characters",
-           "encoder_layers", "finished_model", "graph_inputs", "layers_output"]
+__all__ = ["ATTENTION_MASK", "INPUT_IDS", "LAYERS", "MIXES", "OPSET", "WORD_IDS", "elmo_onnx_model",
+           "encode_characters", "encoder_layers", "finished_model", "graph_inputs", "layers_output"]

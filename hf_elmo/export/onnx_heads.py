@@ -21,9 +21,8 @@ from collections.abc import Mapping
 import numpy as np
 from onnx import TensorProto, helper
 
-from .onnx_graph import (ATTENTION_MASK, INPUT_IDS, WORD_IDS, _GraphBuilder, _inner_positions, _weight,
-                         elmo_onnx_model, encode_characters, encoder_layers, finished_model, graph_inputs,
-                         layers_output, LAYERS)
+from .onnx_graph import (INPUT_IDS, LAYERS, WORD_IDS, _GraphBuilder, _inner_positions, _weight, elmo_onnx_model,
+                         encode_characters, encoder_layers, finished_model, graph_inputs, layers_output)
 
 LOGITS = "logits"
 TOKEN_WORD_INDEX, TOKEN_POSITIONS, CHARACTER_INPUT_IDS = "token_word_index", "token_positions", "character_input_ids"
@@ -78,10 +77,11 @@ def _refuse_unread(what: str, state: Mapping, read: set, ignored=()) -> None:
 
 def boundary_mask(g: _GraphBuilder, sentences) -> str:
     """(B, T) bool: the positions of `<S>`, the words and `</S>` of each row."""
-    positions = g.op("Range", g.constant(0, dtype=np.int64), g.op("Squeeze", sentences.steps, g.constant([0], dtype=np.int64)),
-                     g.constant(1, dtype=np.int64))
-    return g.op("Less", g.op("Unsqueeze", positions, g.constant([0], dtype=np.int64)),
-                g.op("Unsqueeze", sentences.lengths, g.constant([1], dtype=np.int64)))
+    int64 = np.int64
+    steps = g.op("Squeeze", sentences.steps, g.constant([0], dtype=int64))
+    positions = g.op("Range", g.constant(0, dtype=int64), steps, g.constant(1, dtype=int64))
+    return g.op("Less", g.op("Unsqueeze", positions, g.constant([0], dtype=int64)),
+                g.op("Unsqueeze", sentences.lengths, g.constant([1], dtype=int64)))
 
 
 def scalar_mix(g: _GraphBuilder, config, state, prefix: str, layers: list[str], mask: str) -> str:
@@ -205,7 +205,8 @@ def _character_vectors(g: _GraphBuilder, config, state, word_vectors: str, size:
                     g.constant([1, 1, size], dtype=int64))
     vectors = g.op("GatherElements", word_vectors, expanded, axis=1)  # (B, C, F)
     places = g.op("Gather", g.constant(np.eye(_WORD_POSITIONS, dtype=np.float32), "word_positions"),
-                  g.op("Clip", TOKEN_POSITIONS, g.constant(0, dtype=int64), g.constant(_WORD_POSITIONS - 1, dtype=int64)))
+                  g.op("Clip", TOKEN_POSITIONS, g.constant(0, dtype=int64),
+                       g.constant(_WORD_POSITIONS - 1, dtype=int64)))
     features = g.op("Mul", g.op("Concat", vectors, places, axis=-1), _float_mask(g, mask))
     size += _WORD_POSITIONS
     if config.task_character_features:

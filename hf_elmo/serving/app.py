@@ -201,9 +201,9 @@ class Metrics:
         self.texts = Counter("hf_elmo_texts", "Texts received by task", ["task"], registry=self.registry)
         self.batch_texts = Histogram("hf_elmo_batch_texts", "Texts in each batch the model ran", registry=self.registry,
                                      buckets=(1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024))
-        self.inference_seconds = Histogram("hf_elmo_inference_seconds", "Time the model took for a batch",
-                                           registry=self.registry,
-                                           buckets=(0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 10))
+        self.inference_seconds = Histogram(
+            "hf_elmo_inference_seconds", "Time the model took for a batch", registry=self.registry,
+            buckets=(0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 10))
         self.queue_depth = Gauge("hf_elmo_queue_depth", "Requests waiting for the model", registry=self.registry)
         self.disconnected = Counter("hf_elmo_disconnected", "Requests whose client left before the answer",
                                     registry=self.registry)

@@ -53,7 +53,10 @@ class OnnxBackend:
         self.client = ElmoClient(folder, threads=threads, batch_size=batch_size, session_options=options)
         self.kind, self.labels, self.dim = self.client.kind, self.client.labels, self.client.dim
         self.model = source or self.client.config.get("source") or str(folder)
-        self.layers = layers
+        self.layers = self.client._check_layers(layers)  # refused at start, not in every request
+        if layers == "mix" and "mixes" not in self.client._output_names:
+            raise ValueError(f"--layers mix: {self.model} has no learned mix of its encoder (a task model mixes in "
+                             "its head); use average, top or a layer index")
         self._cleanup = cleanup
 
     def embed(self, texts: list[str]):

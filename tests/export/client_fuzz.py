@@ -9,7 +9,8 @@ from hf_elmo.export.client_config import bert_split_tables
 
 _POOLS = {
     "ascii": [chr(c) for c in range(32, 127)],
-    "space": list(" \t\n\r\x0b\x0c\x1c\x1d\x1e\x1f\x85\xa0\u1680\u2000\u2007\u200b\u2028\u2029\u202f\u205f\u3000\ufeff"),
+    "space": list(" \t\n\r\x0b\x0c\x1c\x1d\x1e\x1f\x85\xa0\u1680\u2000\u2007\u200b\u2028\u2029\u202f\u205f"
+                  "\u3000\ufeff"),
     "control": [chr(c) for c in [*range(0, 9), *range(14, 32), *range(0x7F, 0xA0)]],
     "cjk": list("我们喝小米粥北京天安门发布了新手机价格很便宜张三在工作中文按字切分〇々〆") + ["\U00020000", "\U0002a6d6",
                                                                                "\u3400", "\u2e80", "\uf900"],
