@@ -210,8 +210,8 @@ class Metrics:
 
 
 class _Guard:
-    """ASGI middleware: refuses request bodies over the byte limit (by Content-Length) before they are read, and
-    counts every request in the metrics."""
+    """ASGI middleware: refuses request bodies over the byte limit (by Content-Length before they are read; a body
+    sent in chunks without one when it passes the limit), and counts every request in the metrics."""
 
     def __init__(self, app, limits: Limits, metrics: Metrics):
         self.app, self.limits, self.metrics = app, limits, metrics
@@ -222,21 +222,38 @@ class _Guard:
         path = scope.get("path", "")
         known = path if path in _PATHS else "other"
         started = time.perf_counter()
-        status = {"code": 500}
+        status = {"code": 500, "refused": False}
+        limit = self.limits.max_request_bytes
 
         async def send_and_note(message):
+            if status["refused"]:  # the 413 went out already: what the application answers after it is dropped
+                return
             if message["type"] == "http.response.start":
                 status["code"] = message["status"]
             await send(message)
 
+        received = {"bytes": 0}
+
+        async def receive_counted():
+            message = await receive()
+            if message["type"] == "http.request":
+                received["bytes"] += len(message.get("body", b""))
+                if received["bytes"] > limit and not status["refused"]:
+                    await _send_json(send_and_note, 413, _error_body(
+                        path, f"the request body is over the limit of {limit:,} bytes (--max-request-bytes)",
+                        "too_large"))
+                    status["refused"] = True
+                    return {"type": "http.disconnect"}
+            return message
+
         length = dict(scope.get("headers") or []).get(b"content-length")
         try:
-            if length is not None and (not length.isdigit() or int(length) > self.limits.max_request_bytes):
+            if length is not None and (not length.isdigit() or int(length) > limit):
                 await _send_json(send_and_note, 413, _error_body(
                     path, f"the request body is {int(length) if length.isdigit() else length!r} bytes, over the "
-                          f"limit of {self.limits.max_request_bytes:,} (--max-request-bytes)", "too_large"))
+                          f"limit of {limit:,} (--max-request-bytes)", "too_large"))
                 return
-            await self.app(scope, receive, send_and_note)
+            await self.app(scope, receive_counted, send_and_note)
         finally:
             self.metrics.requests.labels(known, str(status["code"])).inc()
             self.metrics.request_seconds.labels(known).observe(time.perf_counter() - started)

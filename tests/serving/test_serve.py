@@ -173,6 +173,19 @@ def _raw(content):
     return send
 
 
+def _chunked(size):
+    """A body sent in chunks, without Content-Length."""
+    async def chunks():
+        yield b'{"inputs": ["'
+        for _ in range(size // 100_000):
+            yield b"a" * 100_000
+        yield b'"]}'
+
+    async def send(client):
+        return await client.post("/predict", content=chunks(), headers={"content-type": "application/json"})
+    return send
+
+
 def _json(body, path="/predict"):
     async def send(client):
         return await client.post(path, json=body)
@@ -186,6 +199,7 @@ def _json(body, path="/predict"):
     ("an empty list", _json({"inputs": []}), 422, "inputs is an empty list"),
     ("a 1 MB text", _json({"inputs": ["a" * 1_000_000]}), 413, "over the limit of 20,000 (--max-text-chars"),
     ("a 5 MB body", _json({"inputs": ["a" * 5_000_000]}), 413, "over the limit of 4,000,000 (--max-request-bytes)"),
+    ("a 5 MB body in chunks", _chunked(5_000_000), 413, "over the limit of 4,000,000 bytes (--max-request-bytes)"),
     ("1,001 texts", _json({"inputs": ["a"] * 1001}), 413, "1,001 texts, over the limit of 1,000"),
     ("a missing field", _json({"text": "a"}), 422, "inputs: Field required"),
 ])
