@@ -149,7 +149,7 @@ def main(argv=None) -> int:
     parser.add_argument("--threads", type=int, default=os.cpu_count(),
                         help="the service's model threads (default: this machine's cores)")
     parser.add_argument("--max-batch-size", type=int, default=32)
-    parser.add_argument("--max-wait-ms", type=float, default=2.0)
+    parser.add_argument("--max-wait-ms", type=float, default=5.0)
     args = parser.parse_args(argv)
     if 1 not in args.clients:
         args.clients = [1, *args.clients]

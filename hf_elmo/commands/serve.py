@@ -36,8 +36,9 @@ def add_arguments(parser) -> None:
     limits = parser.add_argument_group("batching and limits")
     limits.add_argument("--max-batch-size", type=positive_int, default=32,
                         help="texts the model runs at once (default 32)")
-    limits.add_argument("--max-wait-ms", type=float, default=2.0,
-                        help="how long a request waits for others to share its batch (default 2)")
+    limits.add_argument("--max-wait-ms", type=float, default=5.0,
+                        help="how long a batch waits for the requests expected to join it: as many as the last batch "
+                        "held (default 5; a lone client never waits)")
     limits.add_argument("--max-queue", type=positive_int, default=256,
                         help="requests waiting for the model; more are answered 429 (default 256)")
     limits.add_argument("--max-client-batch", type=positive_int, default=256, help="texts in one request (default 256)")

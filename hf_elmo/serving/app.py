@@ -10,9 +10,10 @@
     GET  /health           {"status": "ok", "model", "kind", "backend", "dim", "labels"}
     GET  /metrics          Prometheus text format
 
-Requests are batched dynamically: handlers put their texts on a bounded queue; one worker takes what is waiting
-(waiting at most `max_wait_ms` for more while the batch holds fewer than `max_batch_size` texts) and runs it in one
-thread, so the event loop keeps answering. Limits: characters per text, texts per request, bytes per request body,
+Requests are batched dynamically: handlers put their texts on a bounded queue; one worker takes what is waiting,
+up to `max_batch_size` texts (waiting at most `max_wait_ms` for more while the batch holds fewer requests than the
+last one did: clients answered together come back together), and runs it in one thread, so the event loop keeps
+answering. Limits: characters per text, texts per request, bytes per request body,
 requests waiting. A request over a limit or malformed gets a 4xx JSON error naming the problem; the service keeps
 serving. The service holds no state between requests: replicas behind a load balancer are interchangeable.
 """
@@ -58,7 +59,7 @@ class PredictRequest(BaseModel):
 @dataclass(frozen=True)
 class Limits:
     max_batch_size: int = 32  # texts the model runs at once
-    max_wait_ms: float = 2.0  # how long the first request of a batch waits for company
+    max_wait_ms: float = 5.0  # how long a batch waits for the requests expected to join it
     max_queue: int = 256  # requests waiting for the model; more get 429
     max_client_batch: int = 256  # texts in one request
     max_text_chars: int = 20_000  # characters of one text (truncate=true cuts instead of refusing)
@@ -91,6 +92,7 @@ class Batcher:
         self.executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="hf-elmo-model")
         self.task: asyncio.Task | None = None
         self.in_flight = 0
+        self._last_requests = 1  # requests in the last batch: how many a new batch waits for
 
     def start(self) -> None:
         self.task = asyncio.get_running_loop().create_task(self._work())
@@ -115,7 +117,9 @@ class Batcher:
         return job
 
     async def _gather(self, first: _Job) -> list[_Job]:
-        """`first` and what joins it within the wait, up to the batch size (a larger job runs alone)."""
+        """`first` and every job waiting behind it, up to the batch size (a larger job runs alone); then, while the
+        batch holds fewer requests than the last one did, what arrives within `max_wait_ms`. Clients that were
+        answered together tend to come back together, so the wait is for them; a lone client never waits."""
         jobs, count = [first], len(first.texts)
         deadline = time.perf_counter() + self.limits.max_wait_ms / 1000
         while count < self.limits.max_batch_size:
@@ -123,12 +127,13 @@ class Batcher:
                 job = self.queue.get_nowait()
             except asyncio.QueueEmpty:
                 remaining = deadline - time.perf_counter()
-                if remaining <= 0:
+                if remaining <= 0 or len(jobs) >= self._last_requests:
                     break
                 await asyncio.sleep(min(remaining, 0.0005))
                 continue
             jobs.append(job)
             count += len(job.texts)
+        self._last_requests = len(jobs)
         return jobs
 
     async def _work(self) -> None:
