@@ -37,8 +37,8 @@ def add_arguments(parser) -> None:
     limits.add_argument("--max-batch-size", type=positive_int, default=32,
                         help="texts the model runs at once (default 32)")
     limits.add_argument("--max-wait-ms", type=float, default=5.0,
-                        help="how long a batch waits for the requests expected to join it: as many as the last batch "
-                        "held (default 5; a lone client never waits)")
+                        help="how long a batch waits for the requests expected to join it: as many as were lately in "
+                        "the service at once (default 5; a lone client never waits)")
     limits.add_argument("--max-queue", type=positive_int, default=256,
                         help="requests waiting for the model; more are answered 429 (default 256)")
     limits.add_argument("--max-client-batch", type=positive_int, default=256, help="texts in one request (default 256)")

@@ -11,9 +11,9 @@
     GET  /metrics          Prometheus text format
 
 Requests are batched dynamically: handlers put their texts on a bounded queue; one worker takes what is waiting,
-up to `max_batch_size` texts (waiting at most `max_wait_ms` for more while the batch holds fewer requests than the
-last one did: clients answered together come back together), and runs it in one thread, so the event loop keeps
-answering. Limits: characters per text, texts per request, bytes per request body,
+up to `max_batch_size` texts (waiting at most `max_wait_ms` for more while the batch holds fewer requests than were
+lately in the service at once: answered clients come back, and a lone client never waits), and runs it in one
+thread, so the event loop keeps answering. Limits: characters per text, texts per request, bytes per request body,
 requests waiting. A request over a limit or malformed gets a 4xx JSON error naming the problem; the service keeps
 serving. The service holds no state between requests: replicas behind a load balancer are interchangeable.
 """
@@ -32,6 +32,7 @@ from fastapi import Request
 from pydantic import BaseModel, ConfigDict
 
 DISCONNECT_POLL_SECONDS = 0.2
+PEAK_WINDOW_SECONDS = 1.0  # how long the batcher remembers how many requests were in the service at once
 
 
 class EmbedRequest(BaseModel):
@@ -92,7 +93,8 @@ class Batcher:
         self.executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="hf-elmo-model")
         self.task: asyncio.Task | None = None
         self.in_flight = 0
-        self._last_requests = 1  # requests in the last batch: how many a new batch waits for
+        self._outstanding = 0  # requests submitted and not yet answered
+        self._peak, self._peak_time = 0, time.perf_counter()  # the most outstanding at once, lately
 
     def start(self) -> None:
         self.task = asyncio.get_running_loop().create_task(self._work())
@@ -114,12 +116,28 @@ class Batcher:
             raise RequestProblem(429, f"the service is busy: {self.limits.max_queue} requests are waiting already "
                                       "(--max-queue); retry later", "overloaded") from None
         self.metrics.queue_depth.set(self.queue.qsize())
+        self._note_outstanding(1)
+        job.future.add_done_callback(lambda _: self._note_outstanding(-1))
         return job
+
+    def _expected(self) -> int:
+        """How many requests a batch can expect: the most that were in the service at once (waiting or running)
+        within the last `PEAK_WINDOW_SECONDS`. Answered clients come back, so the peak is who is using it now."""
+        now = time.perf_counter()
+        if now - self._peak_time > PEAK_WINDOW_SECONDS:
+            self._peak, self._peak_time = self._outstanding, now
+        return self._peak
+
+    def _note_outstanding(self, change: int) -> None:
+        self._outstanding += change
+        self._expected()
+        if self._outstanding > self._peak:
+            self._peak, self._peak_time = self._outstanding, time.perf_counter()
 
     async def _gather(self, first: _Job) -> list[_Job]:
         """`first` and every job waiting behind it, up to the batch size (a larger job runs alone); then, while the
-        batch holds fewer requests than the last one did, what arrives within `max_wait_ms`. Clients that were
-        answered together tend to come back together, so the wait is for them; a lone client never waits."""
+        batch holds fewer requests than have lately been in the service at once, what arrives within
+        `max_wait_ms`: clients just answered come back, and a lone client never waits."""
         jobs, count = [first], len(first.texts)
         deadline = time.perf_counter() + self.limits.max_wait_ms / 1000
         while count < self.limits.max_batch_size:
@@ -127,13 +145,12 @@ class Batcher:
                 job = self.queue.get_nowait()
             except asyncio.QueueEmpty:
                 remaining = deadline - time.perf_counter()
-                if remaining <= 0 or len(jobs) >= self._last_requests:
+                if remaining <= 0 or len(jobs) >= self._expected():
                     break
                 await asyncio.sleep(min(remaining, 0.0005))
                 continue
             jobs.append(job)
             count += len(job.texts)
-        self._last_requests = len(jobs)
         return jobs
 
     async def _work(self) -> None:
