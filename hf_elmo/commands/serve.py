@@ -61,12 +61,27 @@ def check(args) -> None:
 
     if export_folder(args.model) is None:
         check_model_folder(args.model)
+    _check_address(args.host, args.port)
     for package in ("fastapi", "uvicorn", "prometheus_client"):
         try:
             __import__(package)
         except ImportError:
             raise CommandError(f"hf-elmo serve needs {package}: pip install -e \".[serve]\" (from a clone of "
                                "hf-elmo)") from None
+
+
+def _check_address(host: str, port: int) -> None:
+    """CommandError when `host:port` cannot be listened on (a port in use, an address not of this machine): said
+    before the model is loaded, not after."""
+    import socket
+
+    try:
+        family = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)[0][0]
+        with socket.socket(family, socket.SOCK_STREAM) as probe:
+            probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            probe.bind((host, port))
+    except OSError as error:
+        raise CommandError(f"cannot listen on {host}:{port}: {error.strerror or error}") from None
 
 
 def run(args) -> int:

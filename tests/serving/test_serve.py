@@ -126,6 +126,17 @@ def assert_tagged_as_python_api(got, model, texts):
         assert all(text[start:end] == word for word, (start, end) in zip(result["words"], result["offsets"]))
 
 
+def test_a_port_in_use_is_named_before_anything_is_loaded(tmp_path):
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        result = subprocess.run([sys.executable, "-m", "hf_elmo.cli", "serve", "--port", str(port)],
+                                capture_output=True, text=True, cwd=REPO_ROOT, timeout=120)
+    assert result.returncode == 2
+    assert result.stderr.strip().splitlines()[-1].startswith(f"hf-elmo: error: cannot listen on 127.0.0.1:{port}: ")
+
+
 def test_each_endpoint_equals_the_python_api_on_onnxruntime(tagger_folder, tagger_service):
     model = tagger_folder[0]
     health = httpx.get(tagger_service.url + "/health").json()
