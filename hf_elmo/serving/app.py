@@ -158,6 +158,9 @@ class Batcher:
         while True:
             jobs = await self._gather(await self.queue.get())
             self.metrics.queue_depth.set(self.queue.qsize())
+            for job in jobs:
+                if job.cancelled:  # its client left while it waited: not run
+                    job.future.cancel()
             jobs = [job for job in jobs if not job.cancelled]
             for task in ("embed", "predict"):
                 group = [job for job in jobs if job.task == task]
