@@ -55,6 +55,7 @@ def register_auto_classes() -> None:
     import transformers
     from transformers import AutoConfig, AutoTokenizer
 
+    from . import kernels  # noqa: F401  (registers the kernels: "auto" becomes every model's default)
     from .configuration_elmo import ElmoConfig
     from .modeling_elmo import ElmoPreTrainedModel  # noqa: F401  (the model classes below)
     from .pipeline_elmo import register_pipeline
