@@ -272,7 +272,7 @@ _HEAD_WEIGHTS = ("scalar_mix", "elmo.scalar_mixes", "classifier", "pre_classifie
                  "token_features.", "softmax.")
 
 
-def _weight_problems(model: ElmoPreTrainedModel, loading_info: dict) -> str | None:
+def weight_problems(model: ElmoPreTrainedModel, loading_info: dict) -> str | None:
     """What makes a loaded checkpoint unusable, from transformers' load report and the loaded values: tensors of the
     biLM it lacks (they would run random), tensors the model does not have, values that are not finite."""
     parts = []
@@ -307,13 +307,17 @@ class ElmoPreTrainedModel(PreTrainedModel):
         model, loading_info = super().from_pretrained(pretrained_model_name_or_path, *args, output_loading_info=True,
                                                       **kwargs)
         model.set_lstm_implementation(implementation)
+        model._after_loading(loading_info)
         if inspecting:
             return model, loading_info
-        problem = None if pretrained_model_name_or_path is None else _weight_problems(model, loading_info)
+        problem = None if pretrained_model_name_or_path is None else weight_problems(model, loading_info)
         if problem:
             raise ValueError(f"{pretrained_model_name_or_path}: {problem}: load the folder the weights belong to, or "
                              "pass output_loading_info=True to inspect what was loaded")
         return model
+
+    def _after_loading(self, loading_info: dict) -> None:
+        """What a head does once its weights are in (see `ElmoHeadModel`)."""
 
     def __init__(self, config: ElmoConfig, *inputs, **kwargs):
         config.check_values()  # `from_pretrained(..., field=value)` sets its arguments after the config was checked
@@ -762,16 +766,12 @@ class ElmoHeadModel(ElmoPreTrainedModel):
         # Unused parameters that require gradients break DistributedDataParallel: the encoder's mixes stay out.
         self.elmo.scalar_mixes.requires_grad_(False)
 
-    @classmethod
-    def from_pretrained(cls, *args, **kwargs):
-        wants_loading_info = kwargs.pop("output_loading_info", False)
-        model, loading_info = super().from_pretrained(*args, output_loading_info=True, **kwargs)
-        missing = loading_info["missing_keys"]
-        if model.token_features is not None and any(key.startswith("token_features.") for key in missing):
+    def _after_loading(self, loading_info: dict) -> None:
+        if self.token_features is not None and any(key.startswith("token_features.")
+                                                   for key in loading_info["missing_keys"]):
             # A biLM checkpoint without a task head: the head's word vectors start as the biLM's layer 0.
-            model.token_features.load_state_dict(model.elmo.char_encoder.state_dict())
-        model.set_elmo_frozen(model.config.freeze_elmo)  # loading swaps in fresh parameters (requires_grad=True)
-        return (model, loading_info) if wants_loading_info else model
+            self.token_features.load_state_dict(self.elmo.char_encoder.state_dict())
+        self.set_elmo_frozen(self.config.freeze_elmo)  # loading swaps in fresh parameters (requires_grad=True)
 
     def elmo_layers(self, input_ids, attention_mask, word_ids=None, elmo_hidden_states=None):
         """The biLM's L+1 layers and the word mask: run the biLM (without autograd when frozen), or check and take
@@ -781,7 +781,8 @@ class ElmoHeadModel(ElmoPreTrainedModel):
                 raise ValueError("pass input_ids (character ids) or elmo_hidden_states (precomputed biLM layers)")
             track = torch.is_grad_enabled() and any(p.requires_grad for p in self.elmo.parameters())
             with torch.set_grad_enabled(track):
-                outputs = self.elmo(input_ids, attention_mask=attention_mask, word_ids=word_ids, return_dict=True)
+                outputs = self.elmo(input_ids, attention_mask=attention_mask, word_ids=word_ids,
+                                    output_hidden_states=True, return_dict=True)
             return outputs.hidden_states, outputs.mask.bool()
         if input_ids is not None and self.token_features is None:
             raise ValueError("pass either input_ids or elmo_hidden_states, not both")
@@ -971,6 +972,6 @@ class ElmoForSequenceClassification(ElmoHeadModel):
 
 
 __all__ = ["ALL_LSTM_FUNCTIONS", "ElmoKernelFunctions", "ElmoKernelInterface", "reference_bilstm",
-           "reference_character_encoder", "ElmoModelOutput", "ElmoHighwayLayer", "ElmoHighway", "ElmoCharacterEncoder",
+           "reference_character_encoder", "weight_problems", "ElmoModelOutput", "ElmoHighwayLayer", "ElmoHighway", "ElmoCharacterEncoder",
            "ElmoBiLstmLayer", "ElmoBiLstm", "ElmoScalarMix", "ElmoPreTrainedModel", "ElmoModel", "ElmoCrf", "ElmoHeadModel", "ElmoTagger", "ElmoTokenClassifierOutput",
            "ElmoForTokenClassification", "ElmoForSequenceClassification"]

@@ -254,7 +254,7 @@ def test_the_word_taggers_from_pretrained_does_not_misread_a_character_tagger(tm
     ElmoForCharacterTagging(tiny_config(num_labels=3)).save_pretrained(tmp_path)
     try:
         loaded = ElmoForTokenClassification.from_pretrained(tmp_path)
-    except ValueError as error:
-        assert "ElmoForCharacterTagging" in str(error), str(error)
+    except RuntimeError as error:  # transformers' size-mismatch error, naming the mismatched weights
+        assert "ignore_mismatched_sizes" in str(error), str(error)
     else:
         assert type(loaded) is ElmoForCharacterTagging
