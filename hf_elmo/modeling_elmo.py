@@ -285,7 +285,7 @@ def weight_problems(model: ElmoPreTrainedModel, loading_info: dict) -> str | Non
                if tensor.is_floating_point() and not bool(torch.isfinite(tensor).all())]
     if damaged:
         parts.append(f"hold NaN or infinite values ({', '.join(damaged[:4])}{', ...' if len(damaged) > 4 else ''})")
-    return f"the weights {' and '.join(parts)}" if parts else None
+    return " and ".join(parts) if parts else None
 
 
 class ElmoPreTrainedModel(PreTrainedModel):
@@ -312,8 +312,8 @@ class ElmoPreTrainedModel(PreTrainedModel):
             return model, loading_info
         problem = None if pretrained_model_name_or_path is None else weight_problems(model, loading_info)
         if problem:
-            raise ValueError(f"{pretrained_model_name_or_path}: {problem}: load the folder the weights belong to, or "
-                             "pass output_loading_info=True to inspect what was loaded")
+            raise ValueError(f"{pretrained_model_name_or_path}: its safetensors weights {problem}: load the folder the "
+                             "weights belong to, or pass output_loading_info=True to inspect what was loaded")
         return model
 
     def _after_loading(self, loading_info: dict) -> None:
