@@ -257,7 +257,7 @@ def damage_trials(commands: dict, work: Path, trials: int, rng: random.Random) -
             if not ok:
                 notes.append(f"trial {trial}: exit {result.returncode} {result.stderr.strip()[-150:]}")
         rows.append({"scenario": f"damaged model.safetensors ({kind}), `embed`", "trials": trials, "passed": passed,
-                     "notes": "; ".join(notes) or "refused naming model.safetensors"})
+                     "notes": "; ".join(notes) or "refused naming the safetensors weights"})
     return rows
 
 
