@@ -119,11 +119,13 @@ def test_cli_predict_and_evaluate(trained, capsys):
     assert scores == trained["results"]["test"]
 
 
-@pytest.mark.parametrize("trust_remote_code", [None, True])
-def test_pipeline_matches_tag(trained, trust_remote_code):
-    """The saved folder names its pipeline for remote-code users (custom_pipelines); with hf-elmo imported the task
-    works with and without trust_remote_code (transformers asked for it before the registered task was preferred)."""
-    tagger = pipeline("elmo-token-classification", model=trained["folder"], trust_remote_code=trust_remote_code)
+def test_pipeline_matches_tag(trained):
+    """The saved folder names its pipeline (custom_pipelines), which transformers prefers to a registered task of the
+    same name and runs as the folder's remote code: trust_remote_code=True, with or without hf-elmo (issue 41: the
+    config no longer depends on what the process imported)."""
+    with pytest.raises(ValueError, match="trust_remote_code=True"):
+        pipeline("elmo-token-classification", model=trained["folder"])
+    tagger = pipeline("elmo-token-classification", model=trained["folder"], trust_remote_code=True)
     text = "Carol Smith went to Rome and Oslo ."
     entities = tagger(text)
     expected = tag(trained["model"], trained["tokenizer"], text)[0]["entities"]
@@ -135,7 +137,7 @@ def test_pipeline_matches_tag(trained, trust_remote_code):
 
 
 def test_pipeline_batches_give_the_unbatched_results(trained):
-    tagger = pipeline("elmo-token-classification", model=trained["folder"])
+    tagger = pipeline("elmo-token-classification", model=trained["folder"], trust_remote_code=True)
     texts = ["Carol Smith went to Rome and Oslo .", "Oslo", "", "Bob and Carol Smith met in Rome last year ."]
     one_by_one = [tagger(text, return_tags=True) for text in texts]
     for batch_size in (1, 2, 3):
