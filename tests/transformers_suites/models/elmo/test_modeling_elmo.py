@@ -2,12 +2,14 @@
 transformers' tests/models/bert/test_modeling_bert.py."""
 
 import unittest
+from unittest import mock
 
 import pytest
 from transformers import is_torch_available
 from transformers.models.auto import modeling_auto
 from transformers.testing_utils import require_torch, torch_device
 
+from ... import test_modeling_common
 from ...test_configuration_common import ConfigTester
 from ...test_modeling_common import ModelTesterMixin, ids_tensor
 
@@ -24,11 +26,13 @@ if is_torch_available():
     )
     from hf_elmo.elmo_tagging import character_places
 
-# The character ids of the dictionary scheme (hf_elmo/elmo_text.py) with a small character vocabulary: 0 marks a
-# padded word position, 1-6 are the special characters, the rest real characters. A word's row is
-# [<eow>, its characters, <bow>, <pad>...], as ELMoForManyLangs writes it.
-SENTENCE_BEGIN, SENTENCE_END, UNKNOWN_CHARACTER, CHARACTER_PAD, WORD_BEGIN, WORD_END = 1, 2, 3, 4, 5, 6
-FIRST_CHARACTER = 7
+# Character ids in the manner of the dictionary scheme (hf_elmo/elmo_text.py) with a small character vocabulary: 0
+# marks a padded word position, 1-5 are special characters, the rest real characters. A word's row is
+# [<eow>, its characters, <bow>, <pad>...], as ELMoForManyLangs writes it. The `<S>` / `</S>` rows use only the
+# lowest ids (the sentence-boundary character, then <pad>), so that they stay valid in the 4-character vocabulary
+# transformers' test_resize_tokens_embeddings builds.
+SENTENCE_BEGIN, SENTENCE_END, CHARACTER_PAD, WORD_BEGIN, WORD_END = 1, 2, 3, 4, 5
+FIRST_CHARACTER = 6
 
 # The tables transformers' tests read to tell a base model from a task head (e.g. test_training skips base models,
 # _prepare_for_class picks the labels); every in-library model is listed there. Patched for these tests only.
@@ -103,6 +107,11 @@ class ElmoModelTester:
             row[1 + length] = WORD_BEGIN
         return rows
 
+    def char_ids_tensor(self, shape, vocab_size):
+        """`ids_tensor` for ELMo input ids: `shape` (batch, words) of rows of `max_characters_per_token` character ids
+        below `vocab_size`, none of them 0 (a padding id)."""
+        return ids_tensor([*shape, self.max_characters_per_token], vocab_size - 1) + 1
+
     def prepare_config_and_inputs(self):
         # A batch as ElmoTokenizer pads it: each sentence's words first, then padded positions (all-zero rows).
         num_words = ids_tensor([self.batch_size], self.seq_length) + 1
@@ -128,8 +137,7 @@ class ElmoModelTester:
         Returns a tiny configuration by default.
         """
         sentence_begin, sentence_end = (
-            [WORD_END, boundary, WORD_BEGIN] + [CHARACTER_PAD] * (self.max_characters_per_token - 3)
-            for boundary in (SENTENCE_BEGIN, SENTENCE_END)
+            [boundary] + [CHARACTER_PAD] * (self.max_characters_per_token - 1) for boundary in (SENTENCE_BEGIN, SENTENCE_END)
         )
         return ElmoConfig(
             char_scheme="dictionary",
@@ -266,6 +274,12 @@ class ElmoModelTest(ModelTesterMixin, unittest.TestCase):
         self.config_tester = ConfigTester(
             self, config_class=ElmoConfig, projection_dim=37, common_properties=["hidden_size", "num_hidden_layers"]
         )
+
+    def test_load_with_mismatched_shapes(self):
+        # Ids are rows of character ids, not scalars: the common test's last step runs the reloaded base model on
+        # `ids_tensor((2, 8), 10)`, which for ELMo means 2 sentences of 8 words of character ids below 10.
+        with mock.patch.object(test_modeling_common, "ids_tensor", self.model_tester.char_ids_tensor):
+            super().test_load_with_mismatched_shapes()
 
     def test_config(self):
         self.config_tester.run_common_tests()
