@@ -2,12 +2,14 @@
 transformers' tests/models/bert/test_modeling_bert.py."""
 
 import unittest
+from unittest import mock
 
 import pytest
 from transformers import is_torch_available
 from transformers.models.auto import modeling_auto
 from transformers.testing_utils import require_torch, torch_device
 
+from ... import test_modeling_common
 from ...test_configuration_common import ConfigTester
 from ...test_modeling_common import ModelTesterMixin, ids_tensor
 
@@ -24,11 +26,13 @@ if is_torch_available():
     )
     from hf_elmo.elmo_tagging import character_places
 
-# The character ids of the dictionary scheme (hf_elmo/elmo_text.py) with a small character vocabulary: 0 marks a
-# padded word position, 1-6 are the special characters, the rest real characters. A word's row is
-# [<eow>, its characters, <bow>, <pad>...], as ELMoForManyLangs writes it.
-SENTENCE_BEGIN, SENTENCE_END, UNKNOWN_CHARACTER, CHARACTER_PAD, WORD_BEGIN, WORD_END = 1, 2, 3, 4, 5, 6
-FIRST_CHARACTER = 7
+# Character ids in the manner of the dictionary scheme (hf_elmo/elmo_text.py) with a small character vocabulary: 0
+# marks a padded word position, 1-5 are special characters, the rest real characters. A word's row is
+# [<eow>, its characters, <bow>, <pad>...], as ELMoForManyLangs writes it. The `<S>` / `</S>` rows use only the
+# lowest ids (the sentence-boundary character, then <pad>), so that they stay valid in the 4-character vocabulary
+# transformers' test_resize_tokens_embeddings builds.
+SENTENCE_BEGIN, SENTENCE_END, CHARACTER_PAD, WORD_BEGIN, WORD_END = 1, 2, 3, 4, 5
+FIRST_CHARACTER = 6
 
 # The tables transformers' tests read to tell a base model from a task head (e.g. test_training skips base models,
 # _prepare_for_class picks the labels); every in-library model is listed there. Patched for these tests only.
@@ -69,6 +73,8 @@ class ElmoModelTester:
         num_hidden_layers=2,
         num_labels=3,
         lm_vocab_size=12,
+        word_vocab_size=0,
+        head_options=None,
         scope=None,
     ):
         self.parent = parent
@@ -87,6 +93,10 @@ class ElmoModelTester:
         self.num_hidden_layers = num_hidden_layers
         self.num_labels = num_labels
         self.lm_vocab_size = lm_vocab_size
+        # An optional word embedding beside the characters (ELMoForManyLangs): `word_ids` join every input.
+        self.word_vocab_size = word_vocab_size
+        # ElmoConfig fields of the task heads and the layer mix, for a tester of other head options.
+        self.head_options = head_options or {}
         self.scope = scope
         # Every ELMo layer is [forward; backward].
         self.hidden_size = 2 * projection_dim
@@ -103,6 +113,11 @@ class ElmoModelTester:
             row[1 + length] = WORD_BEGIN
         return rows
 
+    def char_ids_tensor(self, shape, vocab_size):
+        """`ids_tensor` for ELMo input ids: `shape` (batch, words) of rows of `max_characters_per_token` character ids
+        below `vocab_size`, none of them 0 (a padding id)."""
+        return ids_tensor([*shape, self.max_characters_per_token], vocab_size - 1) + 1
+
     def prepare_config_and_inputs(self):
         # A batch as ElmoTokenizer pads it: each sentence's words first, then padded positions (all-zero rows).
         num_words = ids_tensor([self.batch_size], self.seq_length) + 1
@@ -110,6 +125,9 @@ class ElmoModelTester:
         input_mask = (torch.arange(self.seq_length) < num_words.unsqueeze(1)).long()
         input_ids = self.word_char_ids(self.batch_size * self.seq_length).view(self.batch_size, self.seq_length, -1)
         input_ids = input_ids * input_mask.unsqueeze(-1)
+        word_ids = None
+        if self.word_vocab_size:
+            word_ids = ids_tensor([self.batch_size, self.seq_length], self.word_vocab_size) * input_mask
         if not self.use_input_mask:
             input_mask = None
 
@@ -121,14 +139,14 @@ class ElmoModelTester:
 
         config = self.get_config()
 
-        return config, input_ids, input_mask, sequence_labels, token_labels, lm_labels
+        return config, input_ids, input_mask, word_ids, sequence_labels, token_labels, lm_labels
 
     def get_config(self):
         """
         Returns a tiny configuration by default.
         """
         sentence_begin, sentence_end = (
-            [WORD_END, boundary, WORD_BEGIN] + [CHARACTER_PAD] * (self.max_characters_per_token - 3)
+            [boundary] + [CHARACTER_PAD] * (self.max_characters_per_token - 1)
             for boundary in (SENTENCE_BEGIN, SENTENCE_END)
         )
         return ElmoConfig(
@@ -146,7 +164,15 @@ class ElmoModelTester:
             classifier_hidden_size=self.hidden_size,
             task_encoder_hidden_size=self.projection_dim,
             lm_vocab=["<S>", "</S>", "<UNK>"] + [f"word{i}" for i in range(self.lm_vocab_size - 3)],
+            **self.word_embedding_options(),
+            **self.head_options,
         )
+
+    def word_embedding_options(self):
+        if not self.word_vocab_size:
+            return {}
+        return {"word_vocab_size": self.word_vocab_size, "word_embedding_dim": self.projection_dim,
+                "bos_word_id": 1, "eos_word_id": 2}
 
     def character_tagging_inputs(self, input_ids, attention_mask):
         """The character tagger's extra inputs for a batch of words, one entry per character of each word (the real
@@ -163,22 +189,40 @@ class ElmoModelTester:
         num_characters = max(len(sentence) for sentence in word_index)
         token_word_index = torch.tensor([s + [-1] * (num_characters - len(s)) for s in word_index])
         token_positions = torch.tensor([s + [0] * (num_characters - len(s)) for s in positions])
-        return {"token_word_index": token_word_index.to(torch_device), "token_positions": token_positions.to(torch_device)}
+        inputs = {
+            "token_word_index": token_word_index.to(torch_device),
+            "token_positions": token_positions.to(torch_device),
+        }
+        if self.head_options.get("task_character_features"):
+            # Each character read as a word alone: [<eow>, the character, <bow>, <pad>...]; zeros at padding.
+            rows = torch.zeros(len(word_index), num_characters, self.max_characters_per_token, dtype=torch.long)
+            for sentence, (sentence_rows, lengths) in enumerate(zip(input_ids.tolist(), characters_per_word)):
+                characters = [c for row, length in zip(sentence_rows, lengths) for c in row[1 : 1 + length]]
+                for place, character in enumerate(characters):
+                    rows[sentence, place] = torch.tensor(
+                        [WORD_END, character, WORD_BEGIN] + [CHARACTER_PAD] * (self.max_characters_per_token - 3)
+                    )
+            inputs["character_input_ids"] = rows.to(torch_device)
+        return inputs
 
-    def create_and_check_model(self, config, input_ids, input_mask, sequence_labels, token_labels, lm_labels):
+    def create_and_check_model(
+        self, config, input_ids, input_mask, word_ids, sequence_labels, token_labels, lm_labels
+    ):
         model = ElmoModel(config=config)
         model.to(torch_device)
         model.eval()
-        result = model(input_ids, attention_mask=input_mask)
-        result = model(input_ids)
+        result = model(input_ids, attention_mask=input_mask, word_ids=word_ids)
+        result = model(input_ids, word_ids=word_ids)
         self.parent.assertEqual(result.last_hidden_state.shape, (self.batch_size, self.seq_length, self.hidden_size))
         self.parent.assertEqual(len(result.hidden_states), self.num_hidden_layers + 1)
 
-    def create_and_check_for_pretraining(self, config, input_ids, input_mask, sequence_labels, token_labels, lm_labels):
+    def create_and_check_for_pretraining(
+        self, config, input_ids, input_mask, word_ids, sequence_labels, token_labels, lm_labels
+    ):
         model = ElmoForPreTraining(config=config)
         model.to(torch_device)
         model.eval()
-        result = model(input_ids, attention_mask=input_mask, labels=lm_labels)
+        result = model(input_ids, attention_mask=input_mask, word_ids=word_ids, labels=lm_labels)
         self.parent.assertEqual(result.loss.shape, ())
         self.parent.assertEqual(
             # The top layer of each direction over the words and the `<S>`, `</S>` positions.
@@ -186,27 +230,27 @@ class ElmoModelTester:
         )
 
     def create_and_check_for_sequence_classification(
-        self, config, input_ids, input_mask, sequence_labels, token_labels, lm_labels
+        self, config, input_ids, input_mask, word_ids, sequence_labels, token_labels, lm_labels
     ):
         config.num_labels = self.num_labels
         model = ElmoForSequenceClassification(config)
         model.to(torch_device)
         model.eval()
-        result = model(input_ids, attention_mask=input_mask, labels=sequence_labels)
+        result = model(input_ids, attention_mask=input_mask, word_ids=word_ids, labels=sequence_labels)
         self.parent.assertEqual(result.logits.shape, (self.batch_size, self.num_labels))
 
     def create_and_check_for_token_classification(
-        self, config, input_ids, input_mask, sequence_labels, token_labels, lm_labels
+        self, config, input_ids, input_mask, word_ids, sequence_labels, token_labels, lm_labels
     ):
         config.num_labels = self.num_labels
         model = ElmoForTokenClassification(config=config)
         model.to(torch_device)
         model.eval()
-        result = model(input_ids, attention_mask=input_mask, labels=token_labels)
+        result = model(input_ids, attention_mask=input_mask, word_ids=word_ids, labels=token_labels)
         self.parent.assertEqual(result.logits.shape, (self.batch_size, self.seq_length, self.num_labels))
 
     def create_and_check_for_character_tagging(
-        self, config, input_ids, input_mask, sequence_labels, token_labels, lm_labels
+        self, config, input_ids, input_mask, word_ids, sequence_labels, token_labels, lm_labels
     ):
         config.num_labels = self.num_labels
         model = ElmoForCharacterTagging(config=config)
@@ -215,12 +259,14 @@ class ElmoModelTester:
         characters = self.character_tagging_inputs(input_ids, input_mask)
         num_characters = characters["token_word_index"].shape[1]
         character_labels = ids_tensor([self.batch_size, num_characters], self.num_labels)
-        result = model(input_ids, attention_mask=input_mask, labels=character_labels, **characters)
+        result = model(input_ids, attention_mask=input_mask, word_ids=word_ids, labels=character_labels, **characters)
         self.parent.assertEqual(result.logits.shape, (self.batch_size, num_characters, self.num_labels))
 
     def prepare_config_and_inputs_for_common(self):
-        config, input_ids, input_mask, sequence_labels, token_labels, lm_labels = self.prepare_config_and_inputs()
+        config, input_ids, input_mask, word_ids, *_ = self.prepare_config_and_inputs()
         inputs_dict = {"input_ids": input_ids, "attention_mask": input_mask}
+        if word_ids is not None:
+            inputs_dict["word_ids"] = word_ids
         return config, inputs_dict
 
 
@@ -267,6 +313,12 @@ class ElmoModelTest(ModelTesterMixin, unittest.TestCase):
             self, config_class=ElmoConfig, projection_dim=37, common_properties=["hidden_size", "num_hidden_layers"]
         )
 
+    def test_load_with_mismatched_shapes(self):
+        # Ids are rows of character ids, not scalars: the common test's last step runs the reloaded base model on
+        # `ids_tensor((2, 8), 10)`, which for ELMo means 2 sentences of 8 words of character ids below 10.
+        with mock.patch.object(test_modeling_common, "ids_tensor", self.model_tester.char_ids_tensor):
+            super().test_load_with_mismatched_shapes()
+
     def test_config(self):
         self.config_tester.run_common_tests()
 
@@ -289,3 +341,28 @@ class ElmoModelTest(ModelTesterMixin, unittest.TestCase):
     def test_for_character_tagging(self):
         config_and_inputs = self.model_tester.prepare_config_and_inputs()
         self.model_tester.create_and_check_for_character_tagging(*config_and_inputs)
+
+
+@require_torch
+class ElmoModelWithEveryOptionTest(ElmoModelTest):
+    """The same suites on ELMo with its optional parts switched on: a word embedding beside the characters (as
+    ELMoForManyLangs has), two layer-normalised learned mixes, and heads with a biLSTM encoder, a CRF, their own word
+    and character vectors, and a biLM that trains with them."""
+
+    def setUp(self):
+        super().setUp()
+        self.model_tester = ElmoModelTester(
+            self,
+            word_vocab_size=11,
+            head_options={
+                "num_output_representations": 2,
+                "scalar_mix_layer_norm": True,
+                "feature_layer": "mix",
+                "task_encoder": "bilstm",
+                "task_encoder_num_layers": 1,
+                "use_crf": True,
+                "task_token_features": True,
+                "task_character_features": True,
+                "freeze_elmo": False,
+            },
+        )

@@ -30,8 +30,9 @@ class ElmoTokenizationTest(TokenizerTesterMixin, unittest.TestCase):
     test_seq2seq = False
 
     def get_clean_sequence(self, tokenizer, with_prefix_space=False, max_length=20, min_length=5):
+        # The byte scheme has no character vocabulary (get_vocab() is empty): every character is encodable.
         vocabulary = tokenizer.get_vocab()
-        words = [word for word in CLEAN_WORDS if all(character in vocabulary for character in word)]
+        words = [word for word in CLEAN_WORDS if not vocabulary or all(character in vocabulary for character in word)]
         while words and len(words) < min_length:
             words = words + words
         words = words[:max_length]
@@ -66,3 +67,15 @@ class ElmoTokenizationTest(TokenizerTesterMixin, unittest.TestCase):
     @unittest.skip(reason=ROWS_NOT_SCALARS + "the test expects every returned tensor, input_ids too, to be 2-D")
     def test_batch_encode_dynamic_overflowing(self):
         pass
+
+
+class ElmoByteTokenizationTest(ElmoTokenizationTest):
+    """The same suite on the other character scheme: AllenNLP / bilm-tf's UTF-8 bytes (ElmoTokenizer's default),
+    saved by the test itself (transformers' tokenizer tests without a Hub checkpoint do the same)."""
+
+    from_pretrained_id = None
+
+    @classmethod
+    def setUpClass(cls):
+        super().setUpClass()
+        ElmoTokenizer().save_pretrained(cls.tmpdirname)
