@@ -84,8 +84,10 @@ class ElmoForCharacterTagging(ElmoTagger):
         _refuse_unknown_arguments(type(self).__name__, kwargs)
         word_vectors, word_mask, layers = self.mixed_vectors(input_ids, attention_mask, word_ids, elmo_hidden_states)
         vectors, mask = character_vectors(word_vectors, token_word_index, token_positions)
-        if self.config.task_character_features:
-            own = self.own_word_vectors(character_input_ids, mask, name="character_input_ids")
+        if self.config.task_character_features:  # with a word embedding, a character reads its word's word id
+            character_word_ids = None if word_ids is None else word_ids.gather(
+                1, token_word_index.to(word_ids.device).clamp(min=0))
+            own = self.own_word_vectors(character_input_ids, mask, character_word_ids, name="character_input_ids")
             vectors = torch.cat([vectors, self.dropout(own.to(vectors.dtype))], dim=-1)
         elif character_input_ids is not None:
             raise ValueError("character_input_ids are for taggers with config.task_character_features")

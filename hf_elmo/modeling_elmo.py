@@ -759,6 +759,13 @@ class ElmoHeadModel(ElmoPreTrainedModel):
         self.dropout = nn.Dropout(config.classifier_dropout)
         self.set_elmo_frozen(config.freeze_elmo)
 
+    def resize_token_embeddings(self, new_num_tokens=None, pad_to_multiple_of=None, mean_resizing=True):
+        embeddings = super().resize_token_embeddings(new_num_tokens, pad_to_multiple_of, mean_resizing)
+        if self.token_features is not None:  # the head's own x_k reads the same characters
+            self.token_features.char_embedding = self._get_resized_embeddings(
+                self.token_features.char_embedding, embeddings.num_embeddings, mean_resizing=mean_resizing)
+        return embeddings
+
     def set_elmo_frozen(self, frozen: bool = True) -> None:
         """Freeze (or unfreeze) the biLM; the head's mix and layers always train."""
         self.config.freeze_elmo = bool(frozen)

@@ -366,3 +366,13 @@ class ElmoModelWithEveryOptionTest(ElmoModelTest):
                 "freeze_elmo": False,
             },
         )
+
+    @unittest.skip(reason="scalar_mix_layer_norm normalises each layer over every word of the batch (AllenNLP's "
+                          "definition, held by the parity fixtures): a normalised mix depends on its batch by design")
+    def test_batching_equivalence(self):
+        pass
+
+    @unittest.skip(reason="a model with a word embedding reads word_ids beside input_ids, and the common test's last "
+                          "step runs the reloaded base model on input_ids alone")
+    def test_load_with_mismatched_shapes(self):
+        pass
