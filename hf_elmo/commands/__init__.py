@@ -25,6 +25,9 @@ from collections.abc import Sequence
 from .errors import CommandError
 
 COMMANDS = ("embed", "similar", "convert", "info", "corpus", "pretrain", "finetune", "export")
+# Commands that neither tag, save taggers nor pretrain: they register the models without the tagging pipeline and the
+# pretraining head (`register_auto_classes`), whose imports they do not need.
+_MODELS_ONLY = ("embed", "similar", "convert", "info")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -65,7 +68,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         if args.check is not None:
             args.check(args)
-        register_auto_classes()
+        models_only = args.command in _MODELS_ONLY
+        register_auto_classes(tagging=not models_only, pretraining=not models_only)
         return args.run(args) or 0
     except KeyboardInterrupt:
         command = importlib.import_module(f"{__name__}.{args.command}")
