@@ -5,6 +5,7 @@ from __future__ import annotations
 import sys
 from collections.abc import Sequence
 
+from .commands import SHORT_COMMANDS
 from .commands import main as run_command
 
 
@@ -12,11 +13,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Run the command `argv` (default: the process's arguments) and return its exit status.
 
     Called without arguments by the `hf-elmo` console script or `python -m hf_elmo.cli`, whose process ends with the
-    command, it ends the process itself once the command returned: the exit handlers run and the standard streams are
-    flushed as at any exit, but the interpreter's teardown of every loaded module (torch, transformers and what they
-    import), which took 0.5-1.5 s after a one-line `hf-elmo embed`, is skipped."""
+    command, a short command (`embed`, `similar`, `convert`, `info`) ends the process itself once it returned: the
+    exit handlers run and the standard streams are flushed as at any exit, but the interpreter's teardown of every
+    loaded module (torch, transformers and what they import), which took 0.5-1.5 s after a one-line `hf-elmo embed`,
+    is skipped. Training commands exit as usual."""
     code = run_command(argv)
-    if argv is None and _this_process_is_the_command():
+    if argv is None and sys.argv[1:2] and sys.argv[1] in SHORT_COMMANDS and _this_process_is_the_command():
         _end_process(code)
     return code
 
