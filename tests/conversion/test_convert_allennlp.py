@@ -152,6 +152,18 @@ def test_a_chinese_bilm_tf_model_gets_the_segmenter_asked_for(segmenter, tmp_pat
     assert json.loads(capsys.readouterr().out)["segmenter"] == segmenter
 
 
+def test_hf_elmo_convert_and_the_python_converter_default_to_whitespace(tmp_path):
+    from hf_elmo.bilm_format import convert_bilm_to_folder
+    from hf_elmo.commands import main as hf_elmo
+
+    assert hf_elmo(["convert", str(tmp_path / "cli"), "--from", "allennlp", "--options", str(OPTIONS), "--weights",
+                    str(WEIGHTS)]) == 0
+    convert_bilm_to_folder(OPTIONS, WEIGHTS, tmp_path / "python")
+    for folder in ("cli", "python"):
+        tokenizer = AutoTokenizer.from_pretrained(tmp_path / folder)
+        assert tokenizer.segmenter == "whitespace" and tokenizer.tokenize("didn't U.S. 北京") == ["didn't", "U.S.", "北京"]
+
+
 def test_cli_error_in_a_subprocess(tmp_path):
     bad = tmp_path / "bad.hdf5"
     bad.write_bytes(b"definitely not hdf5")
