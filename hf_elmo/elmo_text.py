@@ -4,11 +4,13 @@ segmenter needs them). Ships as remote code."""
 
 from __future__ import annotations
 
+import collections
 import io
 import json
 import logging
 import os
 import re
+import unicodedata
 import uuid
 from collections.abc import Callable, Mapping
 from typing import ClassVar
@@ -61,9 +63,25 @@ def without_surrogates(text: str) -> str:
     return text.encode("utf-16-le", "surrogatepass").decode("utf-16-le", "ignore")
 
 
-def _clean_raw_text(text: str) -> str:
-    # The Rust pre-tokenizer cannot take surrogates, and control characters should not glue words.
-    return _CONTROL.sub(" ", without_surrogates(text))
+def _clean_raw_text(text: str) -> tuple[str, list[tuple[int, int]] | None]:
+    """`text` with control characters as spaces (the Rust pre-tokenizer cannot take surrogates, and control characters
+    should not glue words) and surrogates as `without_surrogates` treats them, and each of its characters' `(start,
+    end)` in `text` (None: the same places, no surrogates)."""
+    text = _CONTROL.sub(" ", text)
+    if _SURROGATE.search(text) is None:
+        return text, None
+    characters, places = [], []
+    for match in re.finditer("[\ud800-\udbff][\udc00-\udfff]|[\ud800-\udfff]|.", text, re.DOTALL):
+        character = without_surrogates(match.group())  # a pair joined, a lone surrogate dropped
+        if character:
+            characters.append(character)
+            places.append(match.span())
+    return "".join(characters), places
+
+
+def word_offsets(words: list[tuple[str, int, int]], places: list[tuple[int, int]] | None) -> list[tuple[str, int, int]]:
+    """Words found at `(start, end)` of the cleaned text, moved to their place in the raw text."""
+    return words if places is None else [(word, places[start][0], places[end - 1][1]) for word, start, end in words]
 
 
 def _save_file(directory: str, filename_prefix: str | None, name: str, write: Callable[[io.TextIOBase], None]):
@@ -155,6 +173,9 @@ class CharacterScheme:
         """Write what the scheme needs besides its options (a vocabulary file) and return the paths."""
         return ()
 
+    def warn_if_mostly_unknown(self) -> None:
+        """Warn (once) when most characters read since the last call were unknown to the vocabulary."""
+
 
 class ByteScheme(CharacterScheme):
     """AllenNLP / bilm-tf: the UTF-8 bytes of the word cut to `max_characters_per_token - 2` (a multi-byte
@@ -201,6 +222,8 @@ class DictionaryScheme(CharacterScheme):
         self.vocab_size = max(vocabulary.values()) + 1
         self._begin_id, self._end_id = vocabulary["<bow>"], vocabulary["<eow>"]
         self._pad_id, self._unknown_id = vocabulary["<pad>"], vocabulary["<oov>"]
+        self._read = self._unknown = 0
+        self._warned = False
 
     @classmethod
     def from_options(cls, max_characters_per_token, vocabulary=None, vocabulary_file=None) -> DictionaryScheme:
@@ -211,12 +234,25 @@ class DictionaryScheme(CharacterScheme):
     def word_ids(self, word: str) -> list[int]:
         characters = ([self.vocabulary[word]] if word in DICTIONARY_SENTENCE_BOUNDARIES else
                       [self.vocabulary.get(c, self._unknown_id) for c in word[: self.max_characters_per_token - 2]])
+        if not self._warned:
+            self._read, self._unknown = self._read + len(characters), self._unknown + characters.count(self._unknown_id)
         # The original writes `<eow>` first and `<bow>` last (its variables are swapped); the model was trained so.
         ids = [self._end_id, *characters, self._begin_id]
         return ids + [self._pad_id] * (self.max_characters_per_token - len(ids))
 
     def sentence_boundary_ids(self) -> tuple[list[int], list[int]]:
         return tuple(map(self.word_ids, DICTIONARY_SENTENCE_BOUNDARIES))
+
+    def warn_if_mostly_unknown(self) -> None:
+        # English text to a Chinese model is no error, but its vectors mean little: say so once.
+        if not self._warned and self._unknown * 2 > self._read:
+            self._warned = True
+            scripts = collections.Counter(unicodedata.name(c, "?").split()[0] for c in self.vocabulary if c.isalpha())
+            script = scripts.most_common(1)[0][0] if scripts else "?"  # the first word of most letters' names
+            logger.warning("%d%% of the characters are unknown to this %s model (its character vocabulary): its "
+                           "vectors for this text mean little", round(100 * self._unknown / self._read),
+                           {"CJK": "Chinese"}.get(script, script.title()))
+        self._read = self._unknown = 0
 
     def decode_word(self, ids: list[int]) -> str:
         characters = [self._characters_by_id.get(i, "\ufffd") for i in ids]
@@ -264,6 +300,15 @@ class WordSegmenter:
     name: ClassVar[str]
     chinese_segmentation: ClassVar[str]
 
+    def __call__(self, text: str) -> list[str]:
+        return [word for word, _, _ in self.words_with_offsets(text)]
+
+    def words_with_offsets(self, text: str) -> list[tuple[str, int, int]]:
+        """Each word of `text` with its `(start, end)` in `text` (a word may lack a surrogate that `text[start:end]`
+        holds)."""
+        cleaned, places = _clean_raw_text(text)
+        return word_offsets(self._split(cleaned), places)
+
     def save(self, directory: str, filename_prefix: str | None = None) -> tuple[str, ...]:
         """Write what the segmenter needs besides its name (a user dictionary) and return the paths."""
         return ()
@@ -275,8 +320,8 @@ class WhitespaceSegmenter(WordSegmenter):
     name = "whitespace"
     chinese_segmentation = "none"
 
-    def __call__(self, text: str) -> list[str]:
-        return _clean_raw_text(text).split()
+    def _split(self, text: str) -> list[tuple[str, int, int]]:
+        return [(match.group(), *match.span()) for match in re.finditer(r"\S+", text)]  # \s is str.split's space
 
 
 class CharacterSegmenter(WordSegmenter):
@@ -290,12 +335,13 @@ class CharacterSegmenter(WordSegmenter):
 
         self._pre_tokenizer = BertPreTokenizer()
 
-    def __call__(self, text: str) -> list[str]:
+    def _split(self, text: str) -> list[tuple[str, int, int]]:
         words = []
-        for piece, _ in self._pre_tokenizer.pre_tokenize_str(_clean_raw_text(text)):
+        for piece, (start, _) in self._pre_tokenizer.pre_tokenize_str(text):  # offsets in characters
             for part in _CJK_RUN.split(piece):  # a piece without CJK characters is its one part
-                if part:
-                    words.extend(self.split_cjk_run(part) if _CJK_RUN.fullmatch(part) else [part])
+                for word in self.split_cjk_run(part) if _CJK_RUN.fullmatch(part) else [part] if part else []:
+                    words.append((word, start, start + len(word)))  # a run's words are the run, cut
+                    start += len(word)
         return words
 
     def split_cjk_run(self, run: str) -> list[str]:

@@ -124,7 +124,7 @@ def test_bad_input_types(tokenizer):
     with pytest.raises(TypeError):
         tokenizer(["fine", 42])
     with pytest.raises(TypeError, match="unexpected arguments"):
-        tokenizer("a", stride=2)
+        tokenizer("a", strides=2)  # transformers' own `stride` is accepted (it goes with return_overflowing_tokens)
 
 
 # padding, truncation, tensors ---------------------------------------------------------------
@@ -143,7 +143,7 @@ def test_padding_modes(tokenizer):
         tokenizer(batch, padding="max_length")
     with pytest.raises(ValueError, match="truncation=True"):
         tokenizer(batch, padding="max_length", max_length=2)
-    with pytest.raises(ValueError, match="padding"):
+    with pytest.raises(ValueError, match="not a valid PaddingStrategy"):  # transformers' check
         tokenizer(batch, padding="sideways")
     with pytest.raises(ValueError, match="padding=True"):
         tokenizer(batch, return_tensors="pt")
@@ -174,6 +174,75 @@ def test_return_tensors_and_attention_mask(tokenizer):
         tokenizer("a", return_tensors="tf")
     words = tokenizer(["Hi, you", "x"], return_words=True)["words"]
     assert words == [["Hi", ",", "you"], ["x"]]
+
+
+# transformers' tokenizer contract (issue 41 #5) -------------------------------------------------------------------
+
+
+def test_encode_gives_the_rows_call_gives_and_decode_reads_them(tokenizer):
+    assert tokenizer.encode("Hello, 世界") == tokenizer("Hello, 世界")["input_ids"]
+    assert tokenizer.encode("a b c", max_length=2, truncation=True) == tokenizer("a b")["input_ids"]
+    assert tokenizer.encode(["New York", "!"], is_split_into_words=True) == tokenizer.convert_tokens_to_ids(
+        ["New York", "!"])
+    assert tokenizer.encode("a b", return_tensors="pt").shape == (1, 2, 50)
+    assert tokenizer.decode(tokenizer.encode("Hello, 世界 😀")) == "Hello , 世界 😀"
+
+
+def test_call_takes_transformers_positional_order_and_reads_a_pair_as_one_sentence(tokenizer):
+    """`tok(text, text_pair)`: the words of the text then of the pair, token_type_ids 0 then 1."""
+    pair = tokenizer("Is it?", "Yes, it is.", return_token_type_ids=True)
+    assert pair["input_ids"] == tokenizer("Is it? Yes, it is.")["input_ids"]
+    assert pair["token_type_ids"] == [0, 0, 0, 1, 1, 1, 1, 1]
+    batch = tokenizer(["a", "b c"], ["d e", "f"], padding=True, return_token_type_ids=True, return_tensors="pt")
+    assert batch["token_type_ids"].tolist() == [[0, 1, 1], [0, 0, 1]]
+    assert batch["attention_mask"].tolist() == [[1, 1, 1], [1, 1, 1]]
+    assert tokenizer(["a", "b"], ["c"], is_split_into_words=True)["input_ids"] == tokenizer("a b c")["input_ids"]
+    assert tokenizer(text="a", text_pair="b")["input_ids"] == tokenizer("a b")["input_ids"]
+    with pytest.raises(ValueError, match="text_pair must be what text is"):
+        tokenizer(["a", "b"], "c")
+    # truncation of a pair as transformers truncates one: longest first, or only one side
+    assert tokenizer("a b c", "d", truncation=True, max_length=3)["input_ids"] == tokenizer("a b d")["input_ids"]
+    only_second = tokenizer("a b", "c d e", truncation="only_second", max_length=3, return_overflowing_tokens=True)
+    assert only_second["input_ids"] == tokenizer("a b c")["input_ids"]
+    assert only_second["overflowing_tokens"] == tokenizer("d e")["input_ids"]
+    with pytest.raises(ValueError, match="only_first"):
+        tokenizer("a b", "c d e", truncation=True, max_length=3, return_overflowing_tokens=True)
+
+
+def test_every_init_argument_is_kept_and_a_saved_dictionary_tokenizer_loads_as_it_was(tmp_path):
+    import inspect
+
+    names = dictionary_tokenizer().init_kwargs
+    for name, parameter in inspect.signature(ElmoTokenizer.__init__).parameters.items():
+        # The mappings are saved as the files (transformers' own signature test leaves out `vocab` likewise).
+        assert parameter.default is inspect.Parameter.empty or name in names or name in ("char_vocab", "word_vocab")
+    (tmp_path / "names.txt").write_text("张伟 10 nr\n", encoding="utf-8")
+    original = ElmoTokenizer(char_scheme="dictionary", char_vocab=dictionary_tokenizer().char_vocab,
+                             word_vocab={"<oov>": 0, "<pad>": 1, "张伟": 2}, user_dict=tmp_path / "names.txt")
+    original.save_pretrained(tmp_path / "saved")
+    saved = json.loads((tmp_path / "saved" / "tokenizer_config.json").read_text())
+    assert not {"char_vocab", "word_vocab", "user_dict", "char_vocab_file"} & {k for k, v in saved.items() if v}
+    loaded = ElmoTokenizer.from_pretrained(tmp_path / "saved")
+    assert loaded.init_kwargs["char_vocab_file"].endswith("char_vocab.json")
+    assert loaded.init_kwargs["user_dict"].endswith("jieba_user_dict.txt")
+    assert loaded("张伟住在南京")["word_ids"] == original("张伟住在南京")["word_ids"] == [2, 0, 0, 0]
+
+
+def test_padding_options_are_checked_as_transformers_checks_them(tokenizer):
+    with pytest.raises(ValueError, match=r"truncation length \(5\) is not a multiple of pad_to_multiple_of \(4\)"):
+        tokenizer(["a b c"], padding="max_length", truncation=True, max_length=5, pad_to_multiple_of=4)
+    for bad in (0, -3, 2.5):
+        with pytest.raises(ValueError, match="pad_to_multiple_of must be a whole number of words >= 1"):
+            tokenizer(["a b c"], padding=True, pad_to_multiple_of=bad)
+    assert tokenizer(["a b c", "d"], padding=True, padding_side="right")["attention_mask"] == [[1, 1, 1], [1, 0, 0]]
+    with pytest.raises(ValueError, match="right only"):
+        tokenizer(["a b c", "d"], padding=True, padding_side="left")
+    left = ElmoTokenizer(truncation_side="left")
+    encoded = left("a b c d", truncation=True, max_length=2, stride=1, return_overflowing_tokens=True)
+    assert encoded["input_ids"] == tokenizer("c d")["input_ids"]
+    assert encoded["overflowing_tokens"] == tokenizer("a b c")["input_ids"] and encoded["num_truncated_tokens"] == 2
+    assert "overflowing_tokens" not in left(["a b c"], truncation=True, max_length=2, return_overflowing_tokens=True,
+                                            return_tensors="pt")  # as transformers' Python tokenizers: lists only
 
 
 # save / load ---------------------------------------------------------------------------------
