@@ -418,6 +418,12 @@ def _features_to_pad(encoded_inputs, width: int) -> tuple[dict[str, list], bool,
         if not isinstance(rows, list) or any(not isinstance(row, list) or len(row) != width for row in rows):
             raise ValueError(f"input_ids must hold one row of {width} character ids per word "
                              "(what ElmoTokenizer writes)")
+    for key in set(_PER_WORD_KEYS[1:]) & set(features):  # padded as the words are, so one value per word
+        if len(features[key]) != len(features["input_ids"]):
+            raise ValueError(f"{key} holds {len(features[key])} sentences, input_ids {len(features['input_ids'])}")
+        for row, (values, rows) in enumerate(zip(features[key], features["input_ids"])):
+            if not isinstance(values, list) or len(values) != len(rows):
+                raise ValueError(f"row {row}: {key} must hold one value per word ({len(rows)}), got {values!r:.80}")
     return features, batched, input_tensors
 
 

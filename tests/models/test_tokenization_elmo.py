@@ -526,6 +526,25 @@ def test_pad_takes_lists_arrays_tensors_and_whole_encodings():
     assert tokenizer(texts, padding=True, pad_to_multiple_of=8, return_tensors="pt")["input_ids"].shape == (3, 8, 50)
 
 
+def test_pad_checks_every_key_against_the_words_and_pad_to_multiple_of_in_one_line():
+    """Issue 46 #7: a mask shorter than the words hid real words, a longer one or pad_to_multiple_of=-3 raised numpy's
+    "inhomogeneous shape"."""
+    tokenizer = ElmoTokenizer(segmenter="chars")
+    encoded = tokenizer(["a b c", "d"])
+    for key, values, row in (("attention_mask", [[1], [1]], 0), ("attention_mask", [[1, 1, 1], [1, 1]], 1),
+                             ("special_tokens_mask", [[0, 0, 0], 0], 1)):
+        with pytest.raises(ValueError, match=f"row {row}: {key} must hold one value per word") as error:
+            tokenizer.pad({**encoded, key: values})
+        assert "\n" not in str(error.value)
+    with pytest.raises(ValueError, match="attention_mask holds 1 sentences, input_ids 2"):
+        tokenizer.pad({**encoded, "attention_mask": [[1, 1, 1]]})
+    with pytest.raises(ValueError, match="row 1: attention_mask"):
+        tokenizer.pad([{"input_ids": ids, "attention_mask": [1, 1, 1]} for ids in encoded["input_ids"]])
+    for bad in (-3, 0, 1.5, True):
+        with pytest.raises(ValueError, match=f"pad_to_multiple_of must be a whole number of words >= 1, got {bad}"):
+            tokenizer.pad(encoded, pad_to_multiple_of=bad)
+
+
 def test_pad_uses_the_pad_word_id_of_a_word_vocabulary():
     tokenizer = dictionary_tokenizer()
     encoded = tokenizer(["我爱", "我"])
