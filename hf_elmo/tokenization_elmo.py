@@ -187,10 +187,10 @@ class ElmoTokenizer(PreTrainedTokenizerBase):
         # add_special_tokens and split_special_tokens change nothing: the model adds <S> and </S>, no word is special.
         if kwargs:
             raise TypeError(f"ElmoTokenizer got unexpected arguments {sorted(kwargs)}")
-        firsts, batched = _as_word_lists(text, is_split_into_words, self._words_with_offsets)
+        firsts, batched = _as_word_lists(text, is_split_into_words, self.words_with_offsets)
         seconds = [None] * len(firsts)
         if text_pair is not None:
-            seconds, pair_batched = _as_word_lists(text_pair, is_split_into_words, self._words_with_offsets)
+            seconds, pair_batched = _as_word_lists(text_pair, is_split_into_words, self.words_with_offsets)
             if pair_batched != batched or len(seconds) != len(firsts):
                 raise ValueError("text_pair must be what text is: a sentence, or a batch of as many sentences")
         if (return_overflowing_tokens and text_pair is not None
@@ -233,7 +233,8 @@ class ElmoTokenizer(PreTrainedTokenizerBase):
             encoding["words"] = sentences if batched else sentences[0]
         return encoding
 
-    def _words_with_offsets(self, text: str) -> list[tuple[str, int, int]]:
+    def words_with_offsets(self, text: str) -> list[tuple[str, int, int]]:
+        """Each word of `text` as `tokenize` gives it, with its `(start, end)` in `text`."""
         found = self._segmenter.words_with_offsets(text)
         return [(word.lower(), start, end) for word, start, end in found] if self.do_lower_case else found
 

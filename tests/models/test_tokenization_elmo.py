@@ -245,6 +245,25 @@ def test_padding_options_are_checked_as_transformers_checks_them(tokenizer):
                                             return_tensors="pt")  # as transformers' Python tokenizers: lists only
 
 
+def test_offsets_give_each_word_in_its_text_for_every_segmenter_and_scheme():
+    """Issue 45 #6: `return_offsets_mapping=True` gives each word's (start, end) in its text (a dropped lone surrogate
+    stays inside the word's span, a surrogate pair is one character)."""
+    text = "张伟住在南京，2024年买了 iPhone 15😀！ＡＢＣ１２３ x-ray, İstanbul\x00ok\ud800 \ud83d\ude00。"
+    for tokenizer in (*(ElmoTokenizer(segmenter=name) for name in ("jieba", "chars", "whitespace")),
+                      ElmoTokenizer(segmenter="chars", do_lower_case=True), dictionary_tokenizer()):
+        encoded = tokenizer([text, "a b"], return_offsets_mapping=True, return_words=True)
+        words, offsets = encoded["words"][0], encoded["offset_mapping"][0]
+        assert len(words) == len(offsets) > 5 and offsets == sorted(offsets) and encoded["offset_mapping"][1] == [
+            (0, 1), (2, 3)]
+        for word, (start, end) in zip(words, offsets):
+            piece = elmo_text.without_surrogates(text[start:end])
+            assert (piece.lower() if tokenizer.do_lower_case else piece) == word
+        padded = tokenizer([text, "a b"], return_offsets_mapping=True, padding=True, return_tensors="pt")
+        assert padded["offset_mapping"].shape == (2, len(words), 2) and padded["offset_mapping"][1, 2:].eq(0).all()
+    pre_split = ElmoTokenizer()(["New York", "!"], is_split_into_words=True, return_offsets_mapping=True)
+    assert pre_split["offset_mapping"] == [(0, 8), (0, 1)]  # as a fast tokenizer gives them: within each word
+
+
 # save / load ---------------------------------------------------------------------------------
 
 
