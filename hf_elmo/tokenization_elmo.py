@@ -184,9 +184,13 @@ class ElmoTokenizer(PreTrainedTokenizerBase):
                      return_special_tokens_mask: bool = False, return_offsets_mapping: bool = False,
                      return_length: bool = False, verbose: bool = True, split_special_tokens: bool = False,
                      return_words: bool = False, **kwargs) -> ElmoBatchEncoding:
-        # add_special_tokens and split_special_tokens change nothing: the model adds <S> and </S>, no word is special.
+        # add_special_tokens, split_special_tokens and sanitize_control_tokens (chat templates) change nothing: the
+        # model adds <S> and </S>, and no word is special.
+        kwargs.pop("sanitize_control_tokens", None)
         if kwargs:
             raise TypeError(f"ElmoTokenizer got unexpected arguments {sorted(kwargs)}")
+        if text_pair is None and _holds_pairs(text, is_split_into_words):  # a batch of (text, text_pair)
+            text, text_pair = [first for first, _ in text], [second for _, second in text]
         firsts, batched = _as_word_lists(text, is_split_into_words, self.words_with_offsets)
         seconds = [None] * len(firsts)
         if text_pair is not None:
@@ -195,8 +199,9 @@ class ElmoTokenizer(PreTrainedTokenizerBase):
                 raise ValueError("text_pair must be what text is: a sentence, or a batch of as many sentences")
         if (return_overflowing_tokens and text_pair is not None
                 and truncation_strategy == TruncationStrategy.LONGEST_FIRST):
-            raise ValueError("overflowing words of a pair cannot be returned with truncation='longest_first': pass "
-                             "'only_first' or 'only_second'")
+            raise ValueError("Not possible to return overflowing tokens for pair of sequences with the `longest_first`. "
+                             "Please select another truncation strategy than `longest_first`, for instance "
+                             "`only_second` or `only_first`.")  # transformers' words
         sentences, offsets, token_types, overflowing, truncated = [], [], [], [], []
         for first, second in zip(firsts, seconds):
             kept, kept_pair, overflow = [*range(len(first))], None if second is None else [*range(len(second))], []
@@ -212,6 +217,8 @@ class ElmoTokenizer(PreTrainedTokenizerBase):
             overflowing.append([self.word_to_char_ids(cut_from[i][0]) for i in overflow])
             truncated.append(max(excess, 0) if overflow else 0)
         features = {"input_ids": [[self.word_to_char_ids(word) for word in words] for words in sentences]}
+        for rows in features["input_ids"]:
+            self._eventual_warn_about_too_long_sequence(rows, max_length, verbose)
         if return_offsets_mapping:
             features["offset_mapping"] = offsets
         if return_token_type_ids:
@@ -327,6 +334,10 @@ class ElmoTokenizer(PreTrainedTokenizerBase):
             raise TypeError(f"convert_tokens_to_ids takes a word or a list of words; {_ONE_ROW_PER_WORD}")
         return [self.word_to_char_ids(token) for token in tokens]
 
+    def _add_tokens(self, new_tokens, special_tokens: bool = False) -> int:
+        raise ValueError("ElmoTokenizer has no token vocabulary to add to: every word is read by its characters, so "
+                         "any word already has ids (to keep a string one word, pass pre-split words or a user_dict)")
+
     def convert_tokens_to_string(self, tokens: list[str]) -> str:
         return " ".join(tokens)
 
@@ -386,6 +397,14 @@ def _as_word_lists(text, is_split_into_words: bool, split) -> tuple[list[list[tu
     if not all(isinstance(word, str) for words in sentences for word in words):
         raise TypeError("pre-split sentences must be lists of strings")
     return [[(word, 0, len(word)) for word in words] for words in sentences], not strings
+
+
+def _holds_pairs(text, is_split_into_words: bool) -> bool:
+    """Whether `text` is a batch of pairs, as transformers reads one: (text, pair) items, tuples of word lists."""
+    item_kind, part_kind = (tuple, (list, tuple)) if is_split_into_words else ((list, tuple), str)
+    return isinstance(text, (list, tuple)) and bool(text) and all(
+        isinstance(item, item_kind) and len(item) == 2 and all(isinstance(part, part_kind) for part in item)
+        for item in text)
 
 
 def _features_to_pad(encoded_inputs, width: int) -> tuple[dict[str, list], bool, str | None]:

@@ -198,6 +198,8 @@ def test_call_takes_transformers_positional_order_and_reads_a_pair_as_one_senten
     assert batch["attention_mask"].tolist() == [[1, 1, 1], [1, 1, 1]]
     assert tokenizer(["a", "b"], ["c"], is_split_into_words=True)["input_ids"] == tokenizer("a b c")["input_ids"]
     assert tokenizer(text="a", text_pair="b")["input_ids"] == tokenizer("a b")["input_ids"]
+    assert tokenizer([("a", "b c"), ("d", "e")]) == tokenizer(["a", "d"], ["b c", "e"])  # a batch of pairs
+    assert tokenizer([(["a"], ["b", "c"])], is_split_into_words=True) == tokenizer(["a"], ["b c"])
     with pytest.raises(ValueError, match="text_pair must be what text is"):
         tokenizer(["a", "b"], "c")
     # truncation of a pair as transformers truncates one: longest first, or only one side
@@ -207,6 +209,8 @@ def test_call_takes_transformers_positional_order_and_reads_a_pair_as_one_senten
     assert only_second["overflowing_tokens"] == tokenizer("d e")["input_ids"]
     with pytest.raises(ValueError, match="only_first"):
         tokenizer("a b", "c d e", truncation=True, max_length=3, return_overflowing_tokens=True)
+    with pytest.raises(ValueError, match="no token vocabulary to add to: every word is read by its characters"):
+        tokenizer.add_tokens(["[NEW]"])
 
 
 def test_every_init_argument_is_kept_and_a_saved_dictionary_tokenizer_loads_as_it_was(tmp_path):
