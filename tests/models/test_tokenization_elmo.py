@@ -568,6 +568,25 @@ def test_pad_checks_every_key_against_the_words_and_pad_to_multiple_of_in_one_li
             tokenizer.pad(encoded, pad_to_multiple_of=bad)
 
 
+def test_text_mostly_unknown_to_a_dictionary_model_is_warned_of_once_with_the_share_and_script(caplog):
+    """Issue 45 #5: English text to a Chinese model ran without a word."""
+    import logging
+
+    tokenizer = dictionary_tokenizer()  # knows 我 and 爱
+    with caplog.at_level(logging.WARNING, logger=elmo_text.__name__):
+        tokenizer("我爱")
+        assert not caplog.records
+        tokenizer(["I love it", "我"])
+        tokenizer("and again, all unknown")
+        ElmoTokenizer(segmenter="chars")("Привет мир")  # the byte scheme knows every character
+    assert [record.getMessage().split(" (")[0] for record in caplog.records] == [
+        "88% of the characters are unknown to this Chinese model"]  # 7 of 8
+    shipped = ElmoTokenizer.from_pretrained(hf_elmo.DEFAULT_MODEL)
+    with caplog.at_level(logging.WARNING, logger=elmo_text.__name__):
+        shipped.batch_to_ids([["Привет", "мир"]])
+    assert "100% of the characters are unknown to this Chinese model" in caplog.records[-1].getMessage()
+
+
 def test_pad_uses_the_pad_word_id_of_a_word_vocabulary():
     tokenizer = dictionary_tokenizer()
     encoded = tokenizer(["我爱", "我"])
