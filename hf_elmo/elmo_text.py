@@ -10,6 +10,7 @@ import json
 import logging
 import os
 import re
+import stat
 import unicodedata
 import uuid
 from collections.abc import Callable, Mapping
@@ -36,6 +37,7 @@ DICTIONARY_SENTENCE_BOUNDARIES = ("<bos>", "<eos>")  # as words, they are the `<
 _NON_CHARACTERS = set(DICTIONARY_CHAR_SPECIALS) - {"<oov>"}
 CHAR_VOCAB_FILE, WORD_VOCAB_FILE, JIEBA_USER_DICT_FILE = "char_vocab.json", "word_vocab.json", "jieba_user_dict.txt"
 _NO_VOCABULARIES = "the byte scheme has no vocabularies: pass char_scheme='dictionary' to use them"
+MAX_TEXT_FILE_BYTES = 1 << 28  # a vocabulary or a user dictionary, read whole
 
 
 def byte_boundary_char_ids(boundary: str | int, max_characters_per_token: int) -> list[int]:
@@ -113,13 +115,46 @@ def open_file(path: str | os.PathLike, what: str, mode: str = "rb", **kwargs):
         raise ValueError(f"cannot read the {what} {os.fspath(path)}: {error.strerror or error}") from None
 
 
+def check_text_file(path: str | os.PathLike, what: str) -> None:
+    """One ValueError naming `what` and the path unless it is a regular file (a device or a FIFO would be read forever
+    or block) of at most MAX_TEXT_FILE_BYTES (it is read whole); a missing file or a folder is left to `open_file`."""
+    try:
+        status = os.stat(path)
+    except OSError:
+        return
+    if not (stat.S_ISREG(status.st_mode) or stat.S_ISDIR(status.st_mode)):
+        raise ValueError(f"{what} {os.fspath(path)} is not a regular file")
+    if status.st_size > MAX_TEXT_FILE_BYTES:
+        raise ValueError(f"{what} {os.fspath(path)} holds {status.st_size} bytes, more than the "
+                         f"{MAX_TEXT_FILE_BYTES} read whole")
+
+
 def _read_text_file(path: str | os.PathLike, what: str) -> str:
-    """A UTF-8 text file (a byte order mark is accepted); a missing or undecodable file is one ValueError."""
+    """A UTF-8 text file (a byte order mark is accepted) checked by `check_text_file`; a missing or undecodable file
+    is one ValueError."""
+    check_text_file(path, what)
     try:
         with open_file(path, what, "r", encoding="utf-8-sig") as handle:
             return handle.read()
     except UnicodeDecodeError as error:
         raise ValueError(f"{what} {os.fspath(path)} is not UTF-8 text ({error.reason} at byte {error.start})") from None
+
+
+def check_inside_model_folder(path: str | os.PathLike, name_or_path: str | os.PathLike | None) -> None:
+    """Refuse a file that a model folder names (`path`, found in the folder `name_or_path` or in a Hub cache entry)
+    when it resolves outside that folder: a link planted in a repository must not bring another file of this
+    machine into what is read, and saved again with the model."""
+    path = os.path.abspath(path)
+    snapshot = os.path.dirname(path)
+    if os.path.basename(os.path.dirname(snapshot)) == "snapshots":  # the Hub's snapshots/<revision>/ link to blobs/
+        root = os.path.dirname(os.path.dirname(snapshot))
+    elif name_or_path and os.path.isdir(name_or_path) and path.startswith(os.path.abspath(name_or_path) + os.sep):
+        root = os.path.abspath(name_or_path)
+    else:
+        return  # a file the caller names, not the folder
+    if not os.path.realpath(path).startswith(os.path.realpath(root) + os.sep):
+        raise ValueError(f"{path} resolves outside its model folder {root} (to {os.path.realpath(path)}): files a "
+                         "model folder names are read only from inside it")
 
 
 def _given_or_loaded(vocabulary, vocabulary_file, kind: str) -> tuple[Mapping, str]:

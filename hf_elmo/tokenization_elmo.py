@@ -16,7 +16,7 @@ from transformers.tokenization_utils_base import PaddingStrategy, TruncationStra
 
 from .elmo_text import (CHAR_SCHEMES, CHAR_VOCAB_FILE, CHARACTER_SCHEMES, DICTIONARY_CHAR_SPECIALS,
                         JIEBA_USER_DICT_FILE, PAD_TOKEN, PADDED_POSITION_ID, SEGMENTERS, WORD_VOCAB_FILE,
-                        WordVocabulary, make_segmenter)
+                        WordVocabulary, check_inside_model_folder, make_segmenter)
 
 VOCAB_FILES_NAMES = {"char_vocab_file": CHAR_VOCAB_FILE, "word_vocab_file": WORD_VOCAB_FILE,
                      "user_dict": JIEBA_USER_DICT_FILE}
@@ -81,6 +81,9 @@ class ElmoTokenizer(PreTrainedTokenizerBase):
             raise ValueError("Invalid ElmoTokenizer options: " + "; ".join(problems))
         if max_characters_per_token < 3:
             raise ValueError("max_characters_per_token must be >= 3")
+        for path in (char_vocab_file, word_vocab_file, user_dict):
+            if isinstance(path, (str, os.PathLike)):
+                check_inside_model_folder(path, kwargs.get("name_or_path"))
         self.max_characters_per_token = max_characters_per_token
         self.do_lower_case = do_lower_case
         self.char_scheme = char_scheme

@@ -721,3 +721,69 @@ def test_user_dictionary_mistakes_are_one_line_naming_the_file(tmp_path, user_di
         ElmoTokenizer(segmenter="jieba", user_dict=latin1)
     with pytest.raises(ValueError, match="user_dict must be the path"):
         ElmoTokenizer(segmenter="jieba", user_dict=["张伟"])
+
+
+# Files a model folder names (issue 46 #2 and #9) -------------------------------------------------------------------
+
+
+def test_files_a_model_folder_names_are_read_only_from_inside_it(tmp_path, user_dict):
+    """A folder whose jieba_user_dict.txt or char_vocab.json links to a file elsewhere (one a malicious repository
+    planted) was read, and saved again as a regular file into every output."""
+    planted = tmp_path / "elsewhere.txt"
+    planted.write_text("秘密 10 n\n", encoding="utf-8")
+    folder = tmp_path / "model"
+    ElmoTokenizer(segmenter="jieba", user_dict=user_dict).save_pretrained(folder)
+    (folder / "jieba_user_dict.txt").unlink()
+    (folder / "jieba_user_dict.txt").symlink_to(planted)
+    for load in (ElmoTokenizer.from_pretrained, AutoTokenizer.from_pretrained):
+        with pytest.raises(ValueError, match=r"jieba_user_dict.txt resolves outside its model folder") as error:
+            load(folder)
+        assert "\n" not in str(error.value)
+    dictionary = tmp_path / "dictionary"
+    dictionary_tokenizer().save_pretrained(dictionary)
+    (dictionary / "char_vocab.json").rename(tmp_path / "vocab.json")
+    (dictionary / "char_vocab.json").symlink_to(tmp_path / "vocab.json")
+    with pytest.raises(ValueError, match=r"char_vocab.json resolves outside its model folder"):
+        ElmoTokenizer.from_pretrained(dictionary)
+    # A link inside the folder is fine, and so is a link the caller names itself.
+    (dictionary / "vocabularies").mkdir()
+    (tmp_path / "vocab.json").rename(dictionary / "vocabularies" / "vocab.json")
+    (dictionary / "char_vocab.json").unlink()
+    (dictionary / "char_vocab.json").symlink_to(dictionary / "vocabularies" / "vocab.json")
+    assert ElmoTokenizer.from_pretrained(dictionary).char_vocab == dictionary_tokenizer().char_vocab
+    assert ElmoTokenizer(segmenter="jieba", user_dict=folder / "jieba_user_dict.txt").tokenize("秘密") == ["秘密"]
+
+
+def test_a_hub_cache_entry_may_link_to_its_own_blobs_only(tmp_path):
+    """The Hub cache's snapshots/<revision>/ files are links into the entry's blobs/."""
+    entry = tmp_path / "models--someone--elmo"
+    snapshot = entry / "snapshots" / "0123abc"
+    snapshot.mkdir(parents=True)
+    (entry / "blobs").mkdir()
+    dictionary_tokenizer().save_pretrained(tmp_path / "saved")
+    for name in ("tokenizer_config.json", "char_vocab.json"):
+        (tmp_path / "saved" / name).rename(entry / "blobs" / name)
+        (snapshot / name).symlink_to(f"../../blobs/{name}")
+    assert ElmoTokenizer.from_pretrained(snapshot).char_vocab == dictionary_tokenizer().char_vocab
+    (entry / "blobs" / "char_vocab.json").rename(tmp_path / "outside.json")
+    (snapshot / "char_vocab.json").unlink()
+    (snapshot / "char_vocab.json").symlink_to(tmp_path / "outside.json")
+    with pytest.raises(ValueError, match=f"resolves outside its model folder {entry}"):
+        ElmoTokenizer.from_pretrained(snapshot)
+
+
+def test_user_dictionaries_and_vocabularies_must_be_regular_files_of_a_readable_size(tmp_path, monkeypatch):
+    import os
+
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    for path in ("/dev/zero", fifo):  # read until memory ran out / blocked forever
+        with pytest.raises(ValueError, match=f"jieba user dictionary {path} is not a regular file"):
+            ElmoTokenizer(segmenter="jieba", user_dict=path)
+        with pytest.raises(ValueError, match=f"character vocabulary file {path} is not a regular file"):
+            ElmoTokenizer(char_scheme="dictionary", char_vocab_file=str(path))
+    big = tmp_path / "big.txt"
+    big.write_text("张伟 10 nr\n" * 10, encoding="utf-8")
+    monkeypatch.setattr(elmo_text, "MAX_TEXT_FILE_BYTES", 50)
+    with pytest.raises(ValueError, match=r"big.txt holds 130 bytes, more than the 50 read whole"):
+        ElmoTokenizer(segmenter="jieba", user_dict=big)
