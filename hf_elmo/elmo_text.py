@@ -81,11 +81,6 @@ def _clean_raw_text(text: str) -> tuple[str, list[tuple[int, int]] | None]:
     return "".join(characters), places
 
 
-def word_offsets(words: list[tuple[str, int, int]], places: list[tuple[int, int]] | None) -> list[tuple[str, int, int]]:
-    """Words found at `(start, end)` of the cleaned text, moved to their place in the raw text."""
-    return words if places is None else [(word, places[start][0], places[end - 1][1]) for word, start, end in words]
-
-
 def _save_file(directory: str, filename_prefix: str | None, name: str, write: Callable[[io.TextIOBase], None]):
     """Written beside and renamed into place, so a killed save never leaves half a file; the temporary's name is
     the pattern of hf-elmo's file_io (its stale-temporary sweep recognises it)."""
@@ -342,7 +337,8 @@ class WordSegmenter:
         """Each word of `text` with its `(start, end)` in `text` (a word may lack a surrogate that `text[start:end]`
         holds)."""
         cleaned, places = _clean_raw_text(text)
-        return word_offsets(self._split(cleaned), places)
+        words = self._split(cleaned)  # at their places in the cleaned text
+        return words if places is None else [(word, places[start][0], places[end - 1][1]) for word, start, end in words]
 
     def save(self, directory: str, filename_prefix: str | None = None) -> tuple[str, ...]:
         """Write what the segmenter needs besides its name (a user dictionary) and return the paths."""

@@ -125,10 +125,14 @@ class ElmoTokenizer(PreTrainedTokenizerBase):
 
     def tokenize(self, text: str, **kwargs) -> list[str]:
         """Split raw text into words (the segmenter's rules, in `elmo_text.py`)."""
+        return [word for word, _, _ in self.words_with_offsets(text)]
+
+    def words_with_offsets(self, text: str) -> list[tuple[str, int, int]]:
+        """Each word of `text` as `tokenize` gives it, with its `(start, end)` in `text`."""
         if not isinstance(text, str):
             raise TypeError(f"text must be a string, got {type(text).__name__}")
-        words = self._segmenter(text)
-        return [word.lower() for word in words] if self.do_lower_case else words
+        found = self._segmenter.words_with_offsets(text)
+        return [(word.lower(), start, end) for word, start, end in found] if self.do_lower_case else found
 
     def word_to_char_ids(self, word: str) -> list[int]:
         """The `max_characters_per_token` ids of one word (as the model reads them: 0 is never one)."""
@@ -242,11 +246,6 @@ class ElmoTokenizer(PreTrainedTokenizerBase):
         if return_words:
             encoding["words"] = sentences if batched else sentences[0]
         return encoding
-
-    def words_with_offsets(self, text: str) -> list[tuple[str, int, int]]:
-        """Each word of `text` as `tokenize` gives it, with its `(start, end)` in `text`."""
-        found = self._segmenter.words_with_offsets(text)
-        return [(word.lower(), start, end) for word, start, end in found] if self.do_lower_case else found
 
     def pad(self, encoded_inputs, padding: bool | str = True, max_length: int | None = None,
             pad_to_multiple_of: int | None = None, padding_side: str | None = None,
