@@ -103,6 +103,8 @@ class ElmoDataCollator:
                 raise ValueError("some examples have elmo_hidden_states and some do not")
             return self._collate_precomputed(examples)
         encoded = [self._example_ids(i, example) for i, example in enumerate(examples)]
+        if self.tokenizer is not None:
+            self.tokenizer.warn_if_mostly_unknown()  # of the words it encoded here
         full_lengths = [ids.shape[0] for ids, _ in encoded]
         num_words = max(full_lengths) if self.max_words is None else min(max(full_lengths), self.max_words)
         attention_mask = torch.zeros(len(examples), num_words, dtype=torch.long)

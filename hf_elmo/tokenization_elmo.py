@@ -138,6 +138,10 @@ class ElmoTokenizer(PreTrainedTokenizerBase):
         """The `max_characters_per_token` ids of one word (as the model reads them: 0 is never one)."""
         return self._characters.word_ids(word.lower() if self.do_lower_case else word)
 
+    def warn_if_mostly_unknown(self) -> None:
+        """Warn once when most characters encoded since the last call were unknown to a dictionary-scheme model."""
+        self._characters.warn_if_mostly_unknown()
+
     def word_to_id(self, word: str) -> int:
         """The word-vocabulary id of one word (models with a word embedding; unknown words -> `<oov>`)."""
         if self._words is None:
@@ -240,7 +244,7 @@ class ElmoTokenizer(PreTrainedTokenizerBase):
             features["special_tokens_mask"] = [[0] * len(words) for words in sentences]
         if return_length:
             features["length"] = [len(words) for words in sentences]
-        self._characters.warn_if_mostly_unknown()
+        self.warn_if_mostly_unknown()
         encoding = self._padded_encoding(features, batched, padding_strategy, max_length, pad_to_multiple_of,
                                          return_tensors, padding_side)
         if return_words:

@@ -572,6 +572,8 @@ def test_text_mostly_unknown_to_a_dictionary_model_is_warned_of_once_with_the_sh
     """Issue 45 #5: English text to a Chinese model ran without a word."""
     import logging
 
+    from hf_elmo.data_collator import ElmoDataCollator
+
     tokenizer = dictionary_tokenizer()  # knows 我 and 爱
     with caplog.at_level(logging.WARNING, logger=elmo_text.__name__):
         tokenizer("我爱")
@@ -581,10 +583,12 @@ def test_text_mostly_unknown_to_a_dictionary_model_is_warned_of_once_with_the_sh
         ElmoTokenizer(segmenter="chars")("Привет мир")  # the byte scheme knows every character
     assert [record.getMessage().split(" (")[0] for record in caplog.records] == [
         "88% of the characters are unknown to this Chinese model"]  # 7 of 8
-    shipped = ElmoTokenizer.from_pretrained(hf_elmo.DEFAULT_MODEL)
-    with caplog.at_level(logging.WARNING, logger=elmo_text.__name__):
-        shipped.batch_to_ids([["Привет", "мир"]])
-    assert "100% of the characters are unknown to this Chinese model" in caplog.records[-1].getMessage()
+    for encode in (lambda tokenizer: tokenizer.batch_to_ids([["Привет", "мир"]]),  # embed, similar
+                   lambda tokenizer: ElmoDataCollator(tokenizer)([{"text": "Привет мир"}])):  # tag, training
+        caplog.clear()
+        with caplog.at_level(logging.WARNING, logger=elmo_text.__name__):
+            encode(ElmoTokenizer.from_pretrained(hf_elmo.DEFAULT_MODEL))
+        assert "100% of the characters are unknown to this Chinese model" in caplog.records[-1].getMessage()
 
 
 def test_pad_uses_the_pad_word_id_of_a_word_vocabulary():
