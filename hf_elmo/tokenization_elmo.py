@@ -98,12 +98,14 @@ class ElmoTokenizer(PreTrainedTokenizerBase):
         # property of the tokenizer (transformers passes these to __init__, which would save them).
         for name in ("model_input_names", "is_local", "local_files_only"):
             kwargs.pop(name, None)
-        # Every argument is kept as transformers keeps them, but for the vocabularies given as mappings (its `vocab`):
-        # save_vocabulary writes them and the files, save_pretrained drops the paths (vocab_files_names).
+        # Every argument is kept, as transformers keeps them. save_vocabulary writes the files and the mappings they
+        # hold; save_pretrained leaves what this instance's vocab_files_names names out of tokenizer_config.json
+        # (from_pretrained finds the files by the class's: the paths).
         super().__init__(char_vocab_file=char_vocab_file, word_vocab_file=word_vocab_file, user_dict=user_dict,
                          max_characters_per_token=max_characters_per_token, segmenter=self.segmenter,
-                         do_lower_case=do_lower_case, char_scheme=char_scheme,
-                         pad_token=PAD_TOKEN if pad_token is None else pad_token, **kwargs)
+                         do_lower_case=do_lower_case, char_scheme=char_scheme, char_vocab=char_vocab,
+                         word_vocab=word_vocab, pad_token=PAD_TOKEN if pad_token is None else pad_token, **kwargs)
+        self.vocab_files_names = {**VOCAB_FILES_NAMES, "char_vocab": CHAR_VOCAB_FILE, "word_vocab": WORD_VOCAB_FILE}
         _check_padding_side(self.padding_side)
         if self._words is not None:
             self.model_input_names = ["input_ids", "attention_mask", "word_ids"]
