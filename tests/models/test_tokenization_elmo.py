@@ -757,6 +757,18 @@ def test_files_a_model_folder_names_are_read_only_from_inside_it(tmp_path, user_
     assert ElmoTokenizer(segmenter="jieba", user_dict=folder / "jieba_user_dict.txt").tokenize("秘密") == ["秘密"]
 
 
+def test_a_folder_without_tokenizer_config_reads_its_char_vocab_only_from_inside_it(tmp_path):
+    """The tokenizer built from a bare dictionary-scheme folder's char_vocab.json (hf_elmo.loading) is checked too."""
+    from hf_elmo.loading import ModelNotFoundError, load_tokenizer
+
+    config = ElmoConfig.from_pretrained(hf_elmo.DEFAULT_MODEL)
+    folder = tmp_path / "bare"
+    folder.mkdir()
+    (folder / "char_vocab.json").symlink_to(f"{hf_elmo.DEFAULT_MODEL}/char_vocab.json")
+    with pytest.raises(ModelNotFoundError, match=r"char_vocab.json resolves outside its model folder"):
+        load_tokenizer(str(folder), config)
+
+
 def test_a_hub_cache_entry_may_link_to_its_own_blobs_only(tmp_path):
     """The Hub cache's snapshots/<revision>/ files are links into the entry's blobs/."""
     entry = tmp_path / "models--someone--elmo"
