@@ -168,7 +168,7 @@ def _dictionary_tokenizer(name: str, config, user_dict_kwargs: dict):
             f"character ids are in char_vocab.json, which is missing: save the tokenizer beside the model"
         )
     try:
-        tokenizer = ElmoTokenizer(char_vocab_file=path, char_scheme="dictionary",
+        tokenizer = ElmoTokenizer(char_vocab_file=path, char_scheme="dictionary", name_or_path=name,
                                   max_characters_per_token=config.max_characters_per_token, **user_dict_kwargs)
     except (OSError, ValueError) as error:
         first_line = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
