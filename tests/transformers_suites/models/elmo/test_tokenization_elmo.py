@@ -19,6 +19,8 @@ from ...test_tokenization_common import TokenizerTesterMixin
 # are all in the tokenizer's character vocabulary are used.
 CLEAN_WORDS = ("this", "is", "a", "clean", "test", "sequence", "of", "plain", "words", "for", "the", "tokenizer")
 ROWS_NOT_SCALARS = "ids are rows of character ids, not scalars: "
+RIGHT_PADDING_ONLY = "ELMo reads a sentence from its first position, so padding comes after the words: "
+NO_TOKEN_VOCABULARY = "a word's ids are its characters, so there is no token vocabulary to add tokens to: "
 
 
 class ElmoTokenizationTest(TokenizerTesterMixin, unittest.TestCase):
@@ -66,6 +68,31 @@ class ElmoTokenizationTest(TokenizerTesterMixin, unittest.TestCase):
 
     @unittest.skip(reason=ROWS_NOT_SCALARS + "the test expects every returned tensor, input_ids too, to be 2-D")
     def test_batch_encode_dynamic_overflowing(self):
+        pass
+
+
+    # ELMo reads each sentence from its first position (the backward LSTM starts at each row's own last word), so
+    # ElmoTokenizer pads after the words only, and refuses padding_side="left" in one line saying so.
+    @unittest.skip(reason=RIGHT_PADDING_ONLY + "the test pads a batch on the left")
+    def test_batch_encode_plus_padding(self):
+        pass
+
+    @unittest.skip(reason=RIGHT_PADDING_ONLY + "the test loads the tokenizer with padding_side='left'")
+    def test_padding_side_in_kwargs(self):
+        pass
+
+    # A word's ids are its characters: there is no token vocabulary to add a token to (add_tokens says so).
+    @unittest.skip(reason=NO_TOKEN_VOCABULARY + "the test adds tokens and reads them back")
+    def test_tokenize_special_tokens(self):
+        pass
+
+    @unittest.skip(reason=NO_TOKEN_VOCABULARY + "the test saves added tokens and reads them back")
+    def test_added_tokens_serialization(self):
+        pass
+
+    @unittest.skip(reason=NO_TOKEN_VOCABULARY + "the test's second half adds tokens before saving (the first half, "
+                          "save and reload, is tests/models/test_tokenization_elmo.py's)")
+    def test_save_and_load_tokenizer(self):
         pass
 
 
