@@ -312,8 +312,10 @@ class ElmoPreTrainedModel(PreTrainedModel):
             return model, loading_info
         problem = None if pretrained_model_name_or_path is None else weight_problems(model, loading_info)
         if problem:
-            raise ValueError(f"{pretrained_model_name_or_path}: its safetensors weights {problem}: load the folder the "
-                             "weights belong to, or pass output_loading_info=True to inspect what was loaded")
+            weights = os.path.join(pretrained_model_name_or_path, "model.safetensors")
+            where = weights if os.path.isfile(weights) else f"the safetensors weights of {pretrained_model_name_or_path}"
+            raise ValueError(f"{where}: the weights {problem}: load the folder the weights belong to, or pass "
+                             "output_loading_info=True to inspect what was loaded")
         return model
 
     def _after_loading(self, loading_info: dict) -> None:
