@@ -350,6 +350,44 @@ def check_output_path(path: str | os.PathLike, overwrite: bool, flag: str = "--o
     check_writable(parent)
 
 
+def _is_inside(path: str, folder: str) -> bool:
+    """Whether the resolved `path` lies strictly inside the resolved `folder`."""
+    try:
+        return path != folder and os.path.commonpath([path, folder]) == folder
+    except ValueError:  # different drives (Windows)
+        return False
+
+
+def refuse_output_over_inputs(output: str | os.PathLike, output_flag: str, inputs) -> None:
+    """ValueError (one line), before anything is written, when the output `output` (a file or folder a command is
+    to write, named on the command line by `output_flag`) is one of `inputs`, contains one, or lies inside one that
+    is a folder: writing it (or replacing it with --overwrite) would destroy or change what the command reads.
+
+    `inputs` are (what, flag, path) triples, e.g. ("the model folder", "--model", "runs/a"); a path that does not
+    exist is skipped (a Hub name, or a missing file that another check names). Paths are compared resolved, symbolic
+    links followed, so a link to the model or a path spelled another way is recognised. Reads only the file system:
+    the commands run it before torch is imported, and every command that writes a folder runs this one check."""
+    target = os.path.realpath(os.fspath(output))
+    for what, flag, path in inputs:
+        if path is None or not os.path.exists(path):
+            continue
+        source = os.path.realpath(os.fspath(path))
+        if target == source:
+            relation = "is"
+        elif _is_inside(source, target):
+            relation = "contains"
+        elif os.path.isdir(source) and _is_inside(target, source):
+            relation = "lies inside"
+        else:
+            continue
+        given = f"{flag} {os.fspath(path)}" if flag else os.fspath(path)
+        shown = os.fspath(output) + (f" (resolved: {target})" if target != os.path.abspath(os.fspath(output)) else "")
+        raise ValueError(
+            f"{output_flag} {shown} {relation} {what} it reads ({given}): writing it would destroy or change its "
+            "own input; choose an output outside it"
+        )
+
+
 def check_writable(folder: str | os.PathLike) -> None:
     """Raise ValueError naming `folder` if no file can be created in it (permissions, a read-only file system):
     found by creating one, since permission bits do not tell root or a read-only mount apart."""

@@ -199,7 +199,12 @@ def check_options(options: FinetuneOptions) -> None:
     if options.output_dir:  # the folder is built beside its final place, so its parent must take new files
         from pathlib import Path
 
-        from .file_io import check_output_folder
+        from .file_io import check_output_folder, refuse_output_over_inputs
+        from .loading import resolve_model_name
+
+        if isinstance(options.model, (str, os.PathLike)):  # (a model object passed to the library is no path)
+            refuse_output_over_inputs(options.output_dir, "--output-dir",
+                                      [("the model folder", "--model", resolve_model_name(options.model))])
 
         if os.path.exists(options.output_dir):
             if not os.path.isdir(options.output_dir):

@@ -91,6 +91,20 @@ def check_output_parent(path: str) -> None:
         raise CommandError(f"output folder does not exist: {parent}")
 
 
+def check_output_apart(output: str, output_flag: str, models=(), files=()) -> None:
+    """`ValueError` (exit 2, one line) when the output is a model folder or file the command reads, contains one, or
+    lies inside a model folder (`refuse_output_over_inputs`, the one check of every command that writes).
+    `models`: (flag, name) pairs of the models read ('default' is the shipped model; Hub names pass);
+    `files`: (flag, path) pairs of the input files read."""
+    from ..file_io import refuse_output_over_inputs
+    from ..loading import resolve_model_name
+
+    inputs = [("the model folder", flag, resolve_model_name(name)) for flag, name in models if name is not None]
+    inputs += [("the input folder" if os.path.isdir(path) else "the input file", flag, path)
+               for flag, path in files if path not in (None, "-")]
+    refuse_output_over_inputs(output, output_flag, inputs)
+
+
 def check_model_folder(model: str | None) -> None:
     """`ModelNotFoundError` for a model named as a local folder that is missing or holds no config.json; `None`,
     'default' and Hub names pass (the Hub is asked when the model is loaded)."""

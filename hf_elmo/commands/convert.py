@@ -6,7 +6,7 @@ import importlib
 import sys
 
 from ..file_io import output_lock
-from .common import check_input_file, check_model_folder, check_output_parent, remove_leftovers
+from .common import check_input_file, check_model_folder, check_output_apart, check_output_parent, remove_leftovers
 from .errors import CommandError, memory_for
 
 
@@ -68,6 +68,9 @@ def check(args) -> None:
         check_input_file(args.weights, "hdf5 weights")
     elif not args.model_dir:
         raise CommandError("--from elmoformanylangs needs --model-dir (the folder with config.json, char.dic, *.pkl)")
+    check_output_apart(args.output, "OUTPUT_DIR", models=[("--model", args.model)] if args.to else [],
+                       files=[("--options", args.options), ("--weights", args.weights), ("--model-dir", args.model_dir),
+                              ("--config-path", args.config_path)])
 
 
 def run(args) -> int:

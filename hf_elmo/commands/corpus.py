@@ -37,13 +37,15 @@ def add_arguments(parser) -> None:
 
 def check(args) -> None:
     from ..file_io import check_output_path
-    from .common import check_input_file
+    from .common import check_input_file, check_output_apart
 
     if args.corpus_command == "shopping":
         check_input_file(args.input)
         return
+    inputs = [("--input", args.input)] if args.corpus_command == "segment" else [("--corpus", path) for path in args.corpus]
+    check_output_apart(args.output, "--output", files=inputs)
     check_output_path(args.output, args.overwrite)
-    for path in [args.input] if args.corpus_command == "segment" else args.corpus:
+    for _, path in inputs:
         check_input_file(path, "corpus")
 
 

@@ -25,6 +25,7 @@ from .common import (
     batch_memory,
     check_input_file,
     check_model_folder,
+    check_output_apart,
     check_user_dict,
     make_embedder,
     read_lines,
@@ -243,6 +244,8 @@ def check(args) -> None:
         raise CommandError("embeddings are written to a file, not to standard output: give a file name")
     if args.forget_sentences and _output_format(args) == "npy":
         raise CommandError("--forget-sentences applies to hdf5 output (its sentence_to_index dataset); .npy has none")
+    check_output_apart(args.output, "OUTPUT", models=[("--model", args.model)],
+                       files=[("INPUT", args.input), ("--user-dict", args.user_dict)])
     check_output_path(args.output, args.overwrite)
     check_input_file(args.input)
     check_user_dict(args, args.split == "whitespace", "--split whitespace")

@@ -6,7 +6,7 @@ import argparse
 import contextlib
 
 from ..finetune_options import add_finetune_arguments, check_batch_size, options_from_arguments
-from .common import add_user_dict_argument, check_input_file, check_model_folder, check_user_dict
+from .common import add_user_dict_argument, check_input_file, check_model_folder, check_output_apart, check_user_dict
 
 HELP = "fine-tune ELMo with a task head"
 DESCRIPTION = "Fine-tune ELMo on word-level tagging (NER, POS, ...) or sentence classification with the `Trainer`."
@@ -165,7 +165,9 @@ def _evaluate(args) -> None:
 def check(args) -> None:
     """The mistakes found without a model, before torch is imported: options, files, the model folder."""
     if args.finetune_command in ("train", "train-classifier"):
-        _options(args)
+        check_output_apart(args.output_dir, "--output-dir",
+                           files=[(f"--{split}", getattr(args, split)) for split in ("train", "dev", "test")])
+        _options(args)  # with the output refused where it is the --model, contains it or lies inside it
         for split in ("train", "dev", "test"):
             check_input_file(getattr(args, split), f"--{split}")
     elif args.finetune_command == "predict":

@@ -120,13 +120,15 @@ ARCHITECTURE_DEFAULTS = {
 
 
 def check(args) -> None:
-    from .common import check_input_file, check_model_folder
+    from .common import check_input_file, check_model_folder, check_output_apart
 
     for path in args.train_file:
         check_input_file(path, "corpus")
     check_input_file(args.dev_file, "--dev-file corpus")
     check_input_file(args.vocab, "--vocab")
     check_model_folder(args.init_from)
+    # The run folder may hold its own inputs (a corpus, the vocab.txt it wrote): it is added to, never replaced.
+    check_output_apart(args.output_dir, "--output-dir", models=[("--init-from", args.init_from)])
 
 
 def run(args) -> int:
