@@ -88,18 +88,10 @@ def _model_and_tokenizer(model_or_path, tokenizer):
 
 
 def _check_tokenizer(tokenizer, config) -> None:
-    """The saved tokenizer must write the ids the graph reads."""
-    problems = []
-    if getattr(tokenizer, "max_characters_per_token", None) != config.max_characters_per_token:
-        problems.append(f"it writes {getattr(tokenizer, 'max_characters_per_token', None)} ids per word, the model "
-                        f"reads {config.max_characters_per_token}")
-    if getattr(tokenizer, "char_scheme", None) != config.char_scheme:
-        problems.append(f"its character scheme is {getattr(tokenizer, 'char_scheme', None)!r}, the model's "
-                        f"{config.char_scheme!r}")
-    if config.word_vocab_size and getattr(tokenizer, "word_vocab", None) is None:
-        problems.append("the model has a word embedding but the tokenizer no word vocabulary")
-    if problems:
-        raise ValueError("the tokenizer does not fit the model: " + "; ".join(problems))
+    """The saved tokenizer must write the ids the graph reads: the fit check every loader runs."""
+    from ..loading import check_tokenizer_fits
+
+    check_tokenizer_fits(tokenizer, config)
 
 
 def interface_readme(config, tokenizer, source: str = "") -> str:
