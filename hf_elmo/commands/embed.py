@@ -210,13 +210,27 @@ def _write_embeddings(writer, rows, sentence_to_index, output: str, remaining_by
     """Write every (index, array) of `rows`, then close. HDF5 cannot recover from a write that fails on a full
     disk (its later flushes crash the process), so before each array the free space is checked against what
     is still to come (and the writer closed only when it is consistent)."""
+    import numpy as np
+
+    bad_values, bad_lines = 0, []
     try:
         for index, array in rows:
+            bad = array.size - int(np.count_nonzero(np.isfinite(array)))
+            if bad:  # counted through to the end, and the output refused before it is moved into place
+                bad_values += bad
+                bad_lines.append(index)
             if isinstance(writer, Hdf5Writer):
                 check_free_space(output, remaining_bytes, f"the rest of {output}")
                 words = writer.word_lists[index]
                 remaining_bytes -= _hdf5_line_bytes(words, array.size // max(len(words), 1))
             writer.write(index, array)
+        if bad_values:
+            writer.close(None)
+            shown = ", ".join(str(index + 1) for index in bad_lines[:5]) + (" ..." if len(bad_lines) > 5 else "")
+            raise CommandError(
+                f"the model's vectors are not finite: {bad_values:,} values are NaN or infinite, in {len(bad_lines):,} "
+                f"sentence(s) (number {shown}; weights too large for float32?); no output was written"
+            )
         writer.close(sentence_to_index)
     except DiskFullError as error:
         raise CommandError(f"{error}; no output was written") from None

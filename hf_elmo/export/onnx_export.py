@@ -47,6 +47,9 @@ def export_onnx(model_or_path, output_dir: str | os.PathLike, tokenizer=None, ov
     model, tokenizer, source = _model_and_tokenizer(model_or_path, tokenizer)
     config = model.config
     _check_tokenizer(tokenizer, config)
+    from ..embedder import refuse_non_finite_outputs
+
+    refuse_non_finite_outputs(model, tokenizer, source)
     proto = elmo_onnx_model(config, model.state_dict())
     weight_bytes = sum(len(tensor.raw_data) for tensor in proto.graph.initializer)
     with target as folder:
