@@ -91,7 +91,11 @@ def _check_torch_file(path: Path) -> None:
     try:
         with safe_globals():
             torch.load(path, map_location="cpu", weights_only=True, mmap=True)
-    except (pickle.UnpicklingError, RuntimeError, OSError, EOFError, ValueError) as error:
+    except pickle.UnpicklingError as error:
+        from .file_io import unpickling_refusal
+
+        raise ValueError(unpickling_refusal(path, error)) from None
+    except (RuntimeError, OSError, EOFError, ValueError) as error:
         reason = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
         raise ValueError(f"{path} cannot be loaded as plain tensors, so it is refused ({reason})") from None
 

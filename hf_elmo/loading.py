@@ -330,6 +330,44 @@ def _weights_folder(name: str) -> str | None:
     return None
 
 
+class _HoldLoadReport(logging.Filter):
+    """Keeps transformers' load report (a warning table) from being printed, holding it back instead."""
+
+    def __init__(self):
+        super().__init__()
+        self.held: list[logging.LogRecord] = []
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if "LOAD REPORT" in record.getMessage():
+            self.held.append(record)
+            return False
+        return True
+
+
+def _from_pretrained_noting_heads(model_class, name: str, **kwargs):
+    """`model_class.from_pretrained(name, **kwargs)`; where a task model's folder (a tagger, a classifier, a
+    pretraining run) is loaded for its biLM, one line says so in place of transformers' load report listing the
+    head's weights as UNEXPECTED ("not ok if you expect identical arch"). Any other report is printed as it was."""
+    report_logger = logging.getLogger("transformers.modeling_utils")
+    report = _HoldLoadReport()
+    report_logger.addFilter(report)
+    try:
+        loaded, info = model_class.from_pretrained(name, output_loading_info=True, **kwargs)
+    finally:
+        report_logger.removeFilter(report)
+    unexpected = list(info.get("unexpected_keys") or [])
+    only_a_head = unexpected and not any(info.get(key) for key in ("missing_keys", "mismatched_keys", "error_msgs"))
+    if report.held and only_a_head:
+        heads = ", ".join(sorted({key.split(".")[0] for key in unexpected}))
+        saved = ", ".join(getattr(loaded.config, "architectures", None) or []) or "a task model"
+        logger.warning("%s holds %s: using its biLM as %s; its %s weights are left out", name, saved,
+                       model_class.__name__, heads)
+    else:
+        for record in report.held:
+            report_logger.handle(record)
+    return loaded
+
+
 def load_model_and_tokenizer(model=None, model_class=None, user_dict=None):
     """Load `model_class` (default `ElmoModel`) and its tokenizer (with the jieba user dictionary `user_dict`, if
     given) from a folder, 'default' or a Hub id; returns (model, tokenizer, resolved name). Raises
@@ -343,7 +381,7 @@ def load_model_and_tokenizer(model=None, model_class=None, user_dict=None):
     try:
         # float32 whatever config.json's "dtype" says (transformers would load in that dtype): the commands
         # and `Embedder` compute in float32 unless asked for another dtype, which they cast to themselves.
-        loaded = model_class.from_pretrained(name, dtype=torch.float32, **hub_kwargs)
+        loaded = _from_pretrained_noting_heads(model_class, name, dtype=torch.float32, **hub_kwargs)
     except (OSError, ValueError) as error:
         first_line = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
         raise ModelNotFoundError(f"cannot load model {name!r}: {first_line}") from None

@@ -62,10 +62,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     from ..loading import MODEL_OPTION
 
     model_option = MODEL_OPTION.set("--model")  # the flag every command names its model with
+    previous_bar_hook = None
     try:
         if args.check is not None:
             args.check(args)
         register_auto_classes()
+        from .common import quiet_weight_bars
+
+        previous_bar_hook = quiet_weight_bars()
         return args.run(args) or 0
     except KeyboardInterrupt:
         command = importlib.import_module(f"{__name__}.{args.command}")
@@ -88,6 +92,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     finally:
         MODEL_OPTION.reset(model_option)
+        if previous_bar_hook is not None:
+            from transformers.utils import logging as hf_logging
+
+            hf_logging.set_tqdm_hook(previous_bar_hook[0])
 
 
 def _one_line(error: BaseException) -> str:

@@ -133,6 +133,24 @@ def make_embedder(args, distributed=None):
     return embedder
 
 
+# transformers' bars for every weight file it reads or writes: a pretraining run drew one "Writing model shards" bar
+# per checkpoint (28 in a short run), and every load one "Loading weights" bar, between the command's own lines.
+QUIET_BARS = ("Loading weights", "Writing model shards")
+
+
+def quiet_weight_bars() -> tuple:
+    """Hide transformers' per-file weight bars (`QUIET_BARS`) for the rest of the command, keeping its other bars
+    (downloads) and the commands' own; returns (the previous hook,) to restore."""
+    from transformers.utils import logging as hf_logging
+
+    def hook(factory, args, kwargs):
+        if kwargs.get("desc") in QUIET_BARS:
+            kwargs = {**kwargs, "disable": True}
+        return factory(*args, **kwargs)
+
+    return (hf_logging.set_tqdm_hook(hook),)
+
+
 def batch_memory(args):
     """`memory_for` the model's work on a batch, whose memory grows with --batch-size and the longest line."""
     return memory_for(f"the vectors of a batch of {args.batch_size} sentence(s)",
