@@ -46,6 +46,7 @@ from .checkpoints import (  # noqa: F401  (TRAIN_LOSS_FILE, check_checkpoint_rea
     weight_names,
     write_run_identity,
 )
+from .interruption import SaveOnInterrupt, next_checkpoint_step
 from .lm_trainer import LanguageModelTrainer, TimeBudget, exact_perplexity  # noqa: F401 (exact_perplexity: public)
 
 # Fields that define the architecture: a checkpoint must agree on all of them to be resumed.
@@ -376,12 +377,14 @@ def _run(args) -> int:
             check_checkpoint_readable(resume)
             check_checkpoint_compatible(resume, config)
 
+    _say_how_the_run_starts(output_dir, resume, args)
     set_seed(args.seed)
     model = ElmoForPreTraining(config)
     initialized = None
     if args.init_from and resume is None:
         initialized = initialize_from(model, args.init_from)
         print(f"initialised the {initialized} from {args.init_from}", file=sys.stderr)
+    interruption = SaveOnInterrupt("pretraining")
     trainer = LanguageModelTrainer(
         group_by_length=args.group_by_length,
         resumed_loss_sum=checkpoint_loss_sum(resume) if resume else 0.0,
@@ -390,7 +393,7 @@ def _run(args) -> int:
         train_dataset=train_dataset,
         eval_dataset=dev_dataset,
         data_collator=LanguageModelCollator(tokenizer, vocabulary),
-        callbacks=[TimeBudget(args.time_budget_minutes)] if args.time_budget_minutes else None,
+        callbacks=[interruption] + ([TimeBudget(args.time_budget_minutes)] if args.time_budget_minutes else []),
     )
     if trainer.is_world_process_zero():
         output_dir.mkdir(parents=True, exist_ok=True)
@@ -400,6 +403,7 @@ def _run(args) -> int:
         if resume is None:  # the options this run starts with; a resume is checked against them
             write_run_identity(output_dir, run_identity(args))
     summary = _train(trainer, model, output_dir, resume, args)
+    interruption.raise_if_interrupted(output_dir)  # a checkpoint saved on Ctrl-C / SIGTERM: the run is not done
     summary.update({
         "initialized_from": args.init_from,
         "initialized_weights": initialized,
@@ -527,6 +531,16 @@ def _training_arguments(args, output_dir: Path, has_dev: bool):
     )
 
 
+def _say_how_the_run_starts(output_dir: Path, resume: str | None, args) -> None:
+    """One line at start-up: a fresh run or a resumed one (from which checkpoint), and when the next checkpoint comes."""
+    if os.environ.get("RANK", "0") != "0":
+        return
+    step = checkpoint_step(resume) if resume else 0
+    start = f"resuming from {resume} (step {step:,})" if resume else f"starting a new run in {output_dir}"
+    print(f"{start}; the next checkpoint is written at step {next_checkpoint_step(step, args.save_steps):,} (every "
+          f"--save-steps {args.save_steps:,}), and Ctrl-C saves one before it stops", file=sys.stderr)
+
+
 def _train(trainer, model, output_dir: Path, resume: str | None, args) -> dict:
     """Train (or, resumed at its last step, load the finished weights); the summary's training part."""
     start = time.time()
@@ -538,6 +552,7 @@ def _train(trainer, model, output_dir: Path, resume: str | None, args) -> dict:
     else:
         global_step = trainer.train(resume_from_checkpoint=resume).global_step
     elapsed = time.time() - start
+    args.trained_steps = global_step - (resumed_step or 0)  # the command's advice is for runs that trained
     if global_step == resumed_step:
         elapsed = 0.0
         if trainer.is_world_process_zero():

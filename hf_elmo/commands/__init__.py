@@ -71,10 +71,14 @@ def main(argv: Sequence[str] | None = None) -> int:
 
         previous_bar_hook = quiet_weight_bars()
         return args.run(args) or 0
-    except KeyboardInterrupt:
+    except KeyboardInterrupt as interruption:
         command = importlib.import_module(f"{__name__}.{args.command}")
         what_remains = getattr(command, "after_interruption", lambda args: "no output was written")(args)
-        print(f"hf-elmo: interrupted; {what_remains}", file=sys.stderr)
+        saved = getattr(interruption, "checkpoint", None)  # training stopped on the signal after saving one
+        if saved:
+            what_remains = f"saved the checkpoint {saved}; " + what_remains
+        # On its own line: a progress bar (or the terminal's ^C) may hold the cursor mid-line.
+        print(f"{chr(10) if sys.stderr.isatty() else ''}hf-elmo: interrupted; {what_remains}", file=sys.stderr)
         return 130
     except Exception as error:  # a full disk comes as OSError, h5py's RuntimeError, safetensors' own error, ...
         from ..file_io import is_disk_full

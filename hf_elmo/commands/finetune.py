@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import os
 
 from ..finetune_options import add_finetune_arguments, check_batch_size, options_from_arguments
 from .common import add_user_dict_argument, check_input_file, check_model_folder, check_output_apart, check_user_dict
@@ -56,12 +57,14 @@ def add_arguments(parser) -> None:
 def after_interruption(args) -> str:
     # Ctrl-C may come while torch is half imported: nothing here may import it.
     if args.finetune_command in ("train", "train-classifier"):
-        from ..checkpoints import checkpoint_folder_for
+        from pathlib import Path
 
-        return (
-            f"nothing was written to {args.output_dir}; the same command resumes from the last finished epoch "
-            f"kept in {checkpoint_folder_for(args.output_dir)} (or starts again if none had finished)"
-        )
+        from ..checkpoints import checkpoint_folder_for, last_complete_checkpoint
+
+        folder = checkpoint_folder_for(args.output_dir)
+        checkpoint = last_complete_checkpoint(Path(folder)) if os.path.isdir(folder) else None
+        resumes = f"resumes from {checkpoint}" if checkpoint else "starts again (no checkpoint had been written)"
+        return f"nothing was written to {args.output_dir}; the same command {resumes}"
     return "no output was written"
 
 

@@ -141,7 +141,8 @@ def run(args) -> int:
         if primary:
             _remove_what_killed_runs_left(Path(args.output_dir))
         code = pretrain(args)
-    advice = data_parallel_advice(os.environ, os.cpu_count() or 1, args.command_line) if code == 0 else None
+    trained = code == 0 and getattr(args, "trained_steps", 0) > 0  # no advice when nothing was trained
+    advice = data_parallel_advice(os.environ, os.cpu_count() or 1, args.command_line) if trained else None
     if advice:  # after the run, so that a refused run still ends in one error line
         print(advice, file=sys.stderr)
     return code
