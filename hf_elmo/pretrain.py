@@ -377,13 +377,13 @@ def _run(args) -> int:
             check_checkpoint_readable(resume)
             check_checkpoint_compatible(resume, config)
 
-    _say_how_the_run_starts(output_dir, resume, args)
     set_seed(args.seed)
     model = ElmoForPreTraining(config)
     initialized = None
     if args.init_from and resume is None:
         initialized = initialize_from(model, args.init_from)
         print(f"initialised the {initialized} from {args.init_from}", file=sys.stderr)
+    _say_how_the_run_starts(output_dir, resume, args)  # once nothing more can be refused before training
     interruption = SaveOnInterrupt("pretraining")
     trainer = LanguageModelTrainer(
         group_by_length=args.group_by_length,
@@ -425,17 +425,18 @@ UNSEGMENTED_RUN = 8
 TEXT_SAMPLE_LINES = 20_000
 
 
-def training_text_shares(paths: list[str], vocabulary: list[str]) -> dict[str, float]:
-    """`unknown` and `unsegmented` shares (see UNKNOWN_SHARE) of the first lines of the training files."""
+def training_text_shares(paths: list[str], vocabulary: list[str] | None) -> dict[str, float]:
+    """`unknown` and `unsegmented` shares (see UNKNOWN_SHARE) of the first lines of the training files (`unknown`
+    0 without a vocabulary)."""
     import regex
 
-    known = set(vocabulary)
+    known = set(vocabulary) if vocabulary is not None else None
     tokens = unknown = cjk = in_long_runs = 0
     lines = 0
     for path in paths:
         for _, words in read_corpus_lines(path):
             tokens += len(words)
-            unknown += sum(word not in known for word in words)
+            unknown += sum(word not in known for word in words) if known is not None else 0
             for word in words:
                 for run in regex.findall(r"[\p{Han}\p{Hiragana}\p{Katakana}\p{Hangul}]+", word):
                     cjk += len(run)
@@ -449,9 +450,10 @@ def training_text_shares(paths: list[str], vocabulary: list[str]) -> dict[str, f
             "lines": lines}
 
 
-def check_training_text(args, vocabulary: list[str]) -> str | None:
+def check_training_text(args, vocabulary: list[str] | None) -> str | None:
     """Refuse (ValueError) training text that is mostly <UNK> or looks unsegmented past the refusal shares; return a
-    warning past the warning shares, else None. Both name `hf-elmo corpus segment`."""
+    warning past the warning shares, else None. Both name `hf-elmo corpus segment`. Without a vocabulary (before
+    one is built) only the unsegmented share is judged."""
     shares = training_text_shares(args.train_file, vocabulary)
     problems, refused = [], False
     if shares["unsegmented"] >= UNSEGMENTED_SHARE["warn"]:
@@ -480,7 +482,15 @@ def _vocabulary(args, output_dir: Path) -> list[str]:
     elif (output_dir / "vocab.txt").exists() and not args.no_resume:
         vocabulary = load_vocabulary(output_dir / "vocab.txt")
     else:
-        vocabulary = build_vocabulary(args.train_file, min_count=args.min_count, max_size=args.max_vocab)
+        # Unsegmented text is named first, whatever --min-count: its lines are single "words" that rarely repeat,
+        # so building a vocabulary of it fails (or succeeds with --min-count 1) with no word of the real cause.
+        unsegmented = check_training_text(args, None)
+        try:
+            vocabulary = build_vocabulary(args.train_file, min_count=args.min_count, max_size=args.max_vocab)
+        except ValueError as error:
+            if unsegmented is None:
+                raise
+            raise ValueError(unsegmented.removeprefix("warning: ") + f" ({error})") from None
     if len(vocabulary) <= len(SPECIAL_WORDS):
         source = args.vocab or output_dir / "vocab.txt"
         raise ValueError(f"the vocabulary {source} has no words besides {', '.join(SPECIAL_WORDS)}")

@@ -330,7 +330,7 @@ def test_ctrl_c_ends_with_one_line_saying_what_remains(command, tmp_path):
                 "--epochs", "10000", "--no-precompute-elmo", "--batch-size", "2", "--threads", "1"]
         log = tmp_path / "stderr.txt"
         ready = lambda: "trainable of" in log.read_text()  # noqa: E731
-        expected = f"nothing was written to {run}; the same command resumes from the last finished epoch"
+        expected = f"nothing was written to {run}; the same command resumes from {run.parent / '.run.checkpoints'}"
     stderr = open(tmp_path / "stderr.txt", "w")
     # A suite started in the background by a shell without job control inherits SIGINT ignored, and Python
     # keeps an ignored SIGINT ignored: give the command the default disposition a user's terminal gives it.
@@ -352,7 +352,9 @@ def test_ctrl_c_ends_with_one_line_saying_what_remains(command, tmp_path):
     text = (tmp_path / "stderr.txt").read_text()
     assert code == 130, text[-3000:]
     assert "Traceback" not in text, text[-3000:]
-    assert text.strip().splitlines()[-1].startswith(f"hf-elmo: interrupted; {expected}"), text[-1000:]
+    # Issue 45.2: the signal ends the step, which is saved as a checkpoint, named.
+    last = text.strip().splitlines()[-1]
+    assert last.startswith("hf-elmo: interrupted; saved the checkpoint ") and expected in last, text[-1000:]
 
 
 def test_a_run_folder_is_never_resumed_by_another_run(tmp_path, capsys, finished_run):
