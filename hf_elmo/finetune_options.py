@@ -104,7 +104,7 @@ class TrainingKnobs:
     """The training knobs, named as `transformers.TrainingArguments` names them."""
 
     output_dir: str | None = _option(None, "folder to write the fine-tuned model into", required=True,
-                                     run_identity=False)
+                                     run_identity=False, flags=("--output-dir", "--output"))
     overwrite: bool = _option(False, "replace an existing output folder", trainer=False, run_identity=False)
     num_train_epochs: float | None = _option(
         None, "passes over the training data (> 0; default: 10 for train, 3 for train-classifier)", flags=("--epochs",))

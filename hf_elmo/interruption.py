@@ -48,7 +48,8 @@ class SaveOnInterrupt(TrainerCallback):
             self._restore()
             raise KeyboardInterrupt
         self.signal_name = signal.Signals(number).name
-        print(f"\nhf-elmo: {self.signal_name} received: {self.what} stops after this step, saving a checkpoint first "
+        # On its own line: the progress bar (and the terminal's ^C) hold the cursor mid-line.
+        print(f"{chr(10) if sys.stderr.isatty() else ''}hf-elmo: {self.signal_name} received: {self.what} stops after this step, saving a checkpoint first "
               "(send it again to stop at once, without one)", file=sys.stderr, flush=True)
 
     def _requested(self, args) -> bool:

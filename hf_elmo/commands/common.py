@@ -105,6 +105,16 @@ def check_output_apart(output: str, output_flag: str, models=(), files=()) -> No
     refuse_output_over_inputs(output, output_flag, inputs)
 
 
+def output_argument(args, metavar: str) -> str:
+    """The output named positionally (`metavar`) or as --output (`args.output_option`): one of them, once."""
+    positional, option = args.output, getattr(args, "output_option", None)
+    if positional is not None and option is not None and positional != option:
+        raise CommandError(f"two outputs given: {metavar} {positional} and --output {option}; give one")
+    if positional is None and option is None:
+        raise CommandError(f"the output is missing: give --output {metavar} (or {metavar} as the last argument)")
+    return positional if positional is not None else option
+
+
 def check_model_folder(model: str | None) -> None:
     """`ModelNotFoundError` for a model named as a local folder that is missing or holds no config.json; `None`,
     'default' and Hub names pass (the Hub is asked when the model is loaded)."""

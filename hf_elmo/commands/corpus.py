@@ -30,7 +30,7 @@ def add_arguments(parser) -> None:
         ".sentiment.tsv and .category.tsv (label<TAB>text) and pretrain.txt (train part only, jieba words)",
     )
     shopping.add_argument("--input", required=True, help="online_shopping_10_cats.csv (cat,label,review)")
-    shopping.add_argument("--output-dir", required=True, help="folder for the six .tsv files and pretrain.txt")
+    shopping.add_argument("--output-dir", "--output", dest="output_dir", required=True, help="folder for the six .tsv files and pretrain.txt")
     shopping.add_argument("--salt", default="", help="prefix hashed with each review: another salt, another split")
     shopping.add_argument("--overwrite", action="store_true", help="replace the seven files if --output-dir holds them")
 

@@ -28,6 +28,7 @@ from .common import (
     check_output_apart,
     check_user_dict,
     make_embedder,
+    output_argument,
     read_lines,
     remove_leftovers,
     split_lines,
@@ -57,7 +58,9 @@ each process embeds a share of the lines; the file is identical to a one-process
 
 def add_arguments(parser) -> None:
     parser.add_argument("input", metavar="INPUT", help="UTF-8 text, one sentence per line (`-` = stdin)")
-    parser.add_argument("output", metavar="OUTPUT", help="hdf5 file, or .npy for sentence vectors")
+    parser.add_argument("output", metavar="OUTPUT", nargs="?",
+                        help="hdf5 file, or .npy for sentence vectors; or give it as --output")
+    parser.add_argument("--output", dest="output_option", metavar="OUTPUT", help="the same as OUTPUT")
     parser.add_argument(
         "--layers",
         help="all | top | average | mix | a layer index: 0 = characters, 1..L = biLSTM layers, negative counts "
@@ -254,6 +257,7 @@ def _output_format(args) -> str:
 
 
 def check(args) -> None:
+    args.output = output_argument(args, "OUTPUT")
     if args.output == "-":
         raise CommandError("embeddings are written to a file, not to standard output: give a file name")
     if args.forget_sentences and _output_format(args) == "npy":

@@ -72,7 +72,7 @@ def add_arguments(parser) -> None:
     model.add_argument("--dropout", type=float, default=0.1, help="dropout on the biLSTM outputs")
     model.add_argument("--segmenter", default="auto", help="tokenizer segmenter saved with the model")
     train = parser.add_argument_group("training")
-    train.add_argument("--output-dir", required=True, help="run folder: checkpoints, then the model, vocabulary and summary")
+    train.add_argument("--output-dir", "--output", dest="output_dir", required=True, help="run folder: checkpoints, then the model, vocabulary and summary")
     train.add_argument("--epochs", type=float, default=1.0, help="passes over the training data (> 0)")
     train.add_argument(
         "--max-steps", type=int, default=None, help="optimiser steps (>= 1); when given it overrides --epochs"

@@ -82,3 +82,64 @@ def test_the_python_entry_point_leaves_ctrl_c_alone(tagger):
     before = signal.getsignal(signal.SIGINT)
     assert cli.main(["info", "--model", str(tagger)]) == 0
     assert signal.getsignal(signal.SIGINT) is before
+
+
+# Issue 45.9: `--output` wherever a command names an output; one progress bar per phase; no tip after no training ---
+
+
+def test_output_is_an_option_of_every_command_that_writes(tmp_path, tagger):
+    from hf_elmo.commands import build_parser
+
+    parser = build_parser()
+    for argv, attribute in (
+        (["embed", "in.txt", "--output", "out.hdf5"], "output_option"),
+        (["convert", "--to", "allennlp", "--model", "m", "--output", "out"], "output_option"),
+        (["export", "--output", "out"], "output"),
+        (["corpus", "segment", "--input", "in.txt", "--output", "out"], "output"),
+        (["corpus", "shopping", "--input", "in.csv", "--output", "out"], "output_dir"),
+        (["pretrain", "--train-file", "in.txt", "--output", "out"], "output_dir"),
+        (["finetune", "train", "--train", "in.txt", "--output", "out"], "output_dir"),
+        (["finetune", "train-classifier", "--train", "in.txt", "--output", "out"], "output_dir"),
+    ):
+        assert getattr(parser.parse_args(argv), attribute) == argv[-1], argv
+    from hf_elmo import cli
+
+    output = tmp_path / "bilm"
+    assert cli.main(["convert", "--to", "allennlp", "--model", str(tagger), "--output", str(output)]) == 0
+    assert (output / "options.json").is_file() and (output / "weights.hdf5").is_file()
+
+
+@pytest.mark.parametrize("argv, expected", [
+    (["convert", "--to", "allennlp", "--model", "{tmp}", "{tmp}/a", "--output", "{tmp}/b"], "two outputs given"),
+    (["convert", "--to", "allennlp", "--model", "{tmp}"], "the output is missing: give --output OUTPUT_DIR"),
+    (["embed", "{tmp}/in.txt"], "the output is missing: give --output OUTPUT"),
+])
+def test_an_output_given_twice_or_not_at_all_is_one_line(tmp_path, argv, expected, capsys):
+    from hf_elmo import cli
+
+    (tmp_path / "config.json").write_text("{}", encoding="utf-8")
+    (tmp_path / "in.txt").write_text("a b\n", encoding="utf-8")
+    assert cli.main([arg.replace("{tmp}", str(tmp_path)) for arg in argv]) == 2
+    assert capsys.readouterr().err.strip() .startswith(f"hf-elmo: error: {expected}")
+
+
+PRETRAIN = ["pretrain", "--train-file", str(REPO_ROOT / "tests" / "fixtures" / "bilm_tf" / "train" / "data.txt"),
+            "--min-count", "1", "--max-steps", "4", "--save-steps", "1", "--batch-size", "2", "--projection-dim", "16",
+            "--cell-dim", "32", "--char-dim", "4", "--filters", "[[1,8],[2,8],[3,16]]", "--highway", "1",
+            "--threads", "1"]
+
+
+def test_pretraining_draws_no_bar_per_checkpoint_and_no_tip_when_nothing_was_trained(tmp_path, monkeypatch, capsys):
+    from hf_elmo import commands
+    from hf_elmo.commands import pretrain
+
+    monkeypatch.setattr(pretrain.os, "cpu_count", lambda: 4)
+    monkeypatch.setattr(pretrain, "_cuda_available", lambda: False)
+    argv = [*PRETRAIN, "--output-dir", str(tmp_path / "run")]
+    assert commands.main(argv) == 0
+    err = capsys.readouterr().err
+    assert "Writing model shards" not in err and "Loading weights" not in err, err[-3000:]
+    assert "torchrun" in err  # a run that trained: the tip for the next one
+    assert commands.main(argv) == 0  # finished already: nothing to train, so no advice about training faster
+    err = capsys.readouterr().err
+    assert "nothing more to train" in err and "torchrun" not in err, err[-3000:]
