@@ -425,8 +425,8 @@ def export_folder_to_bilm(model_dir, output_dir, overwrite: bool = False) -> Pat
     if not os.path.isdir(model_dir):
         raise ValueError(f"model folder not found: {os.fspath(model_dir)}")
     AtomicDirectory(output_dir, overwrite=overwrite).check()
-    from .loading import check_saved_tensors
+    from .loading import check_saved_tensors, from_pretrained_noting_heads
 
-    model = ElmoModel.from_pretrained(model_dir, dtype=torch.float32)  # the weights as saved, whatever config.json's dtype
+    model = from_pretrained_noting_heads(ElmoModel, model_dir, dtype=torch.float32)  # the weights as saved, whatever config.json's dtype
     check_saved_tensors(model, model_dir)  # a tensor left out would be exported with its random initial values
     return write_bilm_files(model, output_dir, overwrite=overwrite)

@@ -344,7 +344,7 @@ class _HoldLoadReport(logging.Filter):
         return True
 
 
-def _from_pretrained_noting_heads(model_class, name: str, **kwargs):
+def from_pretrained_noting_heads(model_class, name: str, **kwargs):
     """`model_class.from_pretrained(name, **kwargs)`; where a task model's folder (a tagger, a classifier, a
     pretraining run) is loaded for its biLM, one line says so in place of transformers' load report listing the
     head's weights as UNEXPECTED ("not ok if you expect identical arch"). Any other report is printed as it was."""
@@ -381,7 +381,7 @@ def load_model_and_tokenizer(model=None, model_class=None, user_dict=None):
     try:
         # float32 whatever config.json's "dtype" says (transformers would load in that dtype): the commands
         # and `Embedder` compute in float32 unless asked for another dtype, which they cast to themselves.
-        loaded = _from_pretrained_noting_heads(model_class, name, dtype=torch.float32, **hub_kwargs)
+        loaded = from_pretrained_noting_heads(model_class, name, dtype=torch.float32, **hub_kwargs)
     except (OSError, ValueError) as error:
         first_line = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
         raise ModelNotFoundError(f"cannot load model {name!r}: {first_line}") from None
@@ -400,6 +400,7 @@ __all__ = [
     "check_model_location",
     "check_saved_tensors",
     "check_tokenizer_fits",
+    "from_pretrained_noting_heads",
     "hub_is_reachable",
     "load_model_and_tokenizer",
     "load_tokenizer",

@@ -265,7 +265,9 @@ def initialize_from(model: ElmoForPreTraining, folder: str) -> str:
         return "encoder and softmax"
     from .modeling_elmo import ElmoModel
 
-    encoder = ElmoModel.from_pretrained(folder).state_dict()
+    from .loading import from_pretrained_noting_heads
+
+    encoder = from_pretrained_noting_heads(ElmoModel, folder).state_dict()
     # The layer mix is a downstream-task parameter, not part of what pretraining continues.
     encoder = {name: value for name, value in encoder.items() if not name.startswith("scalar_mixes.")}
     missing, unexpected = model.elmo.load_state_dict(encoder, strict=False)

@@ -38,10 +38,13 @@ def tagger(tmp_path_factory):
     return folder
 
 
-def test_embedding_with_a_taggers_folder_says_so_in_one_line(tmp_path, tagger):
+@pytest.mark.parametrize("command", ["embed", "convert --to allennlp"])
+def test_a_taggers_folder_used_for_its_biLM_is_said_in_one_line(tmp_path, tagger, command):
     text = tmp_path / "in.txt"
     text.write_text("the cat sat\n", encoding="utf-8")
-    result = hf_elmo("embed", text, tmp_path / "out.hdf5", "--model", tagger)
+    argv = (["embed", text, tmp_path / "out.hdf5", "--model", tagger] if command == "embed" else
+            ["convert", "--to", "allennlp", "--model", tagger, "--output", tmp_path / "bilm"])
+    result = hf_elmo(*argv)
     assert result.returncode == 0, result.stderr[-2000:]
     lines = result.stderr.strip().splitlines()
     assert lines[0] == (f"{tagger} holds ElmoForTokenClassification: using its biLM as ElmoModel; its classifier, "
