@@ -136,10 +136,18 @@ def test_pretraining_draws_no_bar_per_checkpoint_and_no_tip_when_nothing_was_tra
     from hf_elmo import commands
     from hf_elmo.commands import pretrain
 
+    from transformers.utils import logging as hf_logging
+
     monkeypatch.setattr(pretrain.os, "cpu_count", lambda: 4)
     monkeypatch.setattr(pretrain, "_cuda_available", lambda: False)
     argv = [*PRETRAIN, "--output-dir", str(tmp_path / "run")]
-    assert commands.main(argv) == 0
+    bars_were_on = hf_logging.is_progress_bar_enabled()
+    hf_logging.enable_progress_bar()  # as in a fresh process (other commands run in this one may have turned them off)
+    try:
+        assert commands.main(argv) == 0
+    finally:
+        if not bars_were_on:
+            hf_logging.disable_progress_bar()
     err = capsys.readouterr().err
     assert "Writing model shards" not in err and "Loading weights" not in err, err[-3000:]
     assert "torchrun" in err  # a run that trained: the tip for the next one
