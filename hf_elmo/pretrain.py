@@ -46,7 +46,7 @@ from .checkpoints import (  # noqa: F401  (TRAIN_LOSS_FILE, check_checkpoint_rea
     weight_names,
     write_run_identity,
 )
-from .interruption import SaveOnInterrupt, next_checkpoint_step
+from .interruption import SaveOnInterrupt, TrainingInterrupted, next_checkpoint_step
 from .lm_trainer import LanguageModelTrainer, TimeBudget, exact_perplexity  # noqa: F401 (exact_perplexity: public)
 
 # Fields that define the architecture: a checkpoint must agree on all of them to be resumed.
@@ -291,12 +291,20 @@ def run(args) -> int:
     bars_were_on = transformers_logging.is_progress_bar_enabled()
     if args.no_progress:  # also the bars transformers shows outside the Trainer (loading weights)
         transformers_logging.disable_progress_bar()
+    data_parallel = False
     try:
         code = _run(args)
+    except TrainingInterrupted as interruption:  # every rank stopped at one step, after the checkpoint was saved
+        if not (torch.distributed.is_available() and torch.distributed.is_initialized()):
+            raise
+        if os.environ.get("RANK", "0") == "0":
+            print(f"hf-elmo: interrupted; saved the checkpoint {interruption.checkpoint}; the same command resumes "
+                  "the run from it", file=sys.stderr)
+        code, data_parallel = 130, True
     finally:
         if bars_were_on:
             transformers_logging.enable_progress_bar()
-    if torch.distributed.is_available() and torch.distributed.is_initialized():
+    if data_parallel or (torch.distributed.is_available() and torch.distributed.is_initialized()):
         _exit_data_parallel_rank(code)
     return code
 
