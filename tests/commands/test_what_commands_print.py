@@ -154,3 +154,33 @@ def test_pretraining_draws_no_bar_per_checkpoint_and_no_tip_when_nothing_was_tra
     assert commands.main(argv) == 0  # finished already: nothing to train, so no advice about training faster
     err = capsys.readouterr().err
     assert "nothing more to train" in err and "torchrun" not in err, err[-3000:]
+
+
+def test_the_interrupt_messages_start_a_line_after_the_progress_bar(tmp_path, monkeypatch, capsys):
+    """On a terminal the training bar holds the cursor mid-line (tqdm redraws it with \\r): the messages that follow a
+    Ctrl-C start a line of their own."""
+    import signal
+
+    from transformers.utils import logging as hf_logging
+
+    from hf_elmo import commands
+    from hf_elmo.lm_trainer import LanguageModelTrainer
+    from test_interrupted_training import signalled_at_step
+
+    argv = list(PRETRAIN)
+    argv[argv.index("--max-steps") + 1] = "50"
+    argv[argv.index("--save-steps") + 1] = "1000"
+    monkeypatch.setattr(sys.stderr, "isatty", lambda: True)  # capsys's stream, standing for a terminal
+    signalled_at_step(monkeypatch, LanguageModelTrainer, 3, signal.SIGINT)
+    bars_were_on = hf_logging.is_progress_bar_enabled()
+    hf_logging.enable_progress_bar()
+    try:
+        assert commands.main([*argv, "--output-dir", str(tmp_path / "run")]) == 130
+    finally:
+        if not bars_were_on:
+            hf_logging.disable_progress_bar()
+    text = capsys.readouterr().err
+    assert "it/s]" in text  # the bar was drawn
+    for message in ("hf-elmo: SIGINT received", "hf-elmo: interrupted; saved the checkpoint"):
+        start = text.index(message)
+        assert text[start - 1] == "\n", repr(text[max(0, start - 200):start + 100])
