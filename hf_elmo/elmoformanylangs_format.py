@@ -153,7 +153,7 @@ def load_state_dict_file(path: str | os.PathLike) -> dict[str, torch.Tensor]:
     try:
         state = torch.load(path, map_location="cpu", weights_only=True)
     except pickle.UnpicklingError as error:
-        from .file_io import unpickling_refusal
+        from .checkpoints import unpickling_refusal
 
         raise ValueError(unpickling_refusal(path, error)) from None
     except Exception as error:  # torch's readers fail on other files in many ways (KeyError on plain text)

@@ -352,21 +352,16 @@ def check_output_path(path: str | os.PathLike, overwrite: bool, flag: str = "--o
 
 def _is_inside(path: str, folder: str) -> bool:
     """Whether the resolved `path` lies strictly inside the resolved `folder`."""
-    try:
-        return path != folder and os.path.commonpath([path, folder]) == folder
-    except ValueError:  # different drives (Windows)
-        return False
+    return path != folder and os.path.splitdrive(path)[0] == os.path.splitdrive(folder)[0] and \
+        os.path.commonpath([path, folder]) == folder
 
 
 def refuse_output_over_inputs(output: str | os.PathLike, output_flag: str, inputs) -> None:
-    """ValueError (one line), before anything is written, when the output `output` (a file or folder a command is
-    to write, named on the command line by `output_flag`) is one of `inputs`, contains one, or lies inside one that
-    is a folder: writing it (or replacing it with --overwrite) would destroy or change what the command reads.
-
-    `inputs` are (what, flag, path) triples, e.g. ("the model folder", "--model", "runs/a"); a path that does not
-    exist is skipped (a Hub name, or a missing file that another check names). Paths are compared resolved, symbolic
-    links followed, so a link to the model or a path spelled another way is recognised. Reads only the file system:
-    the commands run it before torch is imported, and every command that writes a folder runs this one check."""
+    """ValueError (one line), before anything is written, when the output `output` (named on the command line by
+    `output_flag`) is one of `inputs`, contains one, or lies inside one that is a folder: writing it (or replacing it
+    with --overwrite) would destroy or change what the command reads. `inputs`: (what, flag, path) triples, e.g.
+    ("the model folder", "--model", "runs/a"); paths that do not exist (Hub names) are skipped. Paths are compared
+    resolved, symbolic links followed. Reads only the file system: every command that writes runs it before torch."""
     target = os.path.realpath(os.fspath(output))
     for what, flag, path in inputs:
         if path is None or not os.path.exists(path):
@@ -789,29 +784,6 @@ class AtomicFileSet:
         finally:
             self._lock.__exit__(None, None, None)
         return False
-
-
-# torch's words around why `torch.load(weights_only=True)` refused a file: advice (to load it with weights_only=False,
-# or to file an issue) that a user must not follow for a file from an untrusted source.
-_TORCH_UNPICKLING_ADVICE = ("Weights only load failed", "Check the documentation of torch.load", "In PyTorch 2.6")
-
-
-def unpickling_refusal(path: str | os.PathLike, error: BaseException) -> str:
-    """The one line saying that `path` was refused by `torch.load(weights_only=True)`: what torch found in it (the
-    global or operand it would not load), without torch's advice to retry with weights_only=False, and the
-    project's advice instead."""
-    found = []
-    for line in str(error).splitlines():
-        line = line.strip()
-        if "WeightsUnpickler error:" in line:
-            line = line.split("WeightsUnpickler error:", 1)[1].strip()
-        line = re.split(r"\.? Please ", line)[0]  # "Please use torch.serialization.add_safe_globals(...)"
-        if line and not line.startswith(_TORCH_UNPICKLING_ADVICE) and "weights_only" not in line:
-            found.append(line.rstrip("."))
-    detail = f" ({'; '.join(found)})" if found else ""
-    return (f"{os.fspath(path)} cannot be loaded as plain tensors, so it is refused{detail}: it holds more than tensors, "
-            "and hf-elmo never runs the code a pickle may carry; get the file as plain tensors (a state dict, or "
-            "safetensors) from a source you trust")
 
 
 def load_json_file(path: str | os.PathLike, what: str):

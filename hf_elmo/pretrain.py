@@ -361,6 +361,18 @@ def check_run_identity(output_dir: Path, args) -> None:
                        OPTIONS_ADDED_LATER)
 
 
+def _checkpoint_to_resume(output_dir: Path, config, args) -> str | None:
+    """The newest complete checkpoint of the run folder, checked readable and of this architecture; None with
+    --no-resume or none there."""
+    if not output_dir.is_dir() or args.no_resume:
+        return None
+    resume = last_complete_checkpoint(output_dir)
+    if resume:
+        check_checkpoint_readable(resume)
+        check_checkpoint_compatible(resume, config)
+    return resume
+
+
 def _run(args) -> int:
     from transformers import set_seed
 
@@ -380,13 +392,7 @@ def _run(args) -> int:
     train_parts = [LineDataset(path, max_words=args.max_words) for path in args.train_file]
     train_dataset = train_parts[0] if len(train_parts) == 1 else torch.utils.data.ConcatDataset(train_parts)
     dev_dataset = LineDataset(args.dev_file, max_words=args.max_words) if args.dev_file else None
-    resume = None
-    if output_dir.is_dir() and not args.no_resume:
-        resume = last_complete_checkpoint(output_dir)
-        if resume:
-            check_checkpoint_readable(resume)
-            check_checkpoint_compatible(resume, config)
-
+    resume = _checkpoint_to_resume(output_dir, config, args)
     set_seed(args.seed)
     model = ElmoForPreTraining(config)
     initialized = None

@@ -165,7 +165,7 @@ def test_the_interrupt_messages_start_a_line_after_the_progress_bar(tmp_path, mo
 
     from hf_elmo import commands
     from hf_elmo.lm_trainer import LanguageModelTrainer
-    from test_interrupted_training import signalled_at_step
+    from test_interruption import signalled_at_step
 
     argv = list(PRETRAIN)
     argv[argv.index("--max-steps") + 1] = "50"
