@@ -848,6 +848,7 @@ def interrupted_training_trials(commands: dict, work: Path) -> list[dict]:
     it and ends with the uninterrupted weights (#45.2)."""
     argv = [a for a in commands["pretrain"]]
     argv[argv.index("--save-steps") + 1] = "1000"  # no regular checkpoint before the end
+    argv[argv.index("--max-steps") + 1] = "300"  # long enough to be interrupted on a quiet machine
     reference = work / "interrupt-reference"
     assert hf_elmo(with_output(argv, reference)).returncode == 0
     outcomes = []
@@ -856,10 +857,10 @@ def interrupted_training_trials(commands: dict, work: Path) -> list[dict]:
         process = subprocess.Popen([sys.executable, "-m", "hf_elmo.cli", *map(str, with_output(argv, output))],
                                    cwd=REPO, env=_env(), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
                                    preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
-        started = time.time()
-        while not (output / "run_options.json").exists() and process.poll() is None and time.time() - started < 300:
-            time.sleep(0.2)
-        time.sleep(3.0)  # into the training steps
+        first = ""
+        while process.poll() is None and "starting a new run" not in first:  # the line before the first step
+            first = process.stderr.readline()
+        time.sleep(1.0)  # into the training steps
         process.send_signal(sig)
         _, stderr = process.communicate(timeout=300)
         last = stderr.strip().splitlines()[-1] if stderr.strip() else ""
