@@ -19,6 +19,10 @@ shows as an exit status. What counts as a pass:
   output, `--overwrite` killed between its steps, a "dtype" in config.json, impossible sizes and huge hdf5
   datasets, CR-only line ends, file modes, invalid UTF-8. Each row says what
   passes; a refusal passes only as exit 2 with one `hf-elmo: error:` line and no traceback.
+- issue 46 (`--only issue46`): outputs on, around or inside the model they read; a tokenizer that does not fit its
+  model; vocabulary ids beyond the embeddings; weights whose outputs are not finite; a tagger's folder loaded for its
+  biLM; a Ctrl-C at interpreter exit; a pickle that is not plain tensors; and (issue 45.2) SIGINT / SIGTERM during
+  `pretrain` before its first checkpoint.
 """
 
 from __future__ import annotations
@@ -700,16 +704,221 @@ def issue_37_trials(commands: dict, work: Path, trials: int, rng: random.Random)
     return rows
 
 
+# Issue 46: an output that is its own input, a tokenizer that does not fit its model, outputs that are not finite, ----
+# what is printed around a task model, a pickle and an exit; issue 45.2: Ctrl-C during training.
+
+
+def _tree(folder: Path) -> dict[str, bytes]:
+    return {str(path.relative_to(folder)): path.read_bytes() for path in sorted(folder.rglob("*")) if path.is_file()}
+
+
+def output_is_input_trials(work: Path) -> list[dict]:
+    """Every command that writes, with its output on the model it reads, around it or inside it (#46.1)."""
+    few = work / "few46.txt"
+    few.write_text(FEW, encoding="utf-8")
+    conll = work / "train.conll"
+    outcomes = []
+    places = {"the model": "MODEL", "a symbolic link to the model": "LINK", "the folder holding the model": "HOLDER",
+              "a folder inside the model": "MODEL/sub"}
+    commands = {
+        "export --format onnx": ["export", "--model", "MODEL", "--output", "OUT", "--overwrite"],
+        "export --format sentence-transformers": ["export", "--format", "sentence-transformers", "--model", "MODEL",
+                                                  "--output", "OUT", "--overwrite"],
+        "convert --to allennlp": ["convert", "--to", "allennlp", "--model", "MODEL", "OUT", "--overwrite"],
+        "finetune train": ["finetune", "train", "--model", "MODEL", "--train", conll, "--output-dir", "OUT",
+                           "--overwrite"],
+        "pretrain --init-from": ["pretrain", "--train-file", work / "corpus.txt", "--init-from", "MODEL",
+                                 "--output-dir", "OUT"],
+    }
+    for number, (command, argv) in enumerate(commands.items()):
+        for place, output in places.items():
+            holder = work / f"self-{number}-{len(outcomes)}"
+            model = holder / "model"
+            shutil.copytree(work / "tiny", model)
+            (holder / "config.json").write_text("{}")  # an earlier output, as far as --overwrite can tell
+            (model / "sub").mkdir()
+            (model / "sub" / "config.json").write_text("{}")
+            link = work / f"self-link-{number}-{len(outcomes)}"
+            os.symlink(model, link)
+            before = _tree(holder)
+            target = {"MODEL": model, "LINK": link, "HOLDER": holder, "MODEL/sub": model / "sub"}[output]
+            result = hf_elmo([target if a == "OUT" else model if a == "MODEL" else a for a in argv])
+            ok = _refused(result, "the model folder it reads") and _tree(holder) == before
+            outcomes.append((f"`{command}` into {place}: exit {result.returncode}", ok))
+    model = work / "tiny"
+    result = hf_elmo(["embed", few, model / "vectors.hdf5", "--model", model])
+    outcomes.append((f"`embed` into the model folder: exit {result.returncode}",
+                     _refused(result, "lies inside the model folder") and not (model / "vectors.hdf5").exists()))
+    result = hf_elmo(["embed", few, few, "--overwrite", "--model", model])
+    outcomes.append((f"`embed` onto its input: exit {result.returncode}",
+                     _refused(result, "is the input file") and few.read_text(encoding="utf-8") == FEW))
+    return [_row("output on, around or inside the model it reads (also through a symbolic link); `embed` into the "
+                 "model or onto its input (#46.1)", outcomes,
+                 "refused in one line naming the model or input, exit 2, before torch is imported; nothing changed")]
+
+
+def tokenizer_fit_trials(work: Path) -> list[dict]:
+    """A dictionary-scheme tokenizer beside a bytes model (#46.3); vocabulary ids beyond the embeddings (#46.4)."""
+    from hf_elmo import DEFAULT_MODEL, ElmoTokenizer
+
+    few = work / "few46.txt"
+    foreign = work / "foreign-tokenizer"
+    shutil.copytree(work / "tiny", foreign)
+    for name in ("tokenizer_config.json", "special_tokens_map.json"):
+        (foreign / name).unlink(missing_ok=True)
+    characters = {name: index for index, name in enumerate(("<bos>", "<eos>", "<oov>", "<pad>", "<bow>", "<eow>", "a"),
+                                                           start=1)}
+    ElmoTokenizer(char_scheme="dictionary", char_vocab=characters, segmenter="whitespace").save_pretrained(foreign)
+    beyond = work / "char-id-beyond"
+    shutil.copytree(DEFAULT_MODEL, beyond)
+    vocabulary = json.loads((beyond / "char_vocab.json").read_text(encoding="utf-8"))
+    vocabulary["狗"] = 100000
+    (beyond / "char_vocab.json").write_text(json.dumps(vocabulary, ensure_ascii=False), encoding="utf-8")
+    outcomes = []
+    for label, model, phrases in (
+        ("a dictionary tokenizer beside a bytes model", foreign, ("the tokenizer does not fit the model",
+                                                                  "character scheme is 'dictionary'")),
+        ("char_vocab.json mapping 狗 to 100000 (5447 rows)", beyond, (str(beyond / "char_vocab.json"), "id 100000")),
+    ):
+        outputs = work / f"fit-out-{len(outcomes)}"
+        outputs.mkdir()
+        for command, argv in {
+            "embed": ["embed", few, outputs / "out.hdf5", "--model", model],
+            "info": ["info", "--model", model],
+            "export": ["export", "--model", model, "--output", outputs / "onnx"],
+        }.items():
+            result = hf_elmo(argv)
+            outcomes.append((f"`{command}`, {label}: exit {result.returncode}",
+                             _refused(result, *phrases) and not os.listdir(outputs)))
+    return [_row("a tokenizer that does not fit its model, vocabulary ids beyond the embeddings: `embed`, `info`, "
+                 "`export` (#46.3, #46.4)", outcomes,
+                 "refused in one line (the mismatch; the file and the id), exit 2, nothing written")]
+
+
+def non_finite_output_trials(work: Path) -> list[dict]:
+    """Finite weights x 1e30: NaN vectors (#46.10)."""
+    from hf_elmo import ElmoConfig, ElmoModel, ElmoTokenizer
+
+    huge = work / "huge-weights"
+    torch.manual_seed(0)
+    model = ElmoModel(ElmoConfig(**TINY))
+    with torch.no_grad():
+        for parameter in model.parameters():
+            parameter.mul_(1e30)
+    model.save_pretrained(huge)
+    ElmoTokenizer(segmenter="whitespace").save_pretrained(huge)
+    few = work / "few46.txt"
+    outputs = work / "huge-out"
+    outputs.mkdir()
+    outcomes = []
+    for command, argv, phrase in (
+        ("embed (hdf5)", ["embed", few, outputs / "out.hdf5", "--model", huge], "values are NaN or infinite"),
+        ("embed (npy)", ["embed", few, outputs / "out.npy", "--model", huge], "values are NaN or infinite"),
+        ("export --format onnx", ["export", "--model", huge, "--output", outputs / "onnx"], "are NaN or infinite"),
+    ):
+        result = hf_elmo(argv)
+        outcomes.append((f"`{command}`: exit {result.returncode}",
+                         _refused(result, "not finite", phrase) and not os.listdir(outputs)))
+    return [_row("weights x 1e30 (finite; the outputs are NaN): `embed`, `export` (#46.10)", outcomes,
+                 "refused with the count of values that are not finite, exit 2, nothing written")]
+
+
+# A Ctrl-C that arrives while Python runs its exit hooks (torch's among them): the hook registered first runs last.
+INTERRUPTED_AT_EXIT = """
+import atexit, os, signal, sys, time
+atexit.register(lambda: (os.kill(os.getpid(), signal.SIGINT), time.sleep(0.5)))
+sys.argv = ["hf-elmo", *sys.argv[1:]]
+from hf_elmo.cli import main
+sys.exit(main())
+"""
+
+
+def printed_trials(work: Path) -> list[dict]:
+    """A task model's folder loaded for its biLM, a Ctrl-C at exit, a pickle that is not plain tensors (#46.11)."""
+    from hf_elmo import ElmoConfig, ElmoTokenizer
+    from hf_elmo.modeling_elmo import ElmoForTokenClassification
+
+    tagger = work / "tagger46"
+    torch.manual_seed(0)
+    ElmoForTokenClassification(ElmoConfig(**TINY, num_labels=3)).save_pretrained(tagger)
+    ElmoTokenizer(segmenter="whitespace").save_pretrained(tagger)
+    few = work / "few46.txt"
+    outcomes = []
+    for command, argv in (("embed", ["embed", few, work / "tagger46.hdf5", "--model", tagger]),
+                          ("export", ["export", "--model", tagger, "--output", work / "tagger46-onnx"])):
+        result = hf_elmo(argv)
+        lines = result.stderr.strip().splitlines()
+        ok = (result.returncode == 0 and "LOAD REPORT" not in result.stderr and len(lines) == 2
+              and "holds ElmoForTokenClassification: using its biLM" in lines[0])
+        outcomes.append((f"`{command}` of a tagger's folder: exit {result.returncode}, {len(lines)} lines", ok))
+    result = subprocess.run([sys.executable, "-c", INTERRUPTED_AT_EXIT, "info", "--model", work / "tiny"],
+                            capture_output=True, text=True, cwd=REPO, env=_env())
+    outcomes.append((f"Ctrl-C during interpreter exit: exit {result.returncode}",
+                     result.returncode == 0 and "Traceback" not in result.stderr))
+    model = work / "pickle46"
+    shutil.copytree(REPO / "tests" / "fixtures" / "elmoformanylangs" / "model", model)
+    torch.save({"projection.weight": signal.Signals}, model / "token_embedder.pkl")  # a class: not a tensor
+    result = hf_elmo(["convert", "--from", "elmoformanylangs", "--model-dir", model, work / "pickle46-out"])
+    ok = (_refused(result, "token_embedder.pkl cannot be loaded as plain tensors", "never runs the code")
+          and "weights_only" not in result.stderr and "likely succeed" not in result.stderr)
+    outcomes.append((f"a .pkl holding a class, `convert --from elmoformanylangs`: exit {result.returncode}", ok))
+    return [_row("a tagger's folder for `embed` / `export`, Ctrl-C during interpreter exit, a pickle that is not "
+                 "plain tensors (#46.11)", outcomes,
+                 "one line naming the tagger (no load report); no traceback at exit; the project's advice only")]
+
+
+def interrupted_training_trials(commands: dict, work: Path) -> list[dict]:
+    """SIGINT / SIGTERM during `pretrain` before its first checkpoint: one is saved and named; the rerun resumes from
+    it and ends with the uninterrupted weights (#45.2)."""
+    argv = [a for a in commands["pretrain"]]
+    argv[argv.index("--save-steps") + 1] = "1000"  # no regular checkpoint before the end
+    argv[argv.index("--max-steps") + 1] = "300"  # long enough to be interrupted on a quiet machine
+    reference = work / "interrupt-reference"
+    assert hf_elmo(with_output(argv, reference)).returncode == 0
+    outcomes = []
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        output = work / f"interrupt-{sig.name}"
+        process = subprocess.Popen([sys.executable, "-m", "hf_elmo.cli", *map(str, with_output(argv, output))],
+                                   cwd=REPO, env=_env(), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+                                   preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+        first = ""
+        while process.poll() is None and "starting a new run" not in first:  # the line before the first step
+            first = process.stderr.readline()
+        time.sleep(1.0)  # into the training steps
+        process.send_signal(sig)
+        _, stderr = process.communicate(timeout=300)
+        last = stderr.strip().splitlines()[-1] if stderr.strip() else ""
+        saved = last.startswith("hf-elmo: interrupted; saved the checkpoint ") and process.returncode == 130
+        again = hf_elmo(with_output(argv, output))
+        resumed = "resuming from " in again.stderr
+        ok = saved and resumed and again.returncode == 0
+        ok = ok and max_difference(weights(output), weights(reference)) <= 1e-6
+        outcomes.append((f"{sig.name}: exit {process.returncode}, checkpoint named {saved}, rerun resumed {resumed}",
+                         ok))
+    return [_row("SIGINT / SIGTERM during `pretrain` before its first checkpoint (#45.2)", outcomes,
+                 "a checkpoint saved and named (exit 130); the rerun resumed from it and ended with the "
+                 "uninterrupted run's weights")]
+
+
+def issue_46_trials(commands: dict, work: Path) -> list[dict]:
+    rows = output_is_input_trials(work)
+    rows += tokenizer_fit_trials(work)
+    rows += non_finite_output_trials(work)
+    rows += printed_trials(work)
+    rows += interrupted_training_trials(commands, work)
+    return rows
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--trials", type=int, default=6, help="trials per scenario")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--markdown", type=Path, help="also write the table here")
     parser.add_argument("--keep", action="store_true", help="keep the work folder")
-    parser.add_argument("--only", choices=["kill", "disk", "damage", "issue37", "export"], action="append",
+    parser.add_argument("--only", choices=["kill", "disk", "damage", "issue37", "export", "issue46"], action="append",
                         help="run only these groups of scenarios (repeatable; default: all)")
     args = parser.parse_args()
-    groups = set(args.only or ["kill", "disk", "damage", "issue37", "export"])
+    groups = set(args.only or ["kill", "disk", "damage", "issue37", "export", "issue46"])
     rng = random.Random(args.seed)
     work = Path(tempfile.mkdtemp(prefix="hf-elmo-faults-"))
     started = time.time()
@@ -720,6 +929,7 @@ def main() -> None:
         rows += damage_trials(commands, work, args.trials, rng) if "damage" in groups else []
         rows += issue_37_trials(commands, work, args.trials, rng) if "issue37" in groups else []
         rows += export_client_trials(work, args.trials) if "export" in groups else []
+        rows += issue_46_trials(commands, work) if "issue46" in groups else []
     finally:
         if not args.keep:
             shutil.rmtree(work, ignore_errors=True)

@@ -436,7 +436,9 @@ def export_folder_to_bilm(model_dir, output_dir, overwrite: bool = False) -> Pat
     if not os.path.isdir(model_dir):
         raise ValueError(f"model folder not found: {os.fspath(model_dir)}")
     AtomicDirectory(output_dir, overwrite=overwrite).check()
-    # The weights as saved, whatever config.json's dtype; from_pretrained refuses a folder that lacks tensors of the
-    # biLM (they would be exported with their random initial values).
-    model = ElmoModel.from_pretrained(model_dir, dtype=torch.float32)
+    from .loading import from_pretrained_noting_heads
+
+    # The weights as saved, whatever config.json's dtype; a folder that lacks tensors of the biLM is refused (they
+    # would be exported with their random initial values).
+    model = from_pretrained_noting_heads(ElmoModel, model_dir, dtype=torch.float32)
     return write_bilm_files(model, output_dir, overwrite=overwrite)

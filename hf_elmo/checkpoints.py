@@ -8,6 +8,7 @@ import contextlib
 import json
 import math
 import os
+import re
 import shutil
 import tempfile
 import zipfile
@@ -77,6 +78,29 @@ def weight_names(path: Path) -> list[str]:
     return keys
 
 
+# torch's words around why `torch.load(weights_only=True)` refused a file: advice (to load it with weights_only=False,
+# or to file an issue) that a user must not follow for a file from an untrusted source.
+_TORCH_UNPICKLING_ADVICE = ("Weights only load failed", "Check the documentation of torch.load", "In PyTorch 2.6")
+
+
+def unpickling_refusal(path: str | os.PathLike, error: BaseException) -> str:
+    """The one line saying that `path` was refused by `torch.load(weights_only=True)`: what torch found in it (the
+    global or operand it would not load), without torch's advice to retry with weights_only=False, and the
+    project's advice instead."""
+    found = []
+    for line in str(error).splitlines():
+        line = line.strip()
+        if "WeightsUnpickler error:" in line:
+            line = line.split("WeightsUnpickler error:", 1)[1].strip()
+        line = re.split(r"\.? Please ", line)[0]  # "Please use torch.serialization.add_safe_globals(...)"
+        if line and not line.startswith(_TORCH_UNPICKLING_ADVICE) and "weights_only" not in line:
+            found.append(line.rstrip("."))
+    detail = f" ({'; '.join(found)})" if found else ""
+    return (f"{os.fspath(path)} cannot be loaded as plain tensors, so it is refused{detail}: it holds more than tensors, "
+            "and hf-elmo never runs the code a pickle may carry; get the file as plain tensors (a state dict, or "
+            "safetensors) from a source you trust")
+
+
 def _check_torch_file(path: Path) -> None:
     """ValueError naming `path` unless it is a complete torch file that the Trainer loads as it does (tensors,
     containers and the numpy RNG state it allows): a cut file has no zip index, and anything else would need
@@ -91,7 +115,9 @@ def _check_torch_file(path: Path) -> None:
     try:
         with safe_globals():
             torch.load(path, map_location="cpu", weights_only=True, mmap=True)
-    except (pickle.UnpicklingError, RuntimeError, OSError, EOFError, ValueError) as error:
+    except pickle.UnpicklingError as error:
+        raise ValueError(unpickling_refusal(path, error)) from None
+    except (RuntimeError, OSError, EOFError, ValueError) as error:
         reason = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
         raise ValueError(f"{path} cannot be loaded as plain tensors, so it is refused ({reason})") from None
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import signal
 import sys
 from collections.abc import Sequence
 
@@ -13,11 +14,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Run the command `argv` (default: the process's arguments) and return its exit status.
 
     Called without arguments by the `hf-elmo` console script or `python -m hf_elmo.cli`, whose process ends with the
-    command, a short command (`embed`, `similar`, `convert`, `info`) ends the process itself once it returned: the
-    exit handlers run and the standard streams are flushed as at any exit, but the interpreter's teardown of every
-    loaded module (torch, transformers and what they import), which took 0.5-1.5 s after a one-line `hf-elmo embed`,
-    is skipped. Training commands exit as usual."""
-    code = run_command(argv)
+    command: a Ctrl-C that comes once the command has ended is ignored (the output is complete, or the interruption
+    reported, and torch's exit hooks would otherwise end in a traceback), and a short command (`embed`, `similar`,
+    `convert`, `info`) ends the process itself once it returned: the exit handlers run and the standard streams are
+    flushed as at any exit, but the interpreter's teardown of every loaded module (torch, transformers and what they
+    import), which took 0.5-1.5 s after a one-line `hf-elmo embed`, is skipped. Training commands exit as usual."""
+    try:
+        code = run_command(argv)
+    finally:
+        if argv is None:
+            signal.signal(signal.SIGINT, signal.SIG_IGN)
     if argv is None and sys.argv[1:2] and sys.argv[1] in SHORT_COMMANDS and _this_process_is_the_command():
         _end_process(code)
     return code

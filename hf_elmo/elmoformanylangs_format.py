@@ -153,9 +153,9 @@ def load_state_dict_file(path: str | os.PathLike) -> dict[str, torch.Tensor]:
     try:
         state = torch.load(path, map_location="cpu", weights_only=True)
     except pickle.UnpicklingError as error:
-        raise ValueError(
-            f"{path} is not a plain tensor state dict (refused by torch.load(weights_only=True)): {error}"
-        ) from None
+        from .checkpoints import unpickling_refusal
+
+        raise ValueError(unpickling_refusal(path, error)) from None
     except Exception as error:  # torch's readers fail on other files in many ways (KeyError on plain text)
         raise ValueError(
             f"cannot read {path} as a PyTorch file (truncated, corrupt or another format?): {type(error).__name__}: {error}"

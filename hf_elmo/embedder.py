@@ -301,4 +301,32 @@ class Embedder:
         return self.embed([list(words) for words in sents], layers=layers)
 
 
-__all__ = ["Embedder", "ModelNotFoundError", "load_model_and_tokenizer", "LAYER_CHOICES", "check_layers"]
+# Words that reach every part of a probe run: Latin letters, a digit, CJK characters, punctuation.
+_PROBE_WORDS = ["the", "cat", "7", "小米", "粥", "。"]
+
+
+def refuse_non_finite_outputs(model: ElmoModel, tokenizer, source: str = "") -> None:
+    """ValueError, before anything is written, when the model's layers for a probe sentence hold values that are
+    not finite (NaN or infinity; e.g. weights that are finite but so large that their products overflow float32),
+    with the count: an export of such a model would serve NaN vectors. The weights' own check covers only the
+    weights."""
+    encoding = tokenizer([_PROBE_WORDS], is_split_into_words=True, padding=True, return_tensors="pt")
+    inputs = {name: value for name, value in encoding.items() if name in _MODEL_INPUTS}
+    training = model.training
+    model.eval()
+    try:
+        with torch.no_grad():
+            layers = torch.stack(model(**inputs).hidden_states)
+    finally:
+        model.train(training)
+    bad = int((~torch.isfinite(layers)).sum())
+    if bad:
+        name = f"{source}: " if source else ""
+        raise ValueError(
+            f"{name}the model's outputs are not finite: {bad:,} of the {layers.numel():,} values of its layers for a "
+            "probe sentence are NaN or infinite (weights too large for float32?); nothing was written"
+        )
+
+
+__all__ = ["Embedder", "ModelNotFoundError", "load_model_and_tokenizer", "LAYER_CHOICES", "check_layers",
+           "refuse_non_finite_outputs"]

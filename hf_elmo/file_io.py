@@ -350,6 +350,39 @@ def check_output_path(path: str | os.PathLike, overwrite: bool, flag: str = "--o
     check_writable(parent)
 
 
+def _is_inside(path: str, folder: str) -> bool:
+    """Whether the resolved `path` lies strictly inside the resolved `folder`."""
+    return path != folder and os.path.splitdrive(path)[0] == os.path.splitdrive(folder)[0] and \
+        os.path.commonpath([path, folder]) == folder
+
+
+def refuse_output_over_inputs(output: str | os.PathLike, output_flag: str, inputs) -> None:
+    """ValueError (one line), before anything is written, when the output `output` (named on the command line by
+    `output_flag`) is one of `inputs`, contains one, or lies inside one that is a folder: writing it (or replacing it
+    with --overwrite) would destroy or change what the command reads. `inputs`: (what, flag, path) triples, e.g.
+    ("the model folder", "--model", "runs/a"); paths that do not exist (Hub names) are skipped. Paths are compared
+    resolved, symbolic links followed. Reads only the file system: every command that writes runs it before torch."""
+    target = os.path.realpath(os.fspath(output))
+    for what, flag, path in inputs:
+        if path is None or not os.path.exists(path):
+            continue
+        source = os.path.realpath(os.fspath(path))
+        if target == source:
+            relation = "is"
+        elif _is_inside(source, target):
+            relation = "contains"
+        elif os.path.isdir(source) and _is_inside(target, source):
+            relation = "lies inside"
+        else:
+            continue
+        given = f"{flag} {os.fspath(path)}" if flag else os.fspath(path)
+        shown = os.fspath(output) + (f" (resolved: {target})" if target != os.path.abspath(os.fspath(output)) else "")
+        raise ValueError(
+            f"{output_flag} {shown} {relation} {what} it reads ({given}): writing it would destroy or change its "
+            "own input; choose an output outside it"
+        )
+
+
 def check_writable(folder: str | os.PathLike) -> None:
     """Raise ValueError naming `folder` if no file can be created in it (permissions, a read-only file system):
     found by creating one, since permission bits do not tell root or a read-only mount apart."""

@@ -431,7 +431,8 @@ def _checkpoints(options: FinetuneOptions, identity: dict):
         if resume:
             check_checkpoint_readable(resume, f"delete {resume} to resume from an earlier epoch, or {folder} to "
                                       "start over")
-            logger.info("resuming from %s", resume)
+        logger.info("%s; checkpoints are written to %s at the end of each epoch, and Ctrl-C saves one before it stops",
+                    f"resuming from {resume}" if resume else "starting a new run", folder)
         try:
             yield str(folder), resume
         except Exception as error:
@@ -485,11 +486,14 @@ def _trained(options: FinetuneOptions, data: tuple, labels: list[str], model, tr
     both heads report). The caller evaluates and saves inside the block, before the checkpoints are removed."""
     from transformers import Trainer
 
+    from .interruption import SaveOnInterrupt
+
     trainable = sum(p.numel() for p in model.parameters() if p.requires_grad)
     logger.info("labels %s; %d trainable of %d parameters", labels, trainable,
                 sum(p.numel() for p in model.parameters()))
     started = time.time()
     with _checkpoints(options, run_identity(options, *data)) as (checkpoint_dir, resume):
+        interruption = SaveOnInterrupt("fine-tuning")
         trainer = Trainer(
             model=model,
             args=_training_arguments(options, checkpoint_dir, eval_dataset is not None, metric),
@@ -497,8 +501,10 @@ def _trained(options: FinetuneOptions, data: tuple, labels: list[str], model, tr
             eval_dataset=eval_dataset,
             data_collator=collator,
             compute_metrics=metrics,
+            callbacks=[interruption],
         )
         output = trainer.train(resume_from_checkpoint=resume)
+        interruption.raise_if_interrupted(checkpoint_dir)  # the checkpoints are kept: the same command resumes
         yield trainer, {
             "labels": labels,
             "trainable_parameters": trainable,

@@ -104,7 +104,7 @@ class TrainingKnobs:
     """The training knobs, named as `transformers.TrainingArguments` names them."""
 
     output_dir: str | None = _option(None, "folder to write the fine-tuned model into", required=True,
-                                     run_identity=False)
+                                     run_identity=False, flags=("--output-dir", "--output"))
     overwrite: bool = _option(False, "replace an existing output folder", trainer=False, run_identity=False)
     num_train_epochs: float | None = _option(
         None, "passes over the training data (> 0; default: 10 for train, 3 for train-classifier)", flags=("--epochs",))
@@ -196,20 +196,30 @@ def check_options(options: FinetuneOptions) -> None:
                                                     or options.label_characters is False):
         raise OptionError("--character-features gives each character the head's own vector x_k of its words: it "
                           "needs --token-features and character-labelled data (not --no-label-characters)")
-    if options.output_dir:  # the folder is built beside its final place, so its parent must take new files
-        from pathlib import Path
+    if options.output_dir:
+        _check_output_dir(options)
 
-        from .file_io import check_output_folder
 
-        if os.path.exists(options.output_dir):
-            if not os.path.isdir(options.output_dir):
-                raise OptionError(f"--output-dir {options.output_dir} is a file, not a folder")
-            if not options.overwrite:  # an unfinished run keeps its checkpoints beside the folder, not in it
-                raise OptionError(f"{options.output_dir} already exists (pass --overwrite to replace it)")
-        try:
-            check_output_folder(Path(options.output_dir).resolve().parent, "--output-dir's parent")
-        except ValueError as error:
-            raise OptionError(f"--output-dir {options.output_dir}: {error}") from None
+def _check_output_dir(options: FinetuneOptions) -> None:
+    """The output folder: not the --model it reads (nor around or inside it), a new one unless --overwrite, and
+    one whose parent takes new files (it is built beside its final place)."""
+    from pathlib import Path
+
+    from .file_io import check_output_folder, refuse_output_over_inputs
+    from .loading import resolve_model_name
+
+    if isinstance(options.model, (str, os.PathLike)):  # (a model object passed to the library is no path)
+        refuse_output_over_inputs(options.output_dir, "--output-dir",
+                                  [("the model folder", "--model", resolve_model_name(options.model))])
+    if os.path.exists(options.output_dir):
+        if not os.path.isdir(options.output_dir):
+            raise OptionError(f"--output-dir {options.output_dir} is a file, not a folder")
+        if not options.overwrite:  # an unfinished run keeps its checkpoints beside the folder, not in it
+            raise OptionError(f"{options.output_dir} already exists (pass --overwrite to replace it)")
+    try:
+        check_output_folder(Path(options.output_dir).resolve().parent, "--output-dir's parent")
+    except ValueError as error:
+        raise OptionError(f"--output-dir {options.output_dir}: {error}") from None
 
 
 FIELDS = {item.name: item for item in fields(FinetuneOptions)}

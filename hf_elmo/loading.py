@@ -125,12 +125,60 @@ def check_model_location(name: str) -> dict:
     return {}
 
 
+class TokenizerMismatchError(ValueError):
+    """A tokenizer that does not write the ids its model reads (scheme, widths, vocabulary sizes)."""
+
+
+def check_tokenizer_fits(tokenizer, config, name: str = "") -> None:
+    """`TokenizerMismatchError` (one line) unless `tokenizer` writes the ids the model of `config` reads: the same
+    character scheme and ids per word, a word vocabulary exactly when the model has a word embedding, and no
+    character or word id beyond the model's embedding tables (naming the vocabulary file and the id). Every
+    loader of a model with its tokenizer runs it (`load_tokenizer`), and the export of a model object."""
+    where = f"{name}: " if name else ""
+    problems = []
+    if getattr(tokenizer, "char_scheme", None) != getattr(config, "char_scheme", "bytes"):
+        problems.append(f"its character scheme is {getattr(tokenizer, 'char_scheme', None)!r}, the model's "
+                        f"{getattr(config, 'char_scheme', 'bytes')!r}")
+    if getattr(tokenizer, "max_characters_per_token", None) != config.max_characters_per_token:
+        problems.append(f"it writes {getattr(tokenizer, 'max_characters_per_token', None)} ids per word, the model "
+                        f"reads {config.max_characters_per_token}")
+    word_vocab = getattr(tokenizer, "word_vocab", None)
+    word_vocab_size = getattr(config, "word_vocab_size", 0) or 0
+    if word_vocab_size and word_vocab is None:
+        problems.append("the model has a word embedding but the tokenizer no word vocabulary")
+    elif word_vocab is not None and not word_vocab_size:
+        problems.append("the tokenizer has a word vocabulary but the model no word embedding")
+    if problems:
+        raise TokenizerMismatchError(where + "the tokenizer does not fit the model: " + "; ".join(problems))
+    for vocabulary, size, file_name, what in (
+        (getattr(tokenizer, "char_vocab", None), config.char_vocab_size, "char_vocab.json", "character"),
+        (word_vocab, word_vocab_size, "word_vocab.json", "word"),
+    ):
+        if not vocabulary:
+            continue
+        entry, index = max(vocabulary.items(), key=lambda item: item[1])
+        if index >= size:
+            folder = getattr(tokenizer, "name_or_path", "") or name
+            path = os.path.join(folder, file_name) if folder and os.path.isdir(folder) else (
+                f"{folder}'s {file_name}" if folder else f"the tokenizer's {what} vocabulary")
+            raise TokenizerMismatchError(
+                f"{path} maps {entry!r} to id {index}, beyond the model's {size} {what} embeddings (ids 0-{size - 1}): "
+                "this vocabulary is not the model's; save the model's own tokenizer beside it"
+            )
+
+
 def load_tokenizer(name: str, config, hub_kwargs: dict | None = None, user_dict: str | os.PathLike | None = None):
     """The tokenizer saved with the model `name`, segmenting with the jieba user dictionary `user_dict` when given
-    (in place of one saved with it). A folder without tokenizer_config.json gets, with a warning naming the
-    folder, an `ElmoTokenizer` of the model's character scheme (the dictionary one from its char_vocab.json,
-    else UTF-8 bytes), unless the model's word embedding needs its own dictionary or the dictionary scheme
-    cannot be built (then `ModelNotFoundError` naming the file)."""
+    (in place of one saved with it), checked to fit the model (`check_tokenizer_fits`). A folder without
+    tokenizer_config.json gets, with a warning naming the folder, an `ElmoTokenizer` of the model's character
+    scheme (the dictionary one from its char_vocab.json, else UTF-8 bytes), unless the model's word embedding needs
+    its own dictionary or the dictionary scheme cannot be built (then `ModelNotFoundError` naming the file)."""
+    tokenizer = _saved_tokenizer(name, config, hub_kwargs, user_dict)
+    check_tokenizer_fits(tokenizer, config, name)
+    return tokenizer
+
+
+def _saved_tokenizer(name: str, config, hub_kwargs: dict | None = None, user_dict: str | os.PathLike | None = None):
     from transformers import AutoTokenizer
 
     from .tokenization_elmo import ElmoTokenizer
@@ -180,6 +228,51 @@ def _dictionary_tokenizer(name: str, config, user_dict_kwargs: dict):
     return tokenizer
 
 
+class _HoldLoadReport(logging.Filter):
+    """Keeps transformers' load report (a warning table) from being printed, holding it back instead."""
+
+    def __init__(self):
+        super().__init__()
+        self.held: list[logging.LogRecord] = []
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if "LOAD REPORT" in record.getMessage():
+            self.held.append(record)
+            return False
+        return True
+
+
+def from_pretrained_noting_heads(model_class, name: str, **kwargs):
+    """`model_class.from_pretrained(name, **kwargs)`; where a task model's folder (a tagger, a classifier, a
+    pretraining run) is loaded for its biLM, one line says so in place of transformers' load report listing the
+    head's weights as UNEXPECTED ("not ok if you expect identical arch"). Any other report is printed as it was."""
+    report_logger = logging.getLogger("transformers.modeling_utils")
+    report = _HoldLoadReport()
+    report_logger.addFilter(report)
+    try:
+        loaded, info = model_class.from_pretrained(name, output_loading_info=True, **kwargs)
+    finally:
+        report_logger.removeFilter(report)
+    from .modeling_elmo import weight_problems
+
+    problem = weight_problems(loaded, info)  # what from_pretrained refuses when the caller does not inspect
+    if problem:
+        for record in report.held:
+            report_logger.handle(record)
+        raise ValueError(f"{name}: the weights {problem}: load the folder the weights belong to")
+    unexpected = list(info.get("unexpected_keys") or [])
+    only_a_head = unexpected and not any(info.get(key) for key in ("missing_keys", "mismatched_keys", "error_msgs"))
+    if report.held and only_a_head:
+        heads = ", ".join(sorted({key.split(".")[0] for key in unexpected}))
+        saved = ", ".join(getattr(loaded.config, "architectures", None) or []) or "a task model"
+        logger.warning("%s holds %s: using its biLM as %s; its %s weights are left out", name, saved,
+                       model_class.__name__, heads)
+    else:
+        for record in report.held:
+            report_logger.handle(record)
+    return loaded
+
+
 def load_model_and_tokenizer(model=None, model_class=None, user_dict=None):
     """Load `model_class` (default `ElmoModel`) and its tokenizer (with the jieba user dictionary `user_dict`, if
     given) from a folder, 'default' or a Hub id; returns (model, tokenizer, resolved name). Raises
@@ -195,7 +288,7 @@ def load_model_and_tokenizer(model=None, model_class=None, user_dict=None):
     try:
         # float32 whatever config.json's "dtype" says (transformers would load in that dtype): the commands
         # and `Embedder` compute in float32 unless asked for another dtype, which they cast to themselves.
-        loaded = model_class.from_pretrained(name, dtype=torch.float32, **hub_kwargs)
+        loaded = from_pretrained_noting_heads(model_class, name, dtype=torch.float32, **hub_kwargs)
     except SafetensorError as error:
         raise ModelNotFoundError(f"cannot load model {name!r}: its safetensors weights are damaged or incomplete "
                                  f"({error}); save, convert or download the model again") from None
@@ -208,8 +301,11 @@ def load_model_and_tokenizer(model=None, model_class=None, user_dict=None):
 __all__ = [
     "MODEL_OPTION",
     "ModelNotFoundError",
+    "TokenizerMismatchError",
     "check_local_model",
     "check_model_location",
+    "check_tokenizer_fits",
+    "from_pretrained_noting_heads",
     "hub_is_reachable",
     "load_model_and_tokenizer",
     "load_tokenizer",

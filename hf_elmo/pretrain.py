@@ -46,6 +46,7 @@ from .checkpoints import (  # noqa: F401  (TRAIN_LOSS_FILE, check_checkpoint_rea
     weight_names,
     write_run_identity,
 )
+from .interruption import SaveOnInterrupt, TrainingInterrupted, next_checkpoint_step
 from .lm_trainer import LanguageModelTrainer, TimeBudget, exact_perplexity  # noqa: F401 (exact_perplexity: public)
 
 # Fields that define the architecture: a checkpoint must agree on all of them to be resumed.
@@ -264,7 +265,9 @@ def initialize_from(model: ElmoForPreTraining, folder: str) -> str:
         return "encoder and softmax"
     from .modeling_elmo import ElmoModel
 
-    encoder = ElmoModel.from_pretrained(folder).state_dict()
+    from .loading import from_pretrained_noting_heads
+
+    encoder = from_pretrained_noting_heads(ElmoModel, folder).state_dict()
     # The layer mix is a downstream-task parameter, not part of what pretraining continues.
     encoder = {name: value for name, value in encoder.items() if not name.startswith("scalar_mixes.")}
     missing, unexpected = model.elmo.load_state_dict(encoder, strict=False)
@@ -288,12 +291,20 @@ def run(args) -> int:
     bars_were_on = transformers_logging.is_progress_bar_enabled()
     if args.no_progress:  # also the bars transformers shows outside the Trainer (loading weights)
         transformers_logging.disable_progress_bar()
+    data_parallel = False
     try:
         code = _run(args)
+    except TrainingInterrupted as interruption:  # every rank stopped at one step, after the checkpoint was saved
+        if not (torch.distributed.is_available() and torch.distributed.is_initialized()):
+            raise
+        if os.environ.get("RANK", "0") == "0":
+            print(f"hf-elmo: interrupted; saved the checkpoint {interruption.checkpoint}; the same command resumes "
+                  "the run from it", file=sys.stderr)
+        code, data_parallel = 130, True
     finally:
         if bars_were_on:
             transformers_logging.enable_progress_bar()
-    if torch.distributed.is_available() and torch.distributed.is_initialized():
+    if data_parallel or (torch.distributed.is_available() and torch.distributed.is_initialized()):
         _exit_data_parallel_rank(code)
     return code
 
@@ -350,6 +361,18 @@ def check_run_identity(output_dir: Path, args) -> None:
                        OPTIONS_ADDED_LATER)
 
 
+def _checkpoint_to_resume(output_dir: Path, config, args) -> str | None:
+    """The newest complete checkpoint of the run folder, checked readable and of this architecture; None with
+    --no-resume or none there."""
+    if not output_dir.is_dir() or args.no_resume:
+        return None
+    resume = last_complete_checkpoint(output_dir)
+    if resume:
+        check_checkpoint_readable(resume)
+        check_checkpoint_compatible(resume, config)
+    return resume
+
+
 def _run(args) -> int:
     from transformers import set_seed
 
@@ -369,19 +392,15 @@ def _run(args) -> int:
     train_parts = [LineDataset(path, max_words=args.max_words) for path in args.train_file]
     train_dataset = train_parts[0] if len(train_parts) == 1 else torch.utils.data.ConcatDataset(train_parts)
     dev_dataset = LineDataset(args.dev_file, max_words=args.max_words) if args.dev_file else None
-    resume = None
-    if output_dir.is_dir() and not args.no_resume:
-        resume = last_complete_checkpoint(output_dir)
-        if resume:
-            check_checkpoint_readable(resume)
-            check_checkpoint_compatible(resume, config)
-
+    resume = _checkpoint_to_resume(output_dir, config, args)
     set_seed(args.seed)
     model = ElmoForPreTraining(config)
     initialized = None
     if args.init_from and resume is None:
         initialized = initialize_from(model, args.init_from)
         print(f"initialised the {initialized} from {args.init_from}", file=sys.stderr)
+    _say_how_the_run_starts(output_dir, resume, args)  # once nothing more can be refused before training
+    interruption = SaveOnInterrupt("pretraining")
     trainer = LanguageModelTrainer(
         group_by_length=args.group_by_length,
         resumed_loss_sum=checkpoint_loss_sum(resume) if resume else 0.0,
@@ -390,7 +409,7 @@ def _run(args) -> int:
         train_dataset=train_dataset,
         eval_dataset=dev_dataset,
         data_collator=LanguageModelCollator(tokenizer, vocabulary),
-        callbacks=[TimeBudget(args.time_budget_minutes)] if args.time_budget_minutes else None,
+        callbacks=[interruption] + ([TimeBudget(args.time_budget_minutes)] if args.time_budget_minutes else []),
     )
     if trainer.is_world_process_zero():
         output_dir.mkdir(parents=True, exist_ok=True)
@@ -400,6 +419,7 @@ def _run(args) -> int:
         if resume is None:  # the options this run starts with; a resume is checked against them
             write_run_identity(output_dir, run_identity(args))
     summary = _train(trainer, model, output_dir, resume, args)
+    interruption.raise_if_interrupted(output_dir)  # a checkpoint saved on Ctrl-C / SIGTERM: the run is not done
     summary.update({
         "initialized_from": args.init_from,
         "initialized_weights": initialized,
@@ -421,17 +441,18 @@ UNSEGMENTED_RUN = 8
 TEXT_SAMPLE_LINES = 20_000
 
 
-def training_text_shares(paths: list[str], vocabulary: list[str]) -> dict[str, float]:
-    """`unknown` and `unsegmented` shares (see UNKNOWN_SHARE) of the first lines of the training files."""
+def training_text_shares(paths: list[str], vocabulary: list[str] | None) -> dict[str, float]:
+    """`unknown` and `unsegmented` shares (see UNKNOWN_SHARE) of the first lines of the training files (`unknown`
+    0 without a vocabulary)."""
     import regex
 
-    known = set(vocabulary)
+    known = set(vocabulary) if vocabulary is not None else None
     tokens = unknown = cjk = in_long_runs = 0
     lines = 0
     for path in paths:
         for _, words in read_corpus_lines(path):
             tokens += len(words)
-            unknown += sum(word not in known for word in words)
+            unknown += sum(word not in known for word in words) if known is not None else 0
             for word in words:
                 for run in regex.findall(r"[\p{Han}\p{Hiragana}\p{Katakana}\p{Hangul}]+", word):
                     cjk += len(run)
@@ -445,9 +466,10 @@ def training_text_shares(paths: list[str], vocabulary: list[str]) -> dict[str, f
             "lines": lines}
 
 
-def check_training_text(args, vocabulary: list[str]) -> str | None:
+def check_training_text(args, vocabulary: list[str] | None) -> str | None:
     """Refuse (ValueError) training text that is mostly <UNK> or looks unsegmented past the refusal shares; return a
-    warning past the warning shares, else None. Both name `hf-elmo corpus segment`."""
+    warning past the warning shares, else None. Both name `hf-elmo corpus segment`. Without a vocabulary (before
+    one is built) only the unsegmented share is judged."""
     shares = training_text_shares(args.train_file, vocabulary)
     problems, refused = [], False
     if shares["unsegmented"] >= UNSEGMENTED_SHARE["warn"]:
@@ -476,7 +498,15 @@ def _vocabulary(args, output_dir: Path) -> list[str]:
     elif (output_dir / "vocab.txt").exists() and not args.no_resume:
         vocabulary = load_vocabulary(output_dir / "vocab.txt")
     else:
-        vocabulary = build_vocabulary(args.train_file, min_count=args.min_count, max_size=args.max_vocab)
+        # Unsegmented text is named first, whatever --min-count: its lines are single "words" that rarely repeat,
+        # so building a vocabulary of it fails (or succeeds with --min-count 1) with no word of the real cause.
+        unsegmented = check_training_text(args, None)
+        try:
+            vocabulary = build_vocabulary(args.train_file, min_count=args.min_count, max_size=args.max_vocab)
+        except ValueError as error:
+            if unsegmented is None:
+                raise
+            raise ValueError(unsegmented.removeprefix("warning: ") + f" ({error})") from None
     if len(vocabulary) <= len(SPECIAL_WORDS):
         source = args.vocab or output_dir / "vocab.txt"
         raise ValueError(f"the vocabulary {source} has no words besides {', '.join(SPECIAL_WORDS)}")
@@ -527,6 +557,16 @@ def _training_arguments(args, output_dir: Path, has_dev: bool):
     )
 
 
+def _say_how_the_run_starts(output_dir: Path, resume: str | None, args) -> None:
+    """One line at start-up: a fresh run or a resumed one (from which checkpoint), and when the next checkpoint comes."""
+    if os.environ.get("RANK", "0") != "0":
+        return
+    step = checkpoint_step(resume) if resume else 0
+    start = f"resuming from {resume} (step {step:,})" if resume else f"starting a new run in {output_dir}"
+    print(f"{start}; the next checkpoint is written at step {next_checkpoint_step(step, args.save_steps):,} (every "
+          f"--save-steps {args.save_steps:,}), and Ctrl-C saves one before it stops", file=sys.stderr)
+
+
 def _train(trainer, model, output_dir: Path, resume: str | None, args) -> dict:
     """Train (or, resumed at its last step, load the finished weights); the summary's training part."""
     start = time.time()
@@ -538,6 +578,7 @@ def _train(trainer, model, output_dir: Path, resume: str | None, args) -> dict:
     else:
         global_step = trainer.train(resume_from_checkpoint=resume).global_step
     elapsed = time.time() - start
+    args.trained_steps = global_step - (resumed_step or 0)  # the command's advice is for runs that trained
     if global_step == resumed_step:
         elapsed = 0.0
         if trainer.is_world_process_zero():

@@ -68,17 +68,25 @@ def main(argv: Sequence[str] | None = None) -> int:
     from ..loading import MODEL_OPTION
 
     model_option = MODEL_OPTION.set("--model")  # the flag every command names its model with
+    previous_bar_hook = None
     try:
         if args.check is not None:
             args.check(args)
         short = args.command in SHORT_COMMANDS
         if not args.registers_itself:  # `serve` of an ONNX export never imports torch
             register_auto_classes(tagging=not short, pretraining=not short)
+        from .common import quiet_weight_bars
+
+        previous_bar_hook = quiet_weight_bars()
         return args.run(args) or 0
-    except KeyboardInterrupt:
+    except KeyboardInterrupt as interruption:
         command = importlib.import_module(f"{__name__}.{args.command}")
         what_remains = getattr(command, "after_interruption", lambda args: "no output was written")(args)
-        print(f"hf-elmo: interrupted; {what_remains}", file=sys.stderr)
+        saved = getattr(interruption, "checkpoint", None)  # training stopped on the signal after saving one
+        if saved:
+            what_remains = f"saved the checkpoint {saved}; " + what_remains
+        # On its own line: a progress bar (or the terminal's ^C) may hold the cursor mid-line.
+        print(f"{chr(10) if sys.stderr.isatty() else ''}hf-elmo: interrupted; {what_remains}", file=sys.stderr)
         return 130
     except Exception as error:  # a full disk comes as OSError, h5py's RuntimeError, safetensors' own error, ...
         from ..file_io import is_disk_full
@@ -96,6 +104,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     finally:
         MODEL_OPTION.reset(model_option)
+        if previous_bar_hook is not None:
+            from transformers.utils import logging as hf_logging
+
+            hf_logging.set_tqdm_hook(previous_bar_hook[0])
 
 
 def _one_line(error: BaseException) -> str:

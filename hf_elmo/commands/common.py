@@ -91,6 +91,30 @@ def check_output_parent(path: str) -> None:
         raise CommandError(f"output folder does not exist: {parent}")
 
 
+def check_output_apart(output: str, output_flag: str, models=(), files=()) -> None:
+    """`ValueError` (exit 2, one line) when the output is a model folder or file the command reads, contains one, or
+    lies inside a model folder (`refuse_output_over_inputs`, the one check of every command that writes).
+    `models`: (flag, name) pairs of the models read ('default' is the shipped model; Hub names pass);
+    `files`: (flag, path) pairs of the input files read."""
+    from ..file_io import refuse_output_over_inputs
+    from ..loading import resolve_model_name
+
+    inputs = [("the model folder", flag, resolve_model_name(name)) for flag, name in models if name is not None]
+    inputs += [("the input folder" if os.path.isdir(path) else "the input file", flag, path)
+               for flag, path in files if path not in (None, "-")]
+    refuse_output_over_inputs(output, output_flag, inputs)
+
+
+def output_argument(args, metavar: str) -> str:
+    """The output named positionally (`metavar`) or as --output (`args.output_option`): one of them, once."""
+    positional, option = args.output, getattr(args, "output_option", None)
+    if positional is not None and option is not None and positional != option:
+        raise CommandError(f"two outputs given: {metavar} {positional} and --output {option}; give one")
+    if positional is None and option is None:
+        raise CommandError(f"the output is missing: give --output {metavar} (or {metavar} as the last argument)")
+    return positional if positional is not None else option
+
+
 def check_model_folder(model: str | None) -> None:
     """`ModelNotFoundError` for a model named as a local folder that is missing or holds no config.json; `None`,
     'default' and Hub names pass (the Hub is asked when the model is loaded)."""
@@ -117,6 +141,24 @@ def make_embedder(args, distributed=None):
         embedder = Embedder(model, tokenizer=tokenizer, device=device or "cpu", dtype=args.dtype,
                             batch_size=args.batch_size, progress=False)
     return embedder
+
+
+# transformers' bars for every weight file it reads or writes: a pretraining run drew one "Writing model shards" bar
+# per checkpoint (28 in a short run), and every load one "Loading weights" bar, between the command's own lines.
+QUIET_BARS = ("Loading weights", "Writing model shards")
+
+
+def quiet_weight_bars() -> tuple:
+    """Hide transformers' per-file weight bars (`QUIET_BARS`) for the rest of the command, keeping its other bars
+    (downloads) and the commands' own; returns (the previous hook,) to restore."""
+    from transformers.utils import logging as hf_logging
+
+    def hook(factory, args, kwargs):
+        if kwargs.get("desc") in QUIET_BARS:
+            kwargs = {**kwargs, "disable": True}
+        return factory(*args, **kwargs)
+
+    return (hf_logging.set_tqdm_hook(hook),)
 
 
 def batch_memory(args):

@@ -6,7 +6,14 @@ import importlib
 import sys
 
 from ..file_io import output_lock
-from .common import check_input_file, check_model_folder, check_output_parent, remove_leftovers
+from .common import (
+    check_input_file,
+    check_model_folder,
+    check_output_apart,
+    check_output_parent,
+    output_argument,
+    remove_leftovers,
+)
 from .errors import CommandError, memory_for
 
 
@@ -14,11 +21,14 @@ HELP = "convert AllenNLP/bilm-tf or ELMoForManyLangs weights to an hf-elmo folde
 DESCRIPTION = """--from allennlp:         --options options.json --weights weights.hdf5 OUTPUT_DIR
 --from elmoformanylangs: --model-dir ZHS_MODEL_DIR [--config-path CNN_CONFIG.json] OUTPUT_DIR
 --to allennlp:           --model HF_ELMO_DIR OUTPUT_DIR  (writes options.json + weights.hdf5)
+OUTPUT_DIR may also be given as --output OUTPUT_DIR, as for `hf-elmo export` and convert_allennlp.py.
 The output folder is built under a temporary name and renamed when complete."""
 
 
 def add_arguments(parser) -> None:
-    parser.add_argument("output", metavar="OUTPUT_DIR", help="folder to write (refused if it exists, see --overwrite)")
+    parser.add_argument("output", metavar="OUTPUT_DIR", nargs="?",
+                        help="folder to write (refused if it exists, see --overwrite); or give it as --output")
+    parser.add_argument("--output", dest="output_option", metavar="OUTPUT_DIR", help="the same as OUTPUT_DIR")
     direction = parser.add_mutually_exclusive_group(required=True)
     direction.add_argument("--from", dest="source", choices=["allennlp", "elmoformanylangs"], help="source format")
     direction.add_argument("--to", choices=["allennlp"], help="export an hf-elmo folder to this format")
@@ -49,6 +59,7 @@ _CONVERT_OPTIONS = {
 
 
 def check(args) -> None:
+    args.output = output_argument(args, "OUTPUT_DIR")
     check_output_parent(args.output)
     direction = "--to allennlp" if args.to == "allennlp" else f"--from {args.source}"
     unused = [
@@ -69,6 +80,9 @@ def check(args) -> None:
         check_input_file(args.weights, "hdf5 weights")
     elif not args.model_dir:
         raise CommandError("--from elmoformanylangs needs --model-dir (the folder with config.json, char.dic, *.pkl)")
+    check_output_apart(args.output, "OUTPUT_DIR", models=[("--model", args.model)] if args.to else [],
+                       files=[("--options", args.options), ("--weights", args.weights), ("--model-dir", args.model_dir),
+                              ("--config-path", args.config_path)])
 
 
 def run(args) -> int:

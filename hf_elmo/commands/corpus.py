@@ -30,20 +30,22 @@ def add_arguments(parser) -> None:
         ".sentiment.tsv and .category.tsv (label<TAB>text) and pretrain.txt (train part only, jieba words)",
     )
     shopping.add_argument("--input", required=True, help="online_shopping_10_cats.csv (cat,label,review)")
-    shopping.add_argument("--output-dir", required=True, help="folder for the six .tsv files and pretrain.txt")
+    shopping.add_argument("--output-dir", "--output", dest="output_dir", required=True, help="folder for the six .tsv files and pretrain.txt")
     shopping.add_argument("--salt", default="", help="prefix hashed with each review: another salt, another split")
     shopping.add_argument("--overwrite", action="store_true", help="replace the seven files if --output-dir holds them")
 
 
 def check(args) -> None:
     from ..file_io import check_output_path
-    from .common import check_input_file
+    from .common import check_input_file, check_output_apart
 
     if args.corpus_command == "shopping":
         check_input_file(args.input)
         return
+    inputs = [("--input", args.input)] if args.corpus_command == "segment" else [("--corpus", path) for path in args.corpus]
+    check_output_apart(args.output, "--output", files=inputs)
     check_output_path(args.output, args.overwrite)
-    for path in [args.input] if args.corpus_command == "segment" else args.corpus:
+    for _, path in inputs:
         check_input_file(path, "corpus")
 
 

@@ -25,8 +25,10 @@ from .common import (
     batch_memory,
     check_input_file,
     check_model_folder,
+    check_output_apart,
     check_user_dict,
     make_embedder,
+    output_argument,
     read_lines,
     remove_leftovers,
     split_lines,
@@ -56,7 +58,9 @@ each process embeds a share of the lines; the file is identical to a one-process
 
 def add_arguments(parser) -> None:
     parser.add_argument("input", metavar="INPUT", help="UTF-8 text, one sentence per line (`-` = stdin)")
-    parser.add_argument("output", metavar="OUTPUT", help="hdf5 file, or .npy for sentence vectors")
+    parser.add_argument("output", metavar="OUTPUT", nargs="?",
+                        help="hdf5 file, or .npy for sentence vectors; or give it as --output")
+    parser.add_argument("--output", dest="output_option", metavar="OUTPUT", help="the same as OUTPUT")
     parser.add_argument(
         "--layers",
         help="all | top | average | mix | a layer index: 0 = characters, 1..L = biLSTM layers, negative counts "
@@ -209,13 +213,27 @@ def _write_embeddings(writer, rows, sentence_to_index, output: str, remaining_by
     """Write every (index, array) of `rows`, then close. HDF5 cannot recover from a write that fails on a full
     disk (its later flushes crash the process), so before each array the free space is checked against what
     is still to come (and the writer closed only when it is consistent)."""
+    import numpy as np
+
+    bad_values, bad_lines = 0, []
     try:
         for index, array in rows:
+            bad = array.size - int(np.count_nonzero(np.isfinite(array)))
+            if bad:  # counted through to the end, and the output refused before it is moved into place
+                bad_values += bad
+                bad_lines.append(index)
             if isinstance(writer, Hdf5Writer):
                 check_free_space(output, remaining_bytes, f"the rest of {output}")
                 words = writer.word_lists[index]
                 remaining_bytes -= _hdf5_line_bytes(words, array.size // max(len(words), 1))
             writer.write(index, array)
+        if bad_values:
+            writer.close(None)
+            shown = ", ".join(str(index + 1) for index in bad_lines[:5]) + (" ..." if len(bad_lines) > 5 else "")
+            raise CommandError(
+                f"the model's vectors are not finite: {bad_values:,} values are NaN or infinite, in {len(bad_lines):,} "
+                f"sentence(s) (number {shown}; weights too large for float32?); no output was written"
+            )
         writer.close(sentence_to_index)
     except DiskFullError as error:
         raise CommandError(f"{error}; no output was written") from None
@@ -239,10 +257,13 @@ def _output_format(args) -> str:
 
 
 def check(args) -> None:
+    args.output = output_argument(args, "OUTPUT")
     if args.output == "-":
         raise CommandError("embeddings are written to a file, not to standard output: give a file name")
     if args.forget_sentences and _output_format(args) == "npy":
         raise CommandError("--forget-sentences applies to hdf5 output (its sentence_to_index dataset); .npy has none")
+    check_output_apart(args.output, "OUTPUT", models=[("--model", args.model)],
+                       files=[("INPUT", args.input), ("--user-dict", args.user_dict)])
     check_output_path(args.output, args.overwrite)
     check_input_file(args.input)
     check_user_dict(args, args.split == "whitespace", "--split whitespace")

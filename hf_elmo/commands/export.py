@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import sys
 
-from .common import check_model_folder, check_output_parent, remove_leftovers
+from .common import check_model_folder, check_output_apart, check_output_parent, remove_leftovers
 from .errors import CommandError
 
 HELP = "export a model for serving without PyTorch (ONNX) or as a sentence-transformers folder"
@@ -40,6 +40,7 @@ def add_arguments(parser) -> None:
 def check(args) -> None:
     check_output_parent(args.output)
     check_model_folder(args.model)
+    check_output_apart(args.output, "--output", models=[("--model", args.model)])
 
 
 def run(args) -> int:

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import os
 
 from ..finetune_options import add_finetune_arguments, check_batch_size, options_from_arguments
-from .common import add_user_dict_argument, check_input_file, check_model_folder, check_user_dict
+from .common import add_user_dict_argument, check_input_file, check_model_folder, check_output_apart, check_user_dict
 
 HELP = "fine-tune ELMo with a task head"
 DESCRIPTION = "Fine-tune ELMo on word-level tagging (NER, POS, ...) or sentence classification with the `Trainer`."
@@ -56,12 +57,14 @@ def add_arguments(parser) -> None:
 def after_interruption(args) -> str:
     # Ctrl-C may come while torch is half imported: nothing here may import it.
     if args.finetune_command in ("train", "train-classifier"):
-        from ..checkpoints import checkpoint_folder_for
+        from pathlib import Path
 
-        return (
-            f"nothing was written to {args.output_dir}; the same command resumes from the last finished epoch "
-            f"kept in {checkpoint_folder_for(args.output_dir)} (or starts again if none had finished)"
-        )
+        from ..checkpoints import checkpoint_folder_for, last_complete_checkpoint
+
+        folder = checkpoint_folder_for(args.output_dir)
+        checkpoint = last_complete_checkpoint(Path(folder)) if os.path.isdir(folder) else None
+        resumes = f"resumes from {checkpoint}" if checkpoint else "starts again (no checkpoint had been written)"
+        return f"nothing was written to {args.output_dir}; the same command {resumes}"
     return "no output was written"
 
 
@@ -172,7 +175,9 @@ def _evaluate(args) -> None:
 def check(args) -> None:
     """The mistakes found without a model, before torch is imported: options, files, the model folder."""
     if args.finetune_command in ("train", "train-classifier"):
-        _options(args)
+        check_output_apart(args.output_dir, "--output-dir",
+                           files=[(f"--{split}", getattr(args, split)) for split in ("train", "dev", "test")])
+        _options(args)  # with the output refused where it is the --model, contains it or lies inside it
         for split in ("train", "dev", "test"):
             check_input_file(getattr(args, split), f"--{split}")
     elif args.finetune_command == "predict":

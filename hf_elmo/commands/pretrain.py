@@ -72,7 +72,7 @@ def add_arguments(parser) -> None:
     model.add_argument("--dropout", type=float, default=0.1, help="dropout on the biLSTM outputs")
     model.add_argument("--segmenter", default="auto", help="tokenizer segmenter saved with the model")
     train = parser.add_argument_group("training")
-    train.add_argument("--output-dir", required=True, help="run folder: checkpoints, then the model, vocabulary and summary")
+    train.add_argument("--output-dir", "--output", dest="output_dir", required=True, help="run folder: checkpoints, then the model, vocabulary and summary")
     train.add_argument("--epochs", type=float, default=1.0, help="passes over the training data (> 0)")
     train.add_argument(
         "--max-steps", type=int, default=None, help="optimiser steps (>= 1); when given it overrides --epochs"
@@ -120,13 +120,15 @@ ARCHITECTURE_DEFAULTS = {
 
 
 def check(args) -> None:
-    from .common import check_input_file, check_model_folder
+    from .common import check_input_file, check_model_folder, check_output_apart
 
     for path in args.train_file:
         check_input_file(path, "corpus")
     check_input_file(args.dev_file, "--dev-file corpus")
     check_input_file(args.vocab, "--vocab")
     check_model_folder(args.init_from)
+    # The run folder may hold its own inputs (a corpus, the vocab.txt it wrote): it is added to, never replaced.
+    check_output_apart(args.output_dir, "--output-dir", models=[("--init-from", args.init_from)])
 
 
 def run(args) -> int:
@@ -139,7 +141,8 @@ def run(args) -> int:
         if primary:
             _remove_what_killed_runs_left(Path(args.output_dir))
         code = pretrain(args)
-    advice = data_parallel_advice(os.environ, os.cpu_count() or 1, args.command_line) if code == 0 else None
+    trained = code == 0 and getattr(args, "trained_steps", 0) > 0  # no advice when nothing was trained
+    advice = data_parallel_advice(os.environ, os.cpu_count() or 1, args.command_line) if trained else None
     if advice:  # after the run, so that a refused run still ends in one error line
         print(advice, file=sys.stderr)
     return code

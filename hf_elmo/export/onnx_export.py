@@ -59,6 +59,9 @@ def export_onnx(model_or_path, output_dir: str | os.PathLike, tokenizer=None, ov
     model, tokenizer, source, kind = _model_and_tokenizer(model_or_path, tokenizer)
     config = model.config
     _check_tokenizer(tokenizer, config)
+    from ..embedder import refuse_non_finite_outputs
+
+    refuse_non_finite_outputs(model, tokenizer, source)
     what = f"{type(model).__name__}" + (f" {source}" if source else "")
     proto, head = task_onnx_model(kind, config, model.state_dict(), what)
     weight_bytes = sum(len(tensor.raw_data) for tensor in proto.graph.initializer)
@@ -129,18 +132,10 @@ def _model_and_tokenizer(model_or_path, tokenizer):
 
 
 def _check_tokenizer(tokenizer, config) -> None:
-    """The saved tokenizer must write the ids the graph reads."""
-    problems = []
-    if getattr(tokenizer, "max_characters_per_token", None) != config.max_characters_per_token:
-        problems.append(f"it writes {getattr(tokenizer, 'max_characters_per_token', None)} ids per word, the model "
-                        f"reads {config.max_characters_per_token}")
-    if getattr(tokenizer, "char_scheme", None) != config.char_scheme:
-        problems.append(f"its character scheme is {getattr(tokenizer, 'char_scheme', None)!r}, the model's "
-                        f"{config.char_scheme!r}")
-    if config.word_vocab_size and getattr(tokenizer, "word_vocab", None) is None:
-        problems.append("the model has a word embedding but the tokenizer no word vocabulary")
-    if problems:
-        raise ValueError("the tokenizer does not fit the model: " + "; ".join(problems))
+    """The saved tokenizer must write the ids the graph reads: the fit check every loader runs."""
+    from ..loading import check_tokenizer_fits
+
+    check_tokenizer_fits(tokenizer, config)
 
 
 _KIND_OUTPUTS = {

@@ -67,6 +67,9 @@ def save_sentence_transformer(model_path: str | os.PathLike, output_dir: str | o
     target.check()  # before loading anything
     model, tokenizer, source = load_model_and_tokenizer(model_path)
     layers = check_layers(layers, model.config.num_lstm_layers + 1)
+    from ..embedder import refuse_non_finite_outputs
+
+    refuse_non_finite_outputs(model, tokenizer, source)
     words = ElmoWordEmbeddings(model.cpu().eval(), tokenizer, layers=layers)
     sentence_model = sentence_transformers.SentenceTransformer(
         modules=[words, Pooling(words.get_embedding_dimension(), pooling_mode=pooling)], device="cpu"

@@ -477,7 +477,7 @@ def test_convert_elmoformanylangs_hook(tmp_path, monkeypatch, capsys):
     assert calls == [((str(tmp_path / "zhs.model"), str(tmp_path / "out")),
                       {"overwrite": False, "config_path": str(tmp_path / "cnn_50_100.json")})]
     monkeypatch.setitem(sys.modules, "hf_elmo.elmoformanylangs_format", None)
-    assert run("convert", tmp_path / "out", "--from", "elmoformanylangs", "--model-dir", tmp_path) == 2
+    assert run("convert", tmp_path / "out", "--from", "elmoformanylangs", "--model-dir", tmp_path / "zhs.model") == 2
     assert "no ELMoForManyLangs converter" in capsys.readouterr().err
 
 

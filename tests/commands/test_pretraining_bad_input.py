@@ -330,7 +330,7 @@ def test_ctrl_c_ends_with_one_line_saying_what_remains(command, tmp_path):
                 "--epochs", "10000", "--no-precompute-elmo", "--batch-size", "2", "--threads", "1"]
         log = tmp_path / "stderr.txt"
         ready = lambda: "trainable of" in log.read_text()  # noqa: E731
-        expected = f"nothing was written to {run}; the same command resumes from the last finished epoch"
+        expected = f"nothing was written to {run}; the same command resumes from {run.parent / '.run.checkpoints'}"
     stderr = open(tmp_path / "stderr.txt", "w")
     # A suite started in the background by a shell without job control inherits SIGINT ignored, and Python
     # keeps an ignored SIGINT ignored: give the command the default disposition a user's terminal gives it.
@@ -352,7 +352,9 @@ def test_ctrl_c_ends_with_one_line_saying_what_remains(command, tmp_path):
     text = (tmp_path / "stderr.txt").read_text()
     assert code == 130, text[-3000:]
     assert "Traceback" not in text, text[-3000:]
-    assert text.strip().splitlines()[-1].startswith(f"hf-elmo: interrupted; {expected}"), text[-1000:]
+    # Issue 45.2: the signal ends the step, which is saved as a checkpoint, named.
+    last = text.strip().splitlines()[-1]
+    assert last.startswith("hf-elmo: interrupted; saved the checkpoint ") and expected in last, text[-1000:]
 
 
 def test_a_run_folder_is_never_resumed_by_another_run(tmp_path, capsys, finished_run):
@@ -384,6 +386,36 @@ def test_unsegmented_chinese_is_refused_naming_corpus_segment(tmp_path, capsys):
     err = one_error_line(capsys)
     assert "100% of its CJK characters stand in runs of 8 or more without a space (unsegmented text)" in err
     assert "`hf-elmo corpus segment`" in err and not (tmp_path / "out").exists()
+
+
+# Issue 45.3: the unsegmented-text message comes first, whatever --min-count ------------------------------------------
+
+RAW_CHINESE = ["今天下午我们在北京大学的图书馆里读了很多关于自然语言处理的书", "明天上午他们要去上海参加一个关于人工智能的会议",
+               "这家餐厅的小米粥和红枣糕都非常好吃价格也很便宜", "我的朋友昨天买了一部新手机拍照效果比以前好多了"]
+
+
+@pytest.mark.parametrize("min_count", [None, "1", "3", "100"])
+def test_unsegmented_text_is_named_first_whatever_the_min_count(tmp_path, capsys, min_count):
+    corpus = tmp_path / "raw.txt"
+    corpus.write_text("".join(f"{line}{n}\n" for n in range(10) for line in RAW_CHINESE), encoding="utf-8")
+    argv = ["pretrain", "--train-file", str(corpus), "--output-dir", str(tmp_path / "out"), "--max-steps", "1",
+            *(["--min-count", min_count] if min_count else []), *TINY_ARGS]
+    assert commands.main(argv) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("hf-elmo: error: --train-file") and "\n" not in err, err
+    assert "of its CJK characters stand in runs of 8 or more without a space (unsegmented text)" in err
+    assert "`hf-elmo corpus segment`" in err and not (tmp_path / "out").exists()
+
+
+def test_text_partly_unsegmented_names_it_beside_the_vocabulary_problem(tmp_path, capsys):
+    """Between the warning and the refusal shares: the vocabulary fails with the text's problem named too."""
+    corpus = tmp_path / "half.txt"
+    words = "我们 在 北京 读 书"
+    corpus.write_text("".join(f"{words} {RAW_CHINESE[n % 4][:12]}{n}\n" for n in range(20)), encoding="utf-8")
+    assert commands.main(["pretrain", "--train-file", str(corpus), "--output-dir", str(tmp_path / "out"),
+                          "--min-count", "100", *TINY_ARGS]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "(unsegmented text)" in err and "no word occurs at least 100 times" in err and "\n" not in err, err
 
 
 def test_training_text_mostly_unknown_words_is_refused_and_a_large_share_warned_of(tmp_path, capsys):
