@@ -253,7 +253,7 @@ def build_model(model_class, options: FinetuneOptions, **config_values):
         raise ModelNotFoundError(f"cannot load the model in {options.model}: {_first_line(error)}") from None
     finally:
         report_logger.removeFilter(load_report)
-    problem = weight_problems(model, loading)
+    problem = weight_problems(model, loading, options.model)
     if problem:
         raise ModelNotFoundError(f"cannot load the model in {options.model}: {problem}")
     fresh = sorted({name.split(".")[0] for name in loading["missing_keys"] if not name.startswith("elmo.")})

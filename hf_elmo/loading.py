@@ -255,11 +255,11 @@ def from_pretrained_noting_heads(model_class, name: str, **kwargs):
         report_logger.removeFilter(report)
     from .modeling_elmo import weight_problems
 
-    problem = weight_problems(loaded, info)  # what from_pretrained refuses when the caller does not inspect
+    problem = weight_problems(loaded, info, name)  # what from_pretrained refuses when the caller does not inspect
     if problem:
         for record in report.held:
             report_logger.handle(record)
-        raise ValueError(f"{name}: the weights {problem}: load the folder the weights belong to")
+        raise ValueError(problem)
     unexpected = list(info.get("unexpected_keys") or [])
     only_a_head = unexpected and not any(info.get(key) for key in ("missing_keys", "mismatched_keys", "error_msgs"))
     if report.held and only_a_head:

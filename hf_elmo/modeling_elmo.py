@@ -272,9 +272,10 @@ _HEAD_WEIGHTS = ("scalar_mix", "elmo.scalar_mixes", "classifier", "pre_classifie
                  "token_features.", "softmax.")
 
 
-def weight_problems(model: ElmoPreTrainedModel, loading_info: dict) -> str | None:
-    """What makes a loaded checkpoint unusable, from transformers' load report and the loaded values: tensors of the
-    biLM it lacks (they would run random), tensors the model does not have, values that are not finite."""
+def weight_problems(model: ElmoPreTrainedModel, loading_info: dict, source) -> str | None:
+    """What makes the checkpoint `source` unusable, from transformers' load report and the loaded values, in one line
+    naming its weights: tensors of the biLM it lacks (they would run random), tensors the model does not have, values
+    that are not finite."""
     parts = []
     for kind, found in (("missing_keys", "lack {} of the biLM's tensors"),
                         ("unexpected_keys", "hold {} tensors this model does not have")):
@@ -285,7 +286,11 @@ def weight_problems(model: ElmoPreTrainedModel, loading_info: dict) -> str | Non
                if tensor.is_floating_point() and not bool(torch.isfinite(tensor).all())]
     if damaged:
         parts.append(f"hold NaN or infinite values ({', '.join(damaged[:4])}{', ...' if len(damaged) > 4 else ''})")
-    return " and ".join(parts) if parts else None
+    if not parts:
+        return None
+    weights = os.path.join(source, "model.safetensors")
+    where = weights if os.path.isfile(weights) else f"the safetensors weights of {source}"
+    return f"{where}: the weights {' and '.join(parts)}: load the folder the weights belong to"
 
 
 class ElmoPreTrainedModel(PreTrainedModel):
@@ -310,12 +315,10 @@ class ElmoPreTrainedModel(PreTrainedModel):
         model._after_loading(loading_info)
         if inspecting:
             return model, loading_info
-        problem = None if pretrained_model_name_or_path is None else weight_problems(model, loading_info)
+        problem = (None if pretrained_model_name_or_path is None
+                   else weight_problems(model, loading_info, pretrained_model_name_or_path))
         if problem:
-            weights = os.path.join(pretrained_model_name_or_path, "model.safetensors")
-            where = weights if os.path.isfile(weights) else f"the safetensors weights of {pretrained_model_name_or_path}"
-            raise ValueError(f"{where}: the weights {problem}: load the folder the weights belong to, or pass "
-                             "output_loading_info=True to inspect what was loaded")
+            raise ValueError(f"{problem}, or pass output_loading_info=True to inspect what was loaded")
         return model
 
     def _after_loading(self, loading_info: dict) -> None:
