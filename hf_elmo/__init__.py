@@ -59,10 +59,11 @@ def register_auto_classes() -> None:
     from .modeling_elmo import ElmoPreTrainedModel  # noqa: F401  (the model classes below)
     from .pipeline_elmo import register_pipeline
     from .tokenization_elmo import ElmoTokenizer
+    from .transformers_versions import TRANSFORMERS_MAJOR
 
     modeling_elmo = _import_module(".modeling_elmo", __name__)
     AutoConfig.register(ElmoConfig.model_type, ElmoConfig, exist_ok=True)
-    if int(transformers.__version__.split(".")[0]) >= 5:
+    if TRANSFORMERS_MAJOR >= 5:
         AutoTokenizer.register(ElmoConfig, tokenizer_class=ElmoTokenizer, exist_ok=True)
     else:  # transformers 4.x names a Python tokenizer the "slow" one
         AutoTokenizer.register(ElmoConfig, slow_tokenizer_class=ElmoTokenizer, exist_ok=True)
