@@ -14,11 +14,18 @@ TRANSFORMERS_MAJOR = int(TRANSFORMERS_VERSION.split(".")[0])
 TRANSFORMERS_5 = "transformers>=5.24,<6"
 
 
-def require_transformers_5(what: str) -> None:
-    """RuntimeError (one line) when `what` cannot work on the installed transformers 4.x."""
-    if TRANSFORMERS_MAJOR < 5:
-        raise RuntimeError(f"{what} needs {TRANSFORMERS_5} (installed: transformers {TRANSFORMERS_VERSION}): "
-                           f"pip install '{TRANSFORMERS_5}'")
+def transformers_5_needed(what: str) -> str | None:
+    """The one-line refusal of `what` on the installed transformers 4.x, or None on 5.x."""
+    if TRANSFORMERS_MAJOR >= 5:
+        return None
+    return f"{what} needs {TRANSFORMERS_5} (installed: transformers {TRANSFORMERS_VERSION}): pip install '{TRANSFORMERS_5}'"
+
+
+def require_transformers_5(what: str, error: type[Exception] = RuntimeError) -> None:
+    """Raise `error` with `transformers_5_needed(what)` on transformers 4.x."""
+    message = transformers_5_needed(what)
+    if message:
+        raise error(message)
 
 
 def safe_globals():
@@ -36,4 +43,5 @@ def warmup_arguments(fraction: float) -> dict:
     return {"warmup_steps": fraction} if TRANSFORMERS_MAJOR >= 5 else {"warmup_ratio": fraction}
 
 
-__all__ = ["TRANSFORMERS_MAJOR", "TRANSFORMERS_VERSION", "require_transformers_5", "safe_globals", "warmup_arguments"]
+__all__ = ["TRANSFORMERS_MAJOR", "TRANSFORMERS_VERSION", "require_transformers_5", "safe_globals", "transformers_5_needed",
+           "warmup_arguments"]
