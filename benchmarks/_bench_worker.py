@@ -96,7 +96,9 @@ def load_ours(spec):
     elif mode == "mkl":  # the fast path without oneDNN's packed products
         implement(model, "fast")
     elif mode == "repack":  # oneDNN with the packed weights made for each call only (less memory)
-        model.kernels.keep_inference_copies = False
+        from hf_elmo.kernels import set_keep_inference_copies
+
+        set_keep_inference_copies(model, False)
     elif mode == "cache":
         from hf_elmo.kernels import build_token_cache
 

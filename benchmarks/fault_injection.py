@@ -17,7 +17,7 @@ shows as an exit status. What counts as a pass:
   shopping` killed / on a full disk (the old or the new complete set of seven files, never a mix), the sweep
   beside a run of another pid namespace, a dictionary model without tokenizer_config.json, two runs into one
   output, `--overwrite` killed between its steps, a "dtype" in config.json, impossible sizes and huge hdf5
-  datasets, mistyped weights_checksums.json, CR-only line ends, file modes, invalid UTF-8. Each row says what
+  datasets, CR-only line ends, file modes, invalid UTF-8. Each row says what
   passes; a refusal passes only as exit 2 with one `hf-elmo: error:` line and no traceback.
 """
 
@@ -230,7 +230,10 @@ def damage_trials(commands: dict, work: Path, trials: int, rng: random.Random) -
     argv = ["embed", sentences, "OUT", "--model", "MODEL", "--layers", "all"]
     assert hf_elmo([reference if a == "OUT" else work / "tiny" if a == "MODEL" else a for a in argv]).returncode == 0
     rows = []
-    for kind in ("256 random bytes", "flipped low bits"):
+    # Without a checksum sidecar (issue 41: weights rewritten by standard tools must load) damage is found by
+    # safetensors' own checks (a file cut short) and by the scan of the loaded values (bytes that read as NaN);
+    # bytes that still read as finite numbers are not detectable, and are not tried here.
+    for kind in ("cut short", "256 bytes of 0xff"):
         passed, notes = 0, []
         for trial in range(trials):
             model = work / f"damaged-{kind[:3]}-{trial}"
@@ -238,24 +241,23 @@ def damage_trials(commands: dict, work: Path, trials: int, rng: random.Random) -
             path = model / "model.safetensors"
             data = bytearray(path.read_bytes())
             header = 8 + int.from_bytes(data[:8], "little")
-            if kind == "256 random bytes":
-                start = rng.randrange(header, len(data) - 256)
-                data[start:start + 256] = bytes(rng.randrange(256) for _ in range(256))
+            if kind == "cut short":
+                del data[rng.randrange(1, len(data)):]
             else:
-                for _ in range(rng.randint(1, 4)):
-                    data[rng.randrange(header, len(data))] ^= 1 << rng.randrange(3)
+                start = rng.randrange(header, len(data) - 256)
+                data[start:start + 256] = b"\xff" * 256
             path.write_bytes(bytes(data))
             output = model.parent / f"{model.name}.hdf5"
             result = hf_elmo([output if a == "OUT" else model if a == "MODEL" else a for a in argv])
             if result.returncode == 2:
-                ok = "model.safetensors" in result.stderr and "Traceback" not in result.stderr and not output.exists()
+                ok = "safetensors" in result.stderr and "Traceback" not in result.stderr and not output.exists()
             else:
                 ok = result.returncode == 0 and _same_vectors(output, reference)
             passed += ok
             if not ok:
                 notes.append(f"trial {trial}: exit {result.returncode} {result.stderr.strip()[-150:]}")
         rows.append({"scenario": f"damaged model.safetensors ({kind}), `embed`", "trials": trials, "passed": passed,
-                     "notes": "; ".join(notes) or "refused naming model.safetensors (checksum)"})
+                     "notes": "; ".join(notes) or "refused naming the safetensors weights"})
     return rows
 
 
@@ -306,7 +308,6 @@ def weights_not_the_models_trials(work: Path) -> list[dict]:
     for number, (damage, rename) in enumerate(damages.items()):
         model = work / f"weights-not-the-models-{number}"
         shutil.copytree(work / "tiny", model)
-        (model / "weights_checksums.json").unlink()
         tensors = load_file(str(model / "model.safetensors"))
         save_file({rename(k): v for k, v in tensors.items() if rename(k)}, str(model / "model.safetensors"),
                   metadata={"format": "pt"})
@@ -320,7 +321,7 @@ def weights_not_the_models_trials(work: Path) -> list[dict]:
             result = hf_elmo(argv)
             ok = _refused(result, str(model / "model.safetensors")) and not os.listdir(outputs)
             outcomes.append((f"`{command}` {damage}: exit {result.returncode}", ok))
-    return [_row("model.safetensors without the biLSTM tensors or with foreign names only (no checksum file): "
+    return [_row("model.safetensors without the biLSTM tensors or with foreign names only (rewritten by save_file): "
                  "`embed`, `info`, `convert --to allennlp` (#1)", outcomes,
                  "refused naming model.safetensors, exit 2, nothing written")]
 
@@ -593,19 +594,6 @@ def allocation_trials(work: Path) -> list[dict]:
                  "by its shape or type before any data is read")]
 
 
-def checksum_file_trials(work: Path) -> list[dict]:
-    outcomes = []
-    for number, record in enumerate(('[]', '{"model.safetensors": 5}',
-                                     '{"../../../../etc/hostname": {"bytes": 1, "crc32": "0"}}')):
-        model = work / f"checksums-{number}"
-        shutil.copytree(work / "tiny", model)
-        (model / "weights_checksums.json").write_text(record)
-        result = hf_elmo(["info", "--model", model])
-        outcomes.append((f"{record}: exit {result.returncode}", _refused(result, str(model / "weights_checksums.json"))))
-    return [_row("weights_checksums.json of `[]`, `{\"model.safetensors\": 5}`, a `../` name; `info` (#11, #16)",
-                 outcomes, "one line naming weights_checksums.json, exit 2; nothing outside the folder read")]
-
-
 def line_end_trials(work: Path) -> list[dict]:
     import h5py
 
@@ -669,7 +657,6 @@ def issue_37_trials(commands: dict, work: Path, trials: int, rng: random.Random)
     rows += interrupted_overwrite_trials(commands, work)
     rows += dtype_trials(work)
     rows += allocation_trials(work)
-    rows += checksum_file_trials(work)
     rows += line_end_trials(work)
     rows += permission_trials(work)
     rows += invalid_utf8_trials(work)

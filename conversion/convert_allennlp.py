@@ -7,9 +7,11 @@
 
 The folder holds config.json, model.safetensors, the tokenizer files and the modelling code (for
 ``trust_remote_code=True``), plus a README.md model card with ``--push-to-hub``, and loads with
-``AutoModel.from_pretrained(DIR)`` after ``import hf_elmo``. ``allennlp elmo`` split lines on whitespace:
-``--segmenter whitespace`` saves a tokenizer that does the same with raw text. ``--push-to-hub`` uploads the finished folder in one commit (``HF_TOKEN`` /
-``hf auth login`` for credentials, ``HF_ENDPOINT`` for another Hub).
+``AutoModel.from_pretrained(DIR)`` after ``import hf_elmo``. Its tokenizer splits raw text on whitespace only, as
+bilm-tf and AllenNLP models were trained (pre-tokenised text) and as ``allennlp elmo`` split its input lines; for a
+Chinese bilm-tf model trained on jieba words or single characters, pass ``--segmenter jieba`` or ``--segmenter chars``.
+``--push-to-hub`` uploads the finished folder in one commit (``HF_TOKEN`` / ``hf auth login`` for credentials,
+``HF_ENDPOINT`` for another Hub).
 """
 
 from __future__ import annotations
@@ -32,8 +34,10 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--reverse", action="store_true", help="export --model to options.json + weights.hdf5")
     parser.add_argument("--model", help="hf-elmo model folder to export with --reverse")
     parser.add_argument(
-        "--segmenter", choices=["auto", "jieba", "chars", "whitespace"], default="auto",
-        help="how the saved tokenizer splits raw text (default auto: jieba for Chinese runs; whitespace = allennlp elmo)",
+        "--segmenter", choices=["whitespace", "jieba", "chars", "auto"], default="whitespace",
+        help="how the saved tokenizer splits raw text: whitespace (default: as the model's training text and "
+        "`allennlp elmo`), or for a Chinese bilm-tf model jieba (punctuation apart, jieba words) or chars (one word a "
+        "character)",
     )
     parser.add_argument("--push-to-hub", metavar="REPO_ID", help="upload the converted folder to this Hub repo")
     parser.add_argument("--private", action="store_true", help="create the Hub repo as private")

@@ -44,20 +44,50 @@ _EXPORTS = {
     "Embedder": "embedder",
 }
 
-_registered = False
+_registered: set[str] = set()
 
 
-def register_auto_classes() -> None:
-    """Register the ELMo config, tokenizer, models and pipeline with transformers (idempotent)."""
-    global _registered
-    if _registered:
-        return
+def register_auto_classes(*, tagging: bool = True, pretraining: bool = True) -> None:
+    """Register the ELMo config, tokenizer, models and pipeline with transformers (idempotent).
+
+    `tagging=False` leaves out what comes from elmo_tagging.py (which imports transformers' pipelines): the
+    `elmo-token-classification` pipeline and the auto class written into the config.json of the character taggers
+    the process saves; `pretraining=False` leaves out the pretraining head of `AutoModelForPreTraining` (and its
+    sampled-softmax kernels). The `hf-elmo` commands that neither tag, save taggers nor pretrain register without
+    them."""
+    if "models" not in _registered:
+        _register_models()
+        _registered.add("models")
+    if pretraining and "pretraining" not in _registered:
+        import transformers
+
+        from .configuration_elmo import ElmoConfig
+
+        # The pretraining head is the package's (elmo_language_model.py), not remote code: registered, not in auto_map.
+        transformers.AutoModelForPreTraining.register(
+            ElmoConfig, _import_module(".elmo_language_model", __name__).ElmoForPreTraining, exist_ok=True
+        )
+        _registered.add("pretraining")
+    if tagging and "tagging" not in _registered:
+        from .pipeline_elmo import register_pipeline
+
+        # Written into the auto_map of the character taggers it saves (in place of the word tagger), so that
+        # remote-code users load them with AutoModelForTokenClassification; the package itself picks the class from
+        # `architectures`.
+        _import_module(".elmo_tagging", __name__).ElmoForCharacterTagging.register_for_auto_class(
+            "AutoModelForTokenClassification"
+        )
+        register_pipeline()
+        _registered.add("tagging")
+
+
+def _register_models() -> None:
     import transformers
     from transformers import AutoConfig, AutoTokenizer
 
+    from . import kernels  # noqa: F401  (registers the kernels: "auto" becomes every model's default)
     from .configuration_elmo import ElmoConfig
     from .modeling_elmo import ElmoPreTrainedModel  # noqa: F401  (the model classes below)
-    from .pipeline_elmo import register_pipeline
     from .tokenization_elmo import ElmoTokenizer
     from .transformers_versions import TRANSFORMERS_MAJOR
 
@@ -76,17 +106,6 @@ def register_auto_classes() -> None:
             continue
         getattr(transformers, auto_name).register(ElmoConfig, model_class, exist_ok=True)
         model_class.register_for_auto_class(auto_name)
-    # Written into the auto_map of the character taggers it saves (in place of the word tagger), so that remote-code
-    # users load them with AutoModelForTokenClassification; the package itself picks the class from `architectures`.
-    _import_module(".elmo_tagging", __name__).ElmoForCharacterTagging.register_for_auto_class(
-        "AutoModelForTokenClassification"
-    )
-    # The pretraining head is the package's (elmo_language_model.py), not remote code: registered, not in auto_map.
-    transformers.AutoModelForPreTraining.register(
-        ElmoConfig, _import_module(".elmo_language_model", __name__).ElmoForPreTraining, exist_ok=True
-    )
-    register_pipeline()
-    _registered = True
 
 
 def __getattr__(name):

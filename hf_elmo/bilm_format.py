@@ -392,6 +392,11 @@ def _encoder_state(model) -> dict[str, torch.Tensor]:
     return encoder.state_dict()
 
 
+#: How the tokenizer of a converted bilm-tf / AllenNLP model splits raw text unless told otherwise: on whitespace
+#: only, as the models' training data was split (no punctuation splitting, no Chinese segmentation).
+BILM_SEGMENTER = "whitespace"
+
+
 def convert_bilm_to_folder(
     options_path,
     weights_path,
@@ -401,12 +406,18 @@ def convert_bilm_to_folder(
     model_card=None,
 ) -> Path:
     """``options.json`` + ``weights.hdf5`` -> a folder `from_pretrained` loads (config, safetensors, tokenizer),
-    with a README.md when a `huggingface_hub.ModelCard` is given."""
+    with a README.md when a `huggingface_hub.ModelCard` is given.
+
+    The tokenizer splits raw text on whitespace only (`BILM_SEGMENTER`): bilm-tf and AllenNLP models were trained on
+    pre-tokenised text, and `allennlp elmo` split its input lines the same way. A Chinese bilm-tf model trained on
+    jieba words or single characters gets its segmenter with ``tokenizer_kwargs={"segmenter": "jieba"}`` (or
+    ``"chars"``)."""
     from .tokenization_elmo import ElmoTokenizer
 
     AtomicDirectory(output_dir, overwrite=overwrite).check()  # before the (possibly long) conversion
     model = load_model_from_bilm(options_path, weights_path)
-    tokenizer = ElmoTokenizer(max_characters_per_token=model.config.max_characters_per_token, **(tokenizer_kwargs or {}))
+    tokenizer = ElmoTokenizer(max_characters_per_token=model.config.max_characters_per_token,
+                              **{"segmenter": BILM_SEGMENTER, **(tokenizer_kwargs or {})})
     with AtomicDirectory(output_dir, overwrite=overwrite) as folder:
         model.save_pretrained(folder)
         tokenizer.save_pretrained(folder)
@@ -425,8 +436,7 @@ def export_folder_to_bilm(model_dir, output_dir, overwrite: bool = False) -> Pat
     if not os.path.isdir(model_dir):
         raise ValueError(f"model folder not found: {os.fspath(model_dir)}")
     AtomicDirectory(output_dir, overwrite=overwrite).check()
-    from .loading import check_saved_tensors
-
-    model = ElmoModel.from_pretrained(model_dir, dtype=torch.float32)  # the weights as saved, whatever config.json's dtype
-    check_saved_tensors(model, model_dir)  # a tensor left out would be exported with its random initial values
+    # The weights as saved, whatever config.json's dtype; from_pretrained refuses a folder that lacks tensors of the
+    # biLM (they would be exported with their random initial values).
+    model = ElmoModel.from_pretrained(model_dir, dtype=torch.float32)
     return write_bilm_files(model, output_dir, overwrite=overwrite)

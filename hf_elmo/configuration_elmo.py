@@ -1,8 +1,8 @@
+# Copyright 2026 The hf-elmo authors. Licensed under the Apache License, Version 2.0.
 """ELMo configuration: the architecture fields of AllenNLP / bilm-tf ``options.json``, and the heads' fields."""
 
 import functools
 import math
-import sys
 from typing import Literal
 
 from huggingface_hub.dataclasses import strict
@@ -67,7 +67,10 @@ class ElmoConfig(PreTrainedConfig):
     """
 
     model_type = "elmo"
-    attribute_map = {"num_hidden_layers": "num_lstm_layers"}
+    # The character embedding is the input embedding: `vocab_size` is its number of rows, as in other models.
+    attribute_map = {"num_hidden_layers": "num_lstm_layers", "vocab_size": "char_vocab_size"}
+    # Layers and masks stay out of the predictions `Trainer` gathers for evaluation.
+    keys_to_ignore_at_inference = ["hidden_states", "mask", "mixes", "final_state"]
 
     char_vocab_size: int = 262  # rows of the character embedding table; row 0 is padding
     char_embedding_dim: int = 16
@@ -130,13 +133,6 @@ class ElmoConfig(PreTrainedConfig):
     def __post_init__(self, **kwargs):
         for key in _RUNTIME_KEYS:
             kwargs.pop(key, None)
-        # A saved tagger names its pipeline for remote-code users; where this process registered that task already
-        # (the hf-elmo package), transformers would still ask for trust_remote_code to run the folder's copy.
-        pipelines = sys.modules.get("transformers.pipelines")
-        if isinstance(kwargs.get("custom_pipelines"), dict) and pipelines is not None:
-            registered = pipelines.PIPELINE_REGISTRY.get_supported_tasks()
-            kwargs["custom_pipelines"] = {task: info for task, info in kwargs["custom_pipelines"].items()
-                                          if task not in registered}
         for key, why in _REMOVED_FEATURES.items():
             if kwargs.pop(key, False):
                 raise ValueError(f"Invalid ElmoConfig: {key} is no longer supported: {why}")

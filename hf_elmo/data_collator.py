@@ -61,6 +61,8 @@ class ElmoDataCollator:
         """(character ids (words, width), word ids (words,) or None) of one example."""
         if "input_ids" in example:
             ids = torch.as_tensor(example["input_ids"], dtype=torch.long)
+            if tuple(ids.shape) == (0,):  # a text without words, as the tokenizer encodes it (tok(""))
+                ids = ids.reshape(0, self.tokenizer.max_characters_per_token if self.tokenizer is not None else 0)
             if ids.dim() != 2:
                 raise ValueError(
                     f"example {index}: input_ids must be (words, characters), got shape {tuple(ids.shape)}"
@@ -101,6 +103,8 @@ class ElmoDataCollator:
                 raise ValueError("some examples have elmo_hidden_states and some do not")
             return self._collate_precomputed(examples)
         encoded = [self._example_ids(i, example) for i, example in enumerate(examples)]
+        if self.tokenizer is not None:
+            self.tokenizer.warn_if_mostly_unknown()  # of the words it encoded here
         full_lengths = [ids.shape[0] for ids, _ in encoded]
         num_words = max(full_lengths) if self.max_words is None else min(max(full_lengths), self.max_words)
         attention_mask = torch.zeros(len(examples), num_words, dtype=torch.long)
@@ -145,10 +149,12 @@ class ElmoDataCollator:
     def _pad_ids(self, encoded: list[tuple[torch.Tensor, torch.Tensor | None]], num_words: int) -> dict[str, torch.Tensor]:
         """(character ids (words, width), word ids or None) per example -> `input_ids` (batch, num_words, width),
         cut and zero-padded, and `word_ids` (batch, num_words) when the examples have them."""
-        widths = {ids.shape[1] for ids, _ in encoded}
+        # A sentence without words has any width: (0, 0) when no tokenizer tells it.
+        widths = {ids.shape[1] for ids, _ in encoded if ids.shape[0]} or {encoded[0][0].shape[1]}
         if len(widths) != 1:
             raise ValueError(f"examples have different characters-per-word widths {sorted(widths)}")
-        batch = {"input_ids": _padded([ids for ids, _ in encoded], num_words, 0, widths.pop())}
+        width = widths.pop()
+        batch = {"input_ids": _padded([ids.reshape(-1, width) for ids, _ in encoded], num_words, 0, width)}
         with_word_ids = [word_ids is not None for _, word_ids in encoded]
         if any(with_word_ids):
             if not all(with_word_ids):

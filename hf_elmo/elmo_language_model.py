@@ -32,6 +32,8 @@ class ElmoForPreTrainingOutput(ModelOutput):
         num_predictions (`torch.LongTensor` of shape `()`): predictions per direction in the batch.
         forward_hidden_states, backward_hidden_states (`torch.FloatTensor` of shape
             `(batch_size, num_words + 2, projection_dim)`): top LSTM layer of each direction, boundaries included.
+        hidden_states (`tuple(torch.FloatTensor)`, returned with `output_hidden_states`): the L+1 layers of this
+            pass, `(batch_size, num_words, 2 * projection_dim)` each, as `ElmoModel` returns them.
     """
 
     loss: torch.FloatTensor | None = None
@@ -40,6 +42,7 @@ class ElmoForPreTrainingOutput(ModelOutput):
     num_predictions: torch.LongTensor | None = None
     forward_hidden_states: torch.FloatTensor | None = None
     backward_hidden_states: torch.FloatTensor | None = None
+    hidden_states: tuple[torch.FloatTensor, ...] | None = None
 
 
 def log_uniform_samples(vocab_size: int, num_sampled: int, device, generator: torch.Generator | None = None):
@@ -101,8 +104,6 @@ class ElmoForPreTraining(ElmoPreTrainedModel):
 
     def __init__(self, config: ElmoConfig):
         super().__init__(config)
-        if not config.lm_vocab_size:
-            raise ValueError("ElmoForPreTraining needs config.lm_vocab (the word vocabulary of the softmax)")
         self.elmo = ElmoModel(config)
         self.softmax = ElmoLanguageModelSoftmax(config)
         self.dropout = nn.Dropout(config.lm_dropout)
@@ -118,22 +119,31 @@ class ElmoForPreTraining(ElmoPreTrainedModel):
         else:
             super()._init_weights(module)
 
-    def forward(self, input_ids, attention_mask=None, labels=None, word_ids=None, return_dict=None, **kwargs):
+    def forward(self, input_ids, attention_mask=None, labels=None, word_ids=None, output_hidden_states=None,
+                return_dict=None, **kwargs):
         r"""
         Args:
             input_ids (`torch.LongTensor` of shape `(batch_size, num_words, max_characters_per_token)`)
             attention_mask (`torch.Tensor` of shape `(batch_size, num_words)`, *optional*)
             labels (`torch.LongTensor` of shape `(batch_size, num_words)`, *optional*):
                 word ids in `config.lm_vocab` of the input words, -100 at padded positions.
+            output_hidden_states (`bool`, *optional*): also return the L+1 layers as this pass computed them (with
+                the pretraining dropout in training mode), shaped as `ElmoModel` returns them.
         """
         _refuse_unknown_arguments(type(self).__name__, kwargs)
         return_dict = return_dict if return_dict is not None else self.config.return_dict
+        if output_hidden_states is None:
+            output_hidden_states = self.config.output_hidden_states
+        if labels is not None and not self.config.lm_vocab_size:
+            raise ValueError("ElmoForPreTraining needs config.lm_vocab (the word vocabulary of the softmax) to "
+                             "compute a loss: pass lm_vocab= when loading from an encoder folder")
         elmo = self.elmo
         elmo._check_shapes(input_ids, attention_mask, word_ids)
         input_ids = input_ids.long()
         mask = (input_ids > 0).any(dim=-1) if attention_mask is None else attention_mask.to(input_ids.device).bool()
         tokens, lengths = elmo.token_representations(input_ids, mask, word_ids)
-        layers, _ = elmo.run_bilstm(self.dropout(tokens), lengths, dropout=self.config.lm_dropout)
+        tokens = self.dropout(tokens)
+        layers, _ = elmo.run_bilstm(tokens, lengths, dropout=self.config.lm_dropout)
         projection_dim = self.config.projection_dim
         top = self.dropout(layers[-1])
         forward_hidden, backward_hidden = top[..., :projection_dim], top[..., projection_dim:]
@@ -151,15 +161,20 @@ class ElmoForPreTraining(ElmoPreTrainedModel):
             forward_valid = positions[:, :-1] < (lengths - 1).unsqueeze(1)  # position t predicts t + 1
             backward_valid = positions[:, 1:] < lengths.unsqueeze(1)  # position t predicts t - 1
             num_predictions = forward_valid.sum()
-            losses = fast_sampled_softmax_losses if elmo.kernels is not None else sampled_softmax_losses
+            plain = elmo.lstm_implementation == "reference" or torch.compiler.is_compiling()
+            losses = sampled_softmax_losses if plain else fast_sampled_softmax_losses
             forward_loss = self.softmax(forward_hidden[:, :-1][forward_valid], targets[:, 1:][forward_valid], losses)
             backward_loss = self.softmax(backward_hidden[:, 1:][backward_valid], targets[:, :-1][backward_valid], losses)
             forward_loss, backward_loss = forward_loss / num_predictions, backward_loss / num_predictions
             loss = (forward_loss + backward_loss) / 2
 
+        hidden_states = None
+        if output_hidden_states:
+            keep = mask.unsqueeze(-1).to(tokens.dtype)
+            hidden_states = tuple(layer[:, 1:-1] * keep for layer in [torch.cat([tokens, tokens], dim=-1), *layers])
         output = ElmoForPreTrainingOutput(loss=loss, forward_loss=forward_loss, backward_loss=backward_loss,
                                           num_predictions=num_predictions, forward_hidden_states=forward_hidden,
-                                          backward_hidden_states=backward_hidden)
+                                          backward_hidden_states=backward_hidden, hidden_states=hidden_states)
         return output if return_dict else output.to_tuple()
 
 

@@ -84,8 +84,10 @@ class ElmoForCharacterTagging(ElmoTagger):
         _refuse_unknown_arguments(type(self).__name__, kwargs)
         word_vectors, word_mask, layers = self.mixed_vectors(input_ids, attention_mask, word_ids, elmo_hidden_states)
         vectors, mask = character_vectors(word_vectors, token_word_index, token_positions)
-        if self.config.task_character_features:
-            own = self.own_word_vectors(character_input_ids, mask, name="character_input_ids")
+        if self.config.task_character_features:  # with a word embedding, a character reads its word's word id
+            character_word_ids = None if word_ids is None else word_ids.gather(
+                1, token_word_index.to(word_ids.device).clamp(min=0))
+            own = self.own_word_vectors(character_input_ids, mask, character_word_ids, name="character_input_ids")
             vectors = torch.cat([vectors, self.dropout(own.to(vectors.dtype))], dim=-1)
         elif character_input_ids is not None:
             raise ValueError("character_input_ids are for taggers with config.task_character_features")
@@ -138,13 +140,24 @@ def is_cjk_word(word: str) -> bool:
     return bool(word) and all("\u2e80" <= c <= "\u9fff" or "\uf900" <= c <= "\ufaff" or ord(c) >= 0x20000 for c in word)
 
 
+def unit_offsets(words_with_offsets: Sequence[tuple[str, int, int]], characters: bool) -> list[tuple[int, int]]:
+    """The `(start, end)` in the text of each word (`tokenizer.words_with_offsets`) or, with `characters`, of each of
+    their characters (the word's where lowercasing changed its length)."""
+    if not characters:
+        return [(start, end) for _, start, end in words_with_offsets]
+    return [(start + i, start + i + 1) if len(word) == end - start else (start, end)
+            for word, start, end in words_with_offsets for i in range(len(word))]
+
+
 def entities_from_tags(words: Sequence[str], tags: Sequence[str], text: str | None = None,
                        scores: Sequence[float] | None = None, lowercase: bool = False,
-                       joiner: str | None = None) -> list[dict]:
+                       joiner: str | None = None, offsets: Sequence[tuple[int, int]] | None = None) -> list[dict]:
     """Entity dicts `{entity, word, start, end, word_start, word_end, score}`: `start`/`end` are character offsets
-    into `text` (None without text); `word` is the span's text from `text` when possible, else the words joined with
-    `joiner` ("" between CJK words, " " otherwise)."""
-    offsets = word_offsets(text, words, lowercase) if text is not None else [None] * len(words)
+    into `text` (None without text), each word's `offsets` when given (`unit_offsets`), else found by searching; `word`
+    is the span's text from `text` when possible, else the words joined with `joiner` ("" between CJK words, " "
+    otherwise)."""
+    if offsets is None:
+        offsets = word_offsets(text, words, lowercase) if text is not None else [None] * len(words)
     entities = []
     for entity, first, end in tag_spans(tags):
         start_offset, end_offset = offsets[first], offsets[end - 1]
@@ -188,13 +201,13 @@ def best_tags(model, batch: dict, with_scores: bool = True) -> tuple[torch.Tenso
 
 
 def tagged_result(model, tokenizer, words: Sequence[str], best: torch.Tensor, scores: torch.Tensor | None,
-                  text: str | None = None) -> dict:
+                  text: str | None = None, offsets: Sequence[tuple[int, int]] | None = None) -> dict:
     """`{"text", "words", "tags", "entities"}` of one input from its row of `best_tags`; words cut from the model's
     inputs are tagged "O", so that the tags line up with the words."""
     count = min(len(words), best.shape[0])
     tags = [model.config.id2label[int(i)] for i in best[:count]] + ["O"] * (len(words) - count)
     row_scores = None if scores is None else scores[:count].tolist() + [0.0] * (len(words) - count)
-    entities = entities_from_tags(words, tags, text=text, scores=row_scores,
+    entities = entities_from_tags(words, tags, text=text, scores=row_scores, offsets=offsets,
                                   lowercase=getattr(tokenizer, "do_lower_case", False))
     return {"text": text, "words": list(words), "tags": tags, "entities": entities}
 
@@ -221,7 +234,8 @@ class ElmoTokenClassificationPipeline(Pipeline):
     def preprocess(self, text: str):
         if not isinstance(text, str):
             raise TypeError(f"{TASK} takes strings, got {type(text).__name__}")
-        words = self.tokenizer.tokenize(text)
+        found = self.tokenizer.words_with_offsets(text)
+        words, offsets = [word for word, _, _ in found], unit_offsets(found, self.model.labels_characters)
         inputs = dict(self.tokenizer([words], is_split_into_words=True, return_tensors="pt"))  # [] too: one sentence
         if self.model.labels_characters:
             words, word_index, positions = character_places(words)
@@ -230,21 +244,21 @@ class ElmoTokenClassificationPipeline(Pipeline):
             if self.model.config.task_character_features:
                 inputs["character_input_ids"] = self.tokenizer([words], is_split_into_words=True,
                                                                return_tensors="pt")["input_ids"]
-        return {**inputs, "words": words, "text": text}
+        return {**inputs, "words": words, "text": text, "offsets": offsets}
 
     def _forward(self, model_inputs):
-        words, text = model_inputs.pop("words"), model_inputs.pop("text")
+        words, text, offsets = model_inputs.pop("words"), model_inputs.pop("text"), model_inputs.pop("offsets")
         if "token_word_index" in model_inputs:
             model_inputs["token_word_index"] = model_inputs["token_word_index"] - _WORD_INDEX_SHIFT
         best, scores = best_tags(self.model, model_inputs)
-        return {"best": best, "scores": scores, "words": words, "text": text}
+        return {"best": best, "scores": scores, "words": words, "text": text, "offsets": offsets}
 
     def postprocess(self, model_outputs, return_tags: bool = False):
         result = tagged_result(self.model, self.tokenizer, model_outputs["words"], model_outputs["best"][0],
-                               model_outputs["scores"][0], model_outputs["text"])
+                               model_outputs["scores"][0], model_outputs["text"], model_outputs["offsets"])
         return {key: result[key] for key in ("words", "tags", "entities")} if return_tags else result["entities"]
 
 
 __all__ = ["TASK", "WORD_POSITIONS", "ElmoForCharacterTagging", "ElmoTokenClassificationPipeline", "best_tags",
            "character_places", "character_vectors", "entities_from_tags", "split_tag", "tag_spans", "tagged_mask",
-           "tagged_result", "word_offsets"]
+           "tagged_result", "unit_offsets", "word_offsets"]

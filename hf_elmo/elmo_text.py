@@ -4,11 +4,14 @@ segmenter needs them). Ships as remote code."""
 
 from __future__ import annotations
 
+import collections
 import io
 import json
 import logging
 import os
 import re
+import stat
+import unicodedata
 import uuid
 from collections.abc import Callable, Mapping
 from typing import ClassVar
@@ -34,6 +37,7 @@ DICTIONARY_SENTENCE_BOUNDARIES = ("<bos>", "<eos>")  # as words, they are the `<
 _NON_CHARACTERS = set(DICTIONARY_CHAR_SPECIALS) - {"<oov>"}
 CHAR_VOCAB_FILE, WORD_VOCAB_FILE, JIEBA_USER_DICT_FILE = "char_vocab.json", "word_vocab.json", "jieba_user_dict.txt"
 _NO_VOCABULARIES = "the byte scheme has no vocabularies: pass char_scheme='dictionary' to use them"
+MAX_TEXT_FILE_BYTES = 1 << 28  # a vocabulary or a user dictionary, read whole
 
 
 def byte_boundary_char_ids(boundary: str | int, max_characters_per_token: int) -> list[int]:
@@ -61,9 +65,20 @@ def without_surrogates(text: str) -> str:
     return text.encode("utf-16-le", "surrogatepass").decode("utf-16-le", "ignore")
 
 
-def _clean_raw_text(text: str) -> str:
-    # The Rust pre-tokenizer cannot take surrogates, and control characters should not glue words.
-    return _CONTROL.sub(" ", without_surrogates(text))
+def _clean_raw_text(text: str) -> tuple[str, list[tuple[int, int]] | None]:
+    """`text` with control characters as spaces (the Rust pre-tokenizer cannot take surrogates, and control characters
+    should not glue words) and surrogates as `without_surrogates` treats them, and each of its characters' `(start,
+    end)` in `text` (None: the same places, no surrogates)."""
+    text = _CONTROL.sub(" ", text)
+    if _SURROGATE.search(text) is None:
+        return text, None
+    characters, places = [], []
+    for match in re.finditer("[\ud800-\udbff][\udc00-\udfff]|[\ud800-\udfff]|.", text, re.DOTALL):
+        character = without_surrogates(match.group())  # a pair joined, a lone surrogate dropped
+        if character:
+            characters.append(character)
+            places.append(match.span())
+    return "".join(characters), places
 
 
 def _save_file(directory: str, filename_prefix: str | None, name: str, write: Callable[[io.TextIOBase], None]):
@@ -95,13 +110,46 @@ def open_file(path: str | os.PathLike, what: str, mode: str = "rb", **kwargs):
         raise ValueError(f"cannot read the {what} {os.fspath(path)}: {error.strerror or error}") from None
 
 
+def check_text_file(path: str | os.PathLike, what: str) -> None:
+    """One ValueError naming `what` and the path unless it is a regular file (a device or a FIFO would be read forever
+    or block) of at most MAX_TEXT_FILE_BYTES (it is read whole); a missing file or a folder is left to `open_file`."""
+    try:
+        status = os.stat(path)
+    except OSError:
+        return
+    if not (stat.S_ISREG(status.st_mode) or stat.S_ISDIR(status.st_mode)):
+        raise ValueError(f"{what} {os.fspath(path)} is not a regular file")
+    if status.st_size > MAX_TEXT_FILE_BYTES:
+        raise ValueError(f"{what} {os.fspath(path)} holds {status.st_size} bytes, more than the "
+                         f"{MAX_TEXT_FILE_BYTES} read whole")
+
+
 def _read_text_file(path: str | os.PathLike, what: str) -> str:
-    """A UTF-8 text file (a byte order mark is accepted); a missing or undecodable file is one ValueError."""
+    """A UTF-8 text file (a byte order mark is accepted) checked by `check_text_file`; a missing or undecodable file
+    is one ValueError."""
+    check_text_file(path, what)
     try:
         with open_file(path, what, "r", encoding="utf-8-sig") as handle:
             return handle.read()
     except UnicodeDecodeError as error:
         raise ValueError(f"{what} {os.fspath(path)} is not UTF-8 text ({error.reason} at byte {error.start})") from None
+
+
+def check_inside_model_folder(path: str | os.PathLike, name_or_path: str | os.PathLike | None) -> None:
+    """Refuse a file that a model folder names (`path`, found in the folder `name_or_path` or in a Hub cache entry)
+    when it resolves outside that folder: a link planted in a repository must not bring another file of this
+    machine into what is read, and saved again with the model."""
+    path = os.path.abspath(path)
+    snapshot = os.path.dirname(path)
+    if os.path.basename(os.path.dirname(snapshot)) == "snapshots":  # the Hub's snapshots/<revision>/ link to blobs/
+        root = os.path.dirname(os.path.dirname(snapshot))
+    elif name_or_path and os.path.isdir(name_or_path) and path.startswith(os.path.abspath(name_or_path) + os.sep):
+        root = os.path.abspath(name_or_path)
+    else:
+        return  # a file the caller names, not the folder
+    if not os.path.realpath(path).startswith(os.path.realpath(root) + os.sep):
+        raise ValueError(f"{path} resolves outside its model folder {root} (to {os.path.realpath(path)}): files a "
+                         "model folder names are read only from inside it")
 
 
 def _given_or_loaded(vocabulary, vocabulary_file, kind: str) -> tuple[Mapping, str]:
@@ -155,6 +203,9 @@ class CharacterScheme:
         """Write what the scheme needs besides its options (a vocabulary file) and return the paths."""
         return ()
 
+    def warn_if_mostly_unknown(self) -> None:
+        """Warn (once) when most characters read since the last call were unknown to the vocabulary."""
+
 
 class ByteScheme(CharacterScheme):
     """AllenNLP / bilm-tf: the UTF-8 bytes of the word cut to `max_characters_per_token - 2` (a multi-byte
@@ -201,6 +252,8 @@ class DictionaryScheme(CharacterScheme):
         self.vocab_size = max(vocabulary.values()) + 1
         self._begin_id, self._end_id = vocabulary["<bow>"], vocabulary["<eow>"]
         self._pad_id, self._unknown_id = vocabulary["<pad>"], vocabulary["<oov>"]
+        self._read = self._unknown = 0
+        self._warned = False
 
     @classmethod
     def from_options(cls, max_characters_per_token, vocabulary=None, vocabulary_file=None) -> DictionaryScheme:
@@ -211,12 +264,25 @@ class DictionaryScheme(CharacterScheme):
     def word_ids(self, word: str) -> list[int]:
         characters = ([self.vocabulary[word]] if word in DICTIONARY_SENTENCE_BOUNDARIES else
                       [self.vocabulary.get(c, self._unknown_id) for c in word[: self.max_characters_per_token - 2]])
+        if not self._warned:
+            self._read, self._unknown = self._read + len(characters), self._unknown + characters.count(self._unknown_id)
         # The original writes `<eow>` first and `<bow>` last (its variables are swapped); the model was trained so.
         ids = [self._end_id, *characters, self._begin_id]
         return ids + [self._pad_id] * (self.max_characters_per_token - len(ids))
 
     def sentence_boundary_ids(self) -> tuple[list[int], list[int]]:
         return tuple(map(self.word_ids, DICTIONARY_SENTENCE_BOUNDARIES))
+
+    def warn_if_mostly_unknown(self) -> None:
+        # English text to a Chinese model is no error, but its vectors mean little: say so once.
+        if not self._warned and self._unknown * 2 > self._read:
+            self._warned = True
+            scripts = collections.Counter(unicodedata.name(c, "?").split()[0] for c in self.vocabulary if c.isalpha())
+            script = scripts.most_common(1)[0][0] if scripts else "?"  # the first word of most letters' names
+            logger.warning("%d%% of the characters are unknown to this %s model (its character vocabulary): its "
+                           "vectors for this text mean little", round(100 * self._unknown / self._read),
+                           {"CJK": "Chinese"}.get(script, script.title()))
+        self._read = self._unknown = 0
 
     def decode_word(self, ids: list[int]) -> str:
         characters = [self._characters_by_id.get(i, "\ufffd") for i in ids]
@@ -264,6 +330,16 @@ class WordSegmenter:
     name: ClassVar[str]
     chinese_segmentation: ClassVar[str]
 
+    def __call__(self, text: str) -> list[str]:
+        return [word for word, _, _ in self.words_with_offsets(text)]
+
+    def words_with_offsets(self, text: str) -> list[tuple[str, int, int]]:
+        """Each word of `text` with its `(start, end)` in `text` (a word may lack a surrogate that `text[start:end]`
+        holds)."""
+        cleaned, places = _clean_raw_text(text)
+        words = self._split(cleaned)  # at their places in the cleaned text
+        return words if places is None else [(word, places[start][0], places[end - 1][1]) for word, start, end in words]
+
     def save(self, directory: str, filename_prefix: str | None = None) -> tuple[str, ...]:
         """Write what the segmenter needs besides its name (a user dictionary) and return the paths."""
         return ()
@@ -275,8 +351,8 @@ class WhitespaceSegmenter(WordSegmenter):
     name = "whitespace"
     chinese_segmentation = "none"
 
-    def __call__(self, text: str) -> list[str]:
-        return _clean_raw_text(text).split()
+    def _split(self, text: str) -> list[tuple[str, int, int]]:
+        return [(match.group(), *match.span()) for match in re.finditer(r"\S+", text)]  # \s is str.split's space
 
 
 class CharacterSegmenter(WordSegmenter):
@@ -290,12 +366,13 @@ class CharacterSegmenter(WordSegmenter):
 
         self._pre_tokenizer = BertPreTokenizer()
 
-    def __call__(self, text: str) -> list[str]:
+    def _split(self, text: str) -> list[tuple[str, int, int]]:
         words = []
-        for piece, _ in self._pre_tokenizer.pre_tokenize_str(_clean_raw_text(text)):
+        for piece, (start, _) in self._pre_tokenizer.pre_tokenize_str(text):  # offsets in characters
             for part in _CJK_RUN.split(piece):  # a piece without CJK characters is its one part
-                if part:
-                    words.extend(self.split_cjk_run(part) if _CJK_RUN.fullmatch(part) else [part])
+                for word in self.split_cjk_run(part) if _CJK_RUN.fullmatch(part) else [part] if part else []:
+                    words.append((word, start, start + len(word)))  # a run's words are the run, cut
+                    start += len(word)
         return words
 
     def split_cjk_run(self, run: str) -> list[str]:

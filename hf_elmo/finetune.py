@@ -95,7 +95,7 @@ from .checkpoints import (  # noqa: F401  (checkpoint_folder_for: re-exported)
     run_folder_held,
 )
 from .loading import ModelNotFoundError, check_model_location, load_tokenizer, resolve_model_name
-from .modeling_elmo import ElmoForSequenceClassification, ElmoForTokenClassification, ElmoWeightShapeError
+from .modeling_elmo import ElmoForSequenceClassification, ElmoForTokenClassification, weight_problems
 from .elmo_tagging import ElmoForCharacterTagging
 from .precomputed_layers import precompute_elmo_layers  # noqa: F401  (re-exported)
 from .tag_metrics import seqeval_scores, tag_metrics_function  # noqa: F401  (re-exported)
@@ -242,8 +242,8 @@ def build_model(model_class, options: FinetuneOptions, **config_values):
         model, loading = model_class.from_pretrained(
             options.model, output_loading_info=True, **hub_kwargs, **config_values
         )
-    except (OSError, ValueError) as error:
-        if isinstance(error, ElmoWeightShapeError):
+    except (OSError, ValueError, RuntimeError) as error:
+        if isinstance(error, RuntimeError):  # transformers' size mismatch: weights shaped for another head
             kind = next((_HEADS[a] for a in architectures if a in _HEADS), None)
             if kind is not None:
                 raise OptionError(
@@ -253,12 +253,9 @@ def build_model(model_class, options: FinetuneOptions, **config_values):
         raise ModelNotFoundError(f"cannot load the model in {options.model}: {_first_line(error)}") from None
     finally:
         report_logger.removeFilter(load_report)
-    missing_bilm = [name for name in loading["missing_keys"] if name.startswith("elmo.")]
-    if missing_bilm:
-        logger.warning("%s lacks biLM weights, which start random: %s", options.model, ", ".join(missing_bilm))
-    unexpected = [name for name in loading["unexpected_keys"] if not name.startswith("softmax.")]
-    if unexpected:
-        logger.warning("weights in %s that this model does not use: %s", options.model, ", ".join(unexpected))
+    problem = weight_problems(model, loading)
+    if problem:
+        raise ModelNotFoundError(f"cannot load the model in {options.model}: {problem}")
     fresh = sorted({name.split(".")[0] for name in loading["missing_keys"] if not name.startswith("elmo.")})
     if fresh:
         logger.info("new %s weights, not in %s: %s", model_class.__name__, options.model, ", ".join(fresh))

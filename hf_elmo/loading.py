@@ -168,7 +168,7 @@ def _dictionary_tokenizer(name: str, config, user_dict_kwargs: dict):
             f"character ids are in char_vocab.json, which is missing: save the tokenizer beside the model"
         )
     try:
-        tokenizer = ElmoTokenizer(char_vocab_file=path, char_scheme="dictionary",
+        tokenizer = ElmoTokenizer(char_vocab_file=path, char_scheme="dictionary", name_or_path=name,
                                   max_characters_per_token=config.max_characters_per_token, **user_dict_kwargs)
     except (OSError, ValueError) as error:
         first_line = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
@@ -180,108 +180,6 @@ def _dictionary_tokenizer(name: str, config, user_dict_kwargs: dict):
     return tokenizer
 
 
-class WeightNamesError(ValueError):
-    """A model folder whose safetensors files lack tensors of the model, or hold tensors it does not have."""
-
-
-SAFETENSORS_WEIGHTS = "model.safetensors"
-SAFETENSORS_INDEX = "model.safetensors.index.json"
-
-
-def saved_tensor_names(folder: str | os.PathLike) -> tuple[set[str], str]:
-    """The names of the tensors saved in a model folder, read from the safetensors header (or the sharded
-    index) without reading any tensor; returns (names, the file they were read from)."""
-    import json
-
-    from safetensors import safe_open
-
-    index = os.path.join(folder, SAFETENSORS_INDEX)
-    if os.path.isfile(index):
-        try:
-            with open(index, encoding="utf-8") as handle:
-                weight_map = json.load(handle)["weight_map"]
-            return set(weight_map), index
-        except (OSError, ValueError, KeyError, TypeError, RecursionError) as error:
-            raise WeightNamesError(f"{index} cannot be read as a safetensors index ({error})") from None
-    path = os.path.join(folder, SAFETENSORS_WEIGHTS)
-    try:
-        with safe_open(path, framework="pt") as weights:
-            return set(weights.keys()), path
-    except FileNotFoundError:
-        raise WeightNamesError(f"{folder} has no {SAFETENSORS_WEIGHTS}") from None
-    except Exception as error:  # safetensors' own error class for a damaged header
-        raise WeightNamesError(f"{path} is damaged or not a safetensors file ({error})") from None
-
-
-def _matches_any(name: str, patterns) -> bool:
-    import re
-
-    return any(re.search(pattern, name) for pattern in patterns or ())
-
-
-def tensor_name_problems(model, saved_names) -> tuple[list[str], list[str]]:
-    """(missing, unexpected): the tensors of `model` (its state dict) that `saved_names` lacks, and the saved
-    names that are none of its tensors, as `from_pretrained` would map them: an encoder loaded from a
-    checkpoint with a head (or the pretraining softmax) takes the part under `base_model_prefix`, and a model
-    with a head loaded from a checkpoint without any of that head's tensors starts the head fresh by design
-    (only its encoder counts).
-    The model class's `_keys_to_ignore_on_load_missing` / `_unexpected` patterns are honoured."""
-    expected = set(model.state_dict())
-    saved = set(saved_names)
-    prefix = getattr(model, "base_model_prefix", "")
-    if prefix and not hasattr(model, prefix):  # the bare encoder
-        inside = {name[len(prefix) + 1:] for name in saved if name.startswith(prefix + ".")}
-        if inside:
-            saved = inside
-    elif prefix:
-        if not any(name.startswith(prefix + ".") for name in saved):
-            saved = {f"{prefix}.{name}" for name in saved}
-        head = {name for name in expected if not name.startswith(prefix + ".")}
-        if not head & saved:  # a checkpoint without this head: the head starts fresh
-            expected -= head
-    missing = sorted(name for name in expected - saved
-                     if not _matches_any(name, getattr(model, "_keys_to_ignore_on_load_missing", None)))
-    unexpected = sorted(name for name in saved - expected
-                        if not _matches_any(name, getattr(model, "_keys_to_ignore_on_load_unexpected", None)))
-    return missing, unexpected
-
-
-def check_saved_tensors(model, folder: str | os.PathLike) -> None:
-    """`WeightNamesError` (one line, naming the file) unless the safetensors of `folder` hold every tensor of
-    `model` and no foreign one (`tensor_name_problems`): a tensor left out would run with random values."""
-    names, source = saved_tensor_names(folder)
-    missing, unexpected = tensor_name_problems(model, names)
-    if not (missing or unexpected):
-        return
-
-    def some(names: list[str]) -> str:
-        return ", ".join(names[:3]) + (f" and {len(names) - 3} more" if len(names) > 3 else "")
-
-    problems = ([f"lacks {len(missing)} tensor(s) of the model ({some(missing)})"] if missing else []) + (
-        [f"holds {len(unexpected)} tensor(s) the model does not have ({some(unexpected)})"] if unexpected else []
-    )
-    raise WeightNamesError(
-        f"{source} {' and '.join(problems)}: these are not this model's weights (the model would run with random "
-        "values); save, convert or download the model again"
-    )
-
-
-def _weights_folder(name: str) -> str | None:
-    """The folder holding the safetensors of a loaded model: the local folder, or the Hub cache's snapshot."""
-    if os.path.isdir(name):
-        return name
-    from huggingface_hub import try_to_load_from_cache
-
-    for filename in (SAFETENSORS_INDEX, SAFETENSORS_WEIGHTS):
-        try:
-            cached = try_to_load_from_cache(name, filename)
-        except ValueError:
-            return None
-        if isinstance(cached, str):
-            return os.path.dirname(cached)
-    return None
-
-
 def load_model_and_tokenizer(model=None, model_class=None, user_dict=None):
     """Load `model_class` (default `ElmoModel`) and its tokenizer (with the jieba user dictionary `user_dict`, if
     given) from a folder, 'default' or a Hub id; returns (model, tokenizer, resolved name). Raises
@@ -291,31 +189,29 @@ def load_model_and_tokenizer(model=None, model_class=None, user_dict=None):
     name = resolve_model_name(model)
     import torch
 
+    from safetensors import SafetensorError
+
     hub_kwargs = check_model_location(name)
     try:
         # float32 whatever config.json's "dtype" says (transformers would load in that dtype): the commands
         # and `Embedder` compute in float32 unless asked for another dtype, which they cast to themselves.
         loaded = model_class.from_pretrained(name, dtype=torch.float32, **hub_kwargs)
-    except (OSError, ValueError) as error:
+    except SafetensorError as error:
+        raise ModelNotFoundError(f"cannot load model {name!r}: its safetensors weights are damaged or incomplete "
+                                 f"({error}); save, convert or download the model again") from None
+    except (OSError, ValueError, RuntimeError) as error:  # RuntimeError: transformers' size mismatch
         first_line = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
         raise ModelNotFoundError(f"cannot load model {name!r}: {first_line}") from None
-    folder = _weights_folder(name)
-    if folder is not None:
-        check_saved_tensors(loaded, folder)
     return loaded, load_tokenizer(name, loaded.config, hub_kwargs, user_dict), name
 
 
 __all__ = [
     "MODEL_OPTION",
     "ModelNotFoundError",
-    "WeightNamesError",
     "check_local_model",
     "check_model_location",
-    "check_saved_tensors",
     "hub_is_reachable",
     "load_model_and_tokenizer",
     "load_tokenizer",
     "resolve_model_name",
-    "saved_tensor_names",
-    "tensor_name_problems",
 ]

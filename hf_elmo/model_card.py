@@ -190,7 +190,7 @@ def _chinese_ner_card(namespace: str) -> CardSpec:
         "tag names are in `model.config.id2label`. The stock `token-classification` pipeline assumes sub-word "
         "tokenizers and does not apply to ELMo's whole words; the repository's own pipeline returns entity spans "
         "(`batch_size` works too): `pipeline(\"elmo-token-classification\", model=..., trust_remote_code=True)`, "
-        "with or without hf-elmo installed (after `import hf_elmo`, `trust_remote_code` is not needed).",
+        "with or without hf-elmo installed.",
         training=(
             "People's Daily 1998 (January) with its gold word segmentation; part-of-speech tags nr / ns / nt "
             "become PER / LOC / ORG. Fixed seeded 80/10/10 split by sentence (the split the biLM's "

@@ -6,17 +6,19 @@
 4. `ElmoModel`             the encoder users load: adds sentence boundaries, returns every layer and the mixes
 5. heads                   `ElmoForTokenClassification` (+ `ElmoCrf`), `ElmoForSequenceClassification`
 
-This plain PyTorch defines the numbers (AllenNLP's / bilm-tf's). With the hf-elmo package installed, models run on
-its kernels (the same numbers up to float32 rounding, faster on CPUs), chosen at load time like `attn_implementation`
-(`LSTM_IMPLEMENTATIONS`) and never saved; the package also holds the biLM's pretraining head.
+This plain PyTorch defines the numbers (AllenNLP's / bilm-tf's). Faster functions for layer 0 and the biLSTM plug
+in through `ElmoKernelInterface`, as attention functions do through transformers' `AttentionInterface`: chosen by
+name (`lstm_implementation`) when a model is loaded or later, never saved, looked up when called, and set aside
+while torch.compile / torch.export trace the model.
 """
 
 from __future__ import annotations
 
-import importlib
 import os
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import NamedTuple
 
 import torch
 import torch.nn.functional as F
@@ -24,40 +26,60 @@ from torch import nn
 from transformers import PreTrainedModel
 from transformers.modeling_outputs import SequenceClassifierOutput, TokenClassifierOutput
 from transformers.utils import ModelOutput
+from transformers.utils.generic import GeneralInterface
 
 try:
     from transformers import initialization as init
 except ImportError:  # transformers 4.x: torch's (4.x initialises only the weights it did not load)
-    init = __import__("types").SimpleNamespace(**vars(nn.init), copy_=lambda tensor, other: tensor.copy_(other))
+    import types
+
+    init = types.SimpleNamespace(**vars(nn.init), copy_=lambda tensor, other: tensor.copy_(other))
 
 from .configuration_elmo import ElmoConfig
 
-#: How the model computes (`from_pretrained(..., lstm_implementation=...)`, `set_lstm_implementation`): "reference"
-#: this file alone; "auto" (default) hf-elmo's kernels on CPU tensors, this file elsewhere; "fast" the kernels'
-#: batch-major path with a hand-written backward everywhere; "int8" CPU inference with int8 LSTM weights (not exact).
-LSTM_IMPLEMENTATIONS = ("auto", "reference", "fast", "int8")
+
+def reference_character_encoder(encoder: ElmoCharacterEncoder, char_ids: torch.Tensor,
+                                word_ids: torch.Tensor | None = None) -> torch.Tensor:
+    """Layer 0 of `(N, max_characters_per_token)` character ids -> `(N, projection_dim)`; all-zero rows are padding
+    and may come out as anything (the model zeroes them)."""
+    return encoder(char_ids, word_ids)
 
 
-def _package_module(name: str):
-    """hf-elmo's module `name`, imported by name: None where this file runs as remote code without the package."""
-    try:
-        return importlib.import_module(name)
-    except ImportError:
-        return None
+def reference_bilstm(bilstm: ElmoBiLstm, inputs: torch.Tensor, lengths: torch.Tensor, initial_state=None,
+                     dropout: float = 0.0, skip_final_step: bool = False):
+    """`bilstm(inputs, lengths, initial_state, dropout)`; `skip_final_step` tells a kernel that the outputs at the
+    steps reading the opposite sentence boundary will be dropped, so it may skip them."""
+    return bilstm(inputs, lengths, initial_state, dropout)
 
 
-def _load_kernels(implementation: str):
-    """hf-elmo's kernels for `implementation`, or None for this file's plain PyTorch."""
-    if implementation not in LSTM_IMPLEMENTATIONS:
-        raise ValueError(f"lstm_implementation must be one of {', '.join(LSTM_IMPLEMENTATIONS)}, "
-                         f"got {implementation!r}")
-    if implementation == "reference":
-        return None
-    kernels = _package_module("hf_elmo.kernels")
-    if kernels is None and implementation != "auto":
-        raise ImportError(f"lstm_implementation={implementation!r} needs the hf-elmo package; without it the model "
-                          "runs the plain PyTorch path ('reference')")
-    return None if kernels is None else kernels.ElmoKernels(implementation)
+class ElmoKernelFunctions(NamedTuple):
+    """One implementation: functions with the signatures of `reference_character_encoder` and `reference_bilstm`,
+    and optionally `release(model)`, called when an `ElmoModel` goes back to training, to drop what the functions
+    keep for it (copies of weights that are about to change)."""
+
+    character_encoder: Callable
+    bilstm: Callable
+    release: Callable | None = None
+
+
+class ElmoKernelInterface(GeneralInterface):
+    """`lstm_implementation` name -> `ElmoKernelFunctions`; register others with
+    `ElmoKernelInterface.register(name, ElmoKernelFunctions(...))`. A model uses "auto" where it is registered,
+    else "reference" (this file)."""
+
+    _global_mapping = {"reference": ElmoKernelFunctions(reference_character_encoder, reference_bilstm)}
+
+
+ALL_LSTM_FUNCTIONS = ElmoKernelInterface()
+
+
+def _check_implementation(implementation: str | None) -> str:
+    if implementation is None:
+        return "auto" if "auto" in ALL_LSTM_FUNCTIONS else "reference"
+    if implementation not in ALL_LSTM_FUNCTIONS:
+        raise ValueError(f"lstm_implementation must be one of the registered {', '.join(ALL_LSTM_FUNCTIONS)}, got "
+                         f"{implementation!r} (hf-elmo registers its kernels when imported)")
+    return implementation
 
 
 # 1. Characters -> token vectors ------------------------------------------------------------------------------
@@ -234,7 +256,7 @@ class ElmoModelOutput(ModelOutput):
             The learned ELMo mixes, batch first (so that pipelines split a batch back into its texts).
         hidden_states (`tuple(torch.FloatTensor)`, returned unless `output_hidden_states=False`): All L+1 layers,
             shaped as `last_hidden_state`: layer 0 is `[token; token]`, layer j >= 1 is `[forward_j; backward_j]`.
-        mask (`torch.BoolTensor` of shape `(batch_size, num_words)`): True at real words.
+        mask (`torch.FloatTensor` of shape `(batch_size, num_words)`): 1.0 at real words, 0.0 at padding.
         final_state (`tuple(torch.FloatTensor)`, *optional*): `(h, c)` after each sentence, shaped as `forward`'s
             `initial_state` (direction 0 is forward); given with `return_state=True`, to feed back as `initial_state`.
     """
@@ -242,7 +264,7 @@ class ElmoModelOutput(ModelOutput):
     last_hidden_state: torch.FloatTensor | None = None
     mixes: torch.FloatTensor | None = None
     hidden_states: tuple[torch.FloatTensor, ...] | None = None
-    mask: torch.BoolTensor | None = None
+    mask: torch.FloatTensor | None = None
     final_state: tuple[torch.FloatTensor, torch.FloatTensor] | None = None
 
     @property
@@ -251,31 +273,25 @@ class ElmoModelOutput(ModelOutput):
         return () if self.mixes is None else tuple(self.mixes.unbind(1))
 
 
-class ElmoWeightShapeError(ValueError):
-    """Saved weights whose shapes differ from the model their config.json (with the caller's overrides) describes."""
-
-
-class ElmoMissingWeightsError(ValueError):
-    """A folder whose weights lack tensors of the biLM, or hold tensors the model does not have."""
-
-
-# Weights a head legitimately lacks when it starts from an encoder or a pretraining checkpoint: its own layers.
+# Weights a model legitimately lacks when it starts from an encoder or a pretraining checkpoint: a head's own layers.
 _HEAD_WEIGHTS = ("scalar_mix", "elmo.scalar_mixes", "classifier", "pre_classifier", "encoder.", "crf.",
                  "token_features.", "softmax.")
 
 
-def _biLM_problems(loading_info: dict, source) -> str | None:
+def weight_problems(model: ElmoPreTrainedModel, loading_info: dict) -> str | None:
+    """What makes a loaded checkpoint unusable, from transformers' load report and the loaded values: tensors of the
+    biLM it lacks (they would run random), tensors the model does not have, values that are not finite."""
     parts = []
     for kind, found in (("missing_keys", "lack {} of the biLM's tensors"),
-                        ("unexpected_keys", "holds {} tensors this model does not have")):
+                        ("unexpected_keys", "hold {} tensors this model does not have")):
         keys = sorted(key for key in loading_info.get(kind, ()) if not key.startswith(_HEAD_WEIGHTS))
         if keys:
             parts.append(f"{found.format(len(keys))} ({', '.join(keys[:4])}{', ...' if len(keys) > 4 else ''})")
-    if not parts:
-        return None
-    where = os.path.join(source, "model.safetensors") if os.path.isdir(source) else f"the weights of {source}"
-    return (f"{where}: the weights {' and '.join(parts)}: they would start random or be dropped. Load the folder "
-            "the weights belong to, or pass allow_missing_weights=True to accept transformers' default")
+    damaged = [name for name, tensor in model.state_dict().items()
+               if tensor.is_floating_point() and not bool(torch.isfinite(tensor).all())]
+    if damaged:
+        parts.append(f"hold NaN or infinite values ({', '.join(damaged[:4])}{', ...' if len(damaged) > 4 else ''})")
+    return " and ".join(parts) if parts else None
 
 
 class ElmoPreTrainedModel(PreTrainedModel):
@@ -286,49 +302,30 @@ class ElmoPreTrainedModel(PreTrainedModel):
     supports_gradient_checkpointing = False
 
     @classmethod
-    def from_pretrained(cls, pretrained_model_name_or_path, *args, lstm_implementation: str = "auto",
-                        allow_missing_weights: bool = False, **kwargs):
-        r"""transformers' `from_pretrained`, from safetensors only (never an unpickled pytorch_model.bin), plus
-        `lstm_implementation` (one of `LSTM_IMPLEMENTATIONS`; not saved) and `allow_missing_weights`: load even when
-        the biLM's tensors are missing (they start random) or foreign tensors are present, which by default refuses
-        the folder naming them."""
-        kernels = _load_kernels(lstm_implementation)
+    def from_pretrained(cls, pretrained_model_name_or_path, *args, lstm_implementation: str | None = None, **kwargs):
+        r"""transformers' `from_pretrained` (from safetensors: a pytorch_model.bin is never unpickled), plus
+        `lstm_implementation` (a name in `ElmoKernelInterface`; not saved). A checkpoint that lacks tensors of the
+        biLM, holds foreign ones or holds values that are not finite is refused (ValueError naming them), unless the
+        caller inspects the load with `output_loading_info=True`."""
+        implementation = _check_implementation(lstm_implementation)
         kwargs.setdefault("use_safetensors", True)
-        wants_loading_info = kwargs.pop("output_loading_info", False)
-        weight_files = _package_module("hf_elmo.weight_checksums")
-        verified = weight_files is not None and weight_files.weights_verified(pretrained_model_name_or_path)
-        try:
-            model, loading_info = super().from_pretrained(pretrained_model_name_or_path, *args,
-                                                          output_loading_info=True, **kwargs)
-        except RuntimeError as error:
-            if "size mismatch" not in str(error) and "ignore_mismatched_sizes" not in str(error):
-                raise
-            raise ElmoWeightShapeError(
-                f"the weights in {pretrained_model_name_or_path} do not have the shapes its config.json (with your "
-                "arguments) describes; transformers' load report lists the tensors that differ") from error
-        except OSError as error:
-            message = str(error)
-            if "model.safetensors" in message and ("does not appear to have" in message or "no file named" in message):
-                raise OSError(f"{pretrained_model_name_or_path} has no model.safetensors: ELMo weights are loaded "
-                              "from safetensors files only (pytorch_model.bin is not unpickled). Save the model with "
-                              "`save_pretrained`, or convert bilm-tf / AllenNLP files (options.json + weights.hdf5) "
-                              "with `hf-elmo convert`.") from error
-            raise
-        except Exception as error:
-            if type(error).__name__ != "SafetensorError":  # safetensors' own class, not imported here
-                raise
-            raise OSError(f"{pretrained_model_name_or_path}: its model.safetensors is damaged or incomplete "
-                          f"({error}); save or download the model again") from error
-        problem = None if allow_missing_weights else _biLM_problems(loading_info, pretrained_model_name_or_path)
+        inspecting = kwargs.pop("output_loading_info", False)
+        model, loading_info = super().from_pretrained(pretrained_model_name_or_path, *args, output_loading_info=True,
+                                                      **kwargs)
+        model.set_lstm_implementation(implementation)
+        model._after_loading(loading_info)
+        if inspecting:
+            return model, loading_info
+        problem = None if pretrained_model_name_or_path is None else weight_problems(model, loading_info)
         if problem:
-            raise ElmoMissingWeightsError(problem)
-        if not verified:  # a NaN scan reads every weight: only when hf-elmo's checksums do not vouch for them
-            for name, tensor in model.state_dict().items():
-                if tensor.is_floating_point() and not bool(torch.isfinite(tensor).all()):
-                    raise ValueError(f"{pretrained_model_name_or_path}: the weight {name} holds NaN or infinite "
-                                     "values; the weights are damaged")
-        model.base_model.kernels = kernels
-        return (model, loading_info) if wants_loading_info else model
+            weights = os.path.join(pretrained_model_name_or_path, "model.safetensors")
+            where = weights if os.path.isfile(weights) else f"the safetensors weights of {pretrained_model_name_or_path}"
+            raise ValueError(f"{where}: the weights {problem}: load the folder the weights belong to, or pass "
+                             "output_loading_info=True to inspect what was loaded")
+        return model
+
+    def _after_loading(self, loading_info: dict) -> None:
+        """What a head does once its weights are in (see `ElmoHeadModel`)."""
 
     def __init__(self, config: ElmoConfig, *inputs, **kwargs):
         config.check_values()  # `from_pretrained(..., field=value)` sets its arguments after the config was checked
@@ -341,19 +338,23 @@ class ElmoPreTrainedModel(PreTrainedModel):
             self.config.auto_map = {**(getattr(self.config, "auto_map", None) or {}),
                                     **_remote_code_auto_map(type(self))}
         result = super().save_pretrained(save_directory, *args, **kwargs)
-        weight_files = _package_module("hf_elmo.weight_checksums")  # file permissions and checksums
-        if weight_files is not None and kwargs.get("is_main_process", True):
-            weight_files.after_save(save_directory, kwargs.get("state_dict") or self.state_dict())
+        # safetensors writes through mkstemp (mode 0600): give the weights the mode config.json got from the umask.
+        config_file = os.path.join(save_directory, "config.json")
+        if kwargs.get("is_main_process", True) and os.path.isfile(config_file):
+            mode = os.stat(config_file).st_mode & 0o777
+            for name in os.listdir(save_directory):
+                if name.endswith(".safetensors") and not os.path.islink(os.path.join(save_directory, name)):
+                    os.chmod(os.path.join(save_directory, name), mode)
         return result
 
-    def set_lstm_implementation(self, implementation: str) -> None:
-        """Choose how the model computes from now on (one of `LSTM_IMPLEMENTATIONS`; not saved in config.json)."""
-        self.base_model.kernels = _load_kernels(implementation)
+    def set_lstm_implementation(self, implementation: str | None = None) -> None:
+        """Choose how the model computes from now on: a name in `ElmoKernelInterface` (None: "auto" where it is
+        registered, else "reference"); not saved in config.json."""
+        self.base_model._lstm_implementation = _check_implementation(implementation)
 
     @property
     def lstm_implementation(self) -> str:
-        kernels = self.base_model.kernels
-        return "reference" if kernels is None else kernels.implementation
+        return self.base_model._lstm_implementation
 
     @torch.no_grad()
     def _init_weights(self, module):
@@ -431,15 +432,19 @@ class ElmoModel(ElmoPreTrainedModel):
         self.bilstm = ElmoBiLstm(config)
         self.scalar_mixes = nn.ModuleList([ElmoScalarMix(config.num_lstm_layers + 1, config.scalar_mix_layer_norm)
                                            for _ in range(config.num_output_representations)])
-        self.kernels = _load_kernels("auto")
+        self._lstm_implementation = _check_implementation(None)
         self.post_init()
 
     def get_input_embeddings(self):
         return self.char_encoder.char_embedding
 
+    def set_input_embeddings(self, value: nn.Embedding):
+        self.char_encoder.char_embedding = value
+
     def train(self, mode: bool = True):
-        if mode and self.kernels is not None:
-            self.kernels.clear()  # training changes the weights the kernels' inference copies were made from
+        release = ALL_LSTM_FUNCTIONS[self._lstm_implementation].release
+        if mode and release is not None:
+            release(self)
         return super().train(mode)
 
     def validate_inputs(self, input_ids, attention_mask=None, word_ids=None) -> None:
@@ -505,30 +510,30 @@ class ElmoModel(ElmoPreTrainedModel):
         flat = char_ids.reshape(-1, char_ids.shape[-1]).long()
         return self.encode_tokens(self.char_encoder, flat).reshape(*char_ids.shape[:-1], self.config.projection_dim)
 
+    def _kernel_functions(self) -> ElmoKernelFunctions:
+        # Compilers and exporters trace this file's plain PyTorch, as transformers' attention functions step aside.
+        if torch.compiler.is_compiling() or torch.compiler.is_exporting():
+            return ALL_LSTM_FUNCTIONS["reference"]
+        return ALL_LSTM_FUNCTIONS[self._lstm_implementation]
+
     def encode_tokens(self, encoder: ElmoCharacterEncoder, char_ids, word_ids=None) -> torch.Tensor:
-        """`encoder(char_ids, word_ids)`, on the kernels when they run."""
-        if self.kernels is not None and self.kernels.runs(char_ids):
-            return self.kernels.encode_tokens(encoder, char_ids, word_ids)
-        return encoder(char_ids, word_ids)
+        """Layer 0 of `(N, max_characters_per_token)` rows with `encoder` (this model's, or a head's own x_k
+        encoder), by the chosen implementation; all-zero rows (padding) come out as zeros."""
+        tokens = self._kernel_functions().character_encoder(encoder, char_ids, word_ids)
+        return tokens * (char_ids != 0).any(dim=-1, keepdim=True).to(tokens.dtype)
 
     def run_bilstm(self, tokens, lengths, initial_state=None, dropout: float = 0.0, skip_final_step: bool = False):
-        """`self.bilstm(...)`, on the kernels when they run (which may then skip the steps that read the opposite
-        boundary: `skip_final_step`)."""
-        if self.kernels is not None and self.kernels.runs(tokens):
-            return self.kernels.bilstm(self.bilstm, tokens, lengths, initial_state, dropout, skip_final_step)
-        return self.bilstm(tokens, lengths, initial_state, dropout)
+        """`self.bilstm(...)` by the chosen implementation (see `reference_bilstm`)."""
+        return self._kernel_functions().bilstm(self.bilstm, tokens, lengths, initial_state, dropout, skip_final_step)
 
     def token_representations(self, input_ids, mask, word_ids=None):
         """Layer 0 with `<S>`/`</S>` added: ((B, W+2, P) zero past each end, lengths (B,) = words + 2)."""
         config = self.config
         batch, num_words, width = input_ids.shape
         lengths = mask.sum(dim=1) + 2
-        steps = num_words + 2
-        positions = torch.arange(steps, device=input_ids.device)
-        real = positions < lengths.unsqueeze(1)
-        char_ids = input_ids.new_zeros(batch, steps, width)
+        positions = torch.arange(num_words + 2, device=input_ids.device)
+        char_ids = F.pad(input_ids * mask.unsqueeze(-1).to(input_ids.dtype), (0, 0, 1, 1))
         char_ids[:, 0] = input_ids.new_tensor(config.bos_char_ids)
-        char_ids[:, 1:-1] = input_ids * mask.unsqueeze(-1).to(input_ids.dtype)
         end = (positions == (lengths - 1).unsqueeze(1)).unsqueeze(-1)
         char_ids = torch.where(end, input_ids.new_tensor(config.eos_char_ids), char_ids)
         token_word_ids = None
@@ -536,15 +541,9 @@ class ElmoModel(ElmoPreTrainedModel):
             token_word_ids = torch.cat([word_ids.new_full((batch, 1), config.bos_word_id),
                                         word_ids.masked_fill(~mask, config.eos_word_id),
                                         word_ids.new_full((batch, 1), config.eos_word_id)], dim=1).to(input_ids.device)
-        if self.kernels is not None and self.kernels.runs(input_ids):  # the kernels encode the real rows only
-            encoded = self.kernels.encode_tokens(self.char_encoder, char_ids[real],
-                                                 None if token_word_ids is None else token_word_ids[real])
-            tokens = encoded.new_zeros(batch, steps, encoded.shape[-1])
-            tokens[real] = encoded
-            return tokens, lengths
-        flat_word_ids = None if token_word_ids is None else token_word_ids.reshape(-1)
-        tokens = self.char_encoder(char_ids.reshape(-1, width), flat_word_ids).view(batch, steps, -1)
-        return tokens * real.unsqueeze(-1).to(tokens.dtype), lengths
+            token_word_ids = token_word_ids.reshape(-1)
+        tokens = self.encode_tokens(self.char_encoder, char_ids.reshape(-1, width), token_word_ids)
+        return tokens.view(batch, num_words + 2, -1), lengths
 
     def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor | None = None,
                 word_ids: torch.Tensor | None = None, initial_state: tuple[torch.Tensor, torch.Tensor] | None = None,
@@ -575,26 +574,33 @@ class ElmoModel(ElmoPreTrainedModel):
         mask = (input_ids > 0).any(dim=-1) if attention_mask is None else attention_mask.to(input_ids.device).bool()
         tokens, lengths = self.token_representations(input_ids, mask, word_ids)
         initial_state = None if initial_state is None else self._check_state(initial_state, tokens)
+        with_boundaries = torch.arange(tokens.shape[1], device=tokens.device) < lengths.unsqueeze(1)
+        token_layer = torch.cat([tokens, tokens], dim=-1)
+        keep = mask.unsqueeze(-1).to(tokens.dtype)
+        if keep_sentence_boundaries:
+            layer0, output_mask, lstm_input = token_layer, with_boundaries, token_layer[..., : tokens.shape[-1]]
+        else:
+            layer0, output_mask = token_layer[:, 1:-1] * keep, mask
+            # The biLSTM reads the returned layer 0 with the boundaries put back (the same values), so that gradients
+            # reach the layer the caller holds.
+            lstm_input = torch.where(F.pad(mask, (1, 1)).unsqueeze(-1),
+                                     F.pad(layer0[..., : tokens.shape[-1]], (0, 0, 1, 1)), tokens)
         # A layer-normalised mix, as AllenNLP computes it, normalises each layer over the words *and* the
         # <S>/</S> positions, and only then drops the boundaries: it needs their outputs.
         normalised_mix = any(mix.layer_norm for mix in self.scalar_mixes)
         skip_final_step = not (keep_sentence_boundaries or return_state or normalised_mix)
-        lstm_layers, final_state = self.run_bilstm(tokens, lengths, initial_state, skip_final_step=skip_final_step)
-        layers = [torch.cat([tokens, tokens], dim=-1)] + lstm_layers
-        output_mask = torch.arange(tokens.shape[1], device=tokens.device) < lengths.unsqueeze(1)
-        mixes = tuple(mix(layers, output_mask) for mix in self.scalar_mixes)  # before dropping the boundaries
-        if not keep_sentence_boundaries:
-            output_mask = mask
-            keep = mask.unsqueeze(-1).to(tokens.dtype)
-            layers = [layer[:, 1:-1] * keep for layer in layers]
-            mixes = tuple(mixed[:, 1:-1] * keep for mixed in mixes)
+        lstm_layers, final_state = self.run_bilstm(lstm_input, lengths, initial_state, skip_final_step=skip_final_step)
+        layers = [layer0] + [layer if keep_sentence_boundaries else layer[:, 1:-1] * keep for layer in lstm_layers]
+        mixes = tuple(mix([token_layer] + lstm_layers, with_boundaries)[:, 1:-1] * keep
+                      if mix.layer_norm and not keep_sentence_boundaries else mix(layers, output_mask)
+                      for mix in self.scalar_mixes)
         chosen = self.config.feature_layer
         features = (torch.stack(layers).mean(dim=0) if chosen == "average"
                     else mixes[0] if chosen == "mix" else layers[chosen])
         outputs = ElmoModelOutput(
             last_hidden_state=features, hidden_states=tuple(layers) if output_hidden_states else None,
             mixes=torch.stack(mixes, dim=1) if mixes else features.new_zeros(features.shape[0], 0, *features.shape[1:]),
-            mask=output_mask, final_state=final_state if return_state else None)
+            mask=output_mask.to(tokens.dtype), final_state=final_state if return_state else None)
         return outputs if return_dict else outputs.to_tuple()
 
     def _check_state(self, state, like: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
@@ -761,6 +767,13 @@ class ElmoHeadModel(ElmoPreTrainedModel):
         self.dropout = nn.Dropout(config.classifier_dropout)
         self.set_elmo_frozen(config.freeze_elmo)
 
+    def resize_token_embeddings(self, new_num_tokens=None, pad_to_multiple_of=None, mean_resizing=True):
+        embeddings = super().resize_token_embeddings(new_num_tokens, pad_to_multiple_of, mean_resizing)
+        if self.token_features is not None:  # the head's own x_k reads the same characters
+            self.token_features.char_embedding = self._get_resized_embeddings(
+                self.token_features.char_embedding, embeddings.num_embeddings, mean_resizing=mean_resizing)
+        return embeddings
+
     def set_elmo_frozen(self, frozen: bool = True) -> None:
         """Freeze (or unfreeze) the biLM; the head's mix and layers always train."""
         self.config.freeze_elmo = bool(frozen)
@@ -768,16 +781,12 @@ class ElmoHeadModel(ElmoPreTrainedModel):
         # Unused parameters that require gradients break DistributedDataParallel: the encoder's mixes stay out.
         self.elmo.scalar_mixes.requires_grad_(False)
 
-    @classmethod
-    def from_pretrained(cls, *args, **kwargs):
-        wants_loading_info = kwargs.pop("output_loading_info", False)
-        model, loading_info = super().from_pretrained(*args, output_loading_info=True, **kwargs)
-        missing = loading_info["missing_keys"]
-        if model.token_features is not None and any(key.startswith("token_features.") for key in missing):
+    def _after_loading(self, loading_info: dict) -> None:
+        if self.token_features is not None and any(key.startswith("token_features.")
+                                                   for key in loading_info["missing_keys"]):
             # A biLM checkpoint without a task head: the head's word vectors start as the biLM's layer 0.
-            model.token_features.load_state_dict(model.elmo.char_encoder.state_dict())
-        model.set_elmo_frozen(model.config.freeze_elmo)  # loading swaps in fresh parameters (requires_grad=True)
-        return (model, loading_info) if wants_loading_info else model
+            self.token_features.load_state_dict(self.elmo.char_encoder.state_dict())
+        self.set_elmo_frozen(self.config.freeze_elmo)  # loading swaps in fresh parameters (requires_grad=True)
 
     def elmo_layers(self, input_ids, attention_mask, word_ids=None, elmo_hidden_states=None):
         """The biLM's L+1 layers and the word mask: run the biLM (without autograd when frozen), or check and take
@@ -787,8 +796,9 @@ class ElmoHeadModel(ElmoPreTrainedModel):
                 raise ValueError("pass input_ids (character ids) or elmo_hidden_states (precomputed biLM layers)")
             track = torch.is_grad_enabled() and any(p.requires_grad for p in self.elmo.parameters())
             with torch.set_grad_enabled(track):
-                outputs = self.elmo(input_ids, attention_mask=attention_mask, word_ids=word_ids, return_dict=True)
-            return outputs.hidden_states, outputs.mask
+                outputs = self.elmo(input_ids, attention_mask=attention_mask, word_ids=word_ids,
+                                    output_hidden_states=True, return_dict=True)
+            return outputs.hidden_states, outputs.mask.bool()
         if input_ids is not None and self.token_features is None:
             raise ValueError("pass either input_ids or elmo_hidden_states, not both")
         if not self.config.freeze_elmo:
@@ -820,16 +830,10 @@ class ElmoHeadModel(ElmoPreTrainedModel):
             raise ValueError(f"{name} must be (batch, positions, characters) with (batch, positions) = "
                              f"{tuple(mask.shape)}, got {tuple(input_ids.shape)}")
         input_ids, mask = input_ids.to(mask.device).long(), mask.bool()
-        if self.elmo.kernels is not None and self.elmo.kernels.runs(input_ids):  # the kernels encode real words only
-            vectors = input_ids.new_zeros(*mask.shape, self.config.projection_dim, dtype=self.dtype)
-            if mask.any():
-                selected = None if word_ids is None else word_ids.to(mask.device)[mask]
-                encoded = self.elmo.encode_tokens(self.token_features, input_ids[mask], selected)
-                vectors[mask] = encoded.to(vectors.dtype)
-            return vectors
+        char_ids = input_ids * mask.unsqueeze(-1).to(input_ids.dtype)
         flat_word_ids = None if word_ids is None else word_ids.to(mask.device).reshape(-1)
-        vectors = self.token_features(input_ids.reshape(-1, input_ids.shape[-1]), flat_word_ids)
-        return vectors.view(*mask.shape, vectors.shape[-1]) * mask.unsqueeze(-1).to(vectors.dtype)  # 0 words too
+        vectors = self.elmo.encode_tokens(self.token_features, char_ids.reshape(-1, char_ids.shape[-1]), flat_word_ids)
+        return vectors.view(*mask.shape, vectors.shape[-1])
 
 
 @dataclass
@@ -890,8 +894,10 @@ class ElmoTagger(ElmoHeadModel):
         loss = None if labels is None else tagging_loss(logits, labels, mask, self.crf, num_items_in_batch)
         with torch.no_grad():
             predictions = None if self.training else self.decode(logits, mask)
+        if output_hidden_states is None:
+            output_hidden_states = self.config.output_hidden_states
         output = ElmoTokenClassifierOutput(loss=loss, logits=logits, predictions=predictions,
-                                           hidden_states=layers if output_hidden_states else None)
+                                           hidden_states=tuple(layers) if output_hidden_states else None)
         return output if (return_dict if return_dict is not None else self.config.return_dict) else output.to_tuple()
 
     def decode(self, logits: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
@@ -923,14 +929,7 @@ class ElmoForTokenClassification(ElmoTagger):
             from .elmo_tagging import ElmoForCharacterTagging
 
             return ElmoForCharacterTagging.from_pretrained(*args, **kwargs)
-        try:
-            return super().from_pretrained(*args, **kwargs)
-        except ElmoWeightShapeError:
-            saved = ElmoConfig.get_config_dict(*args[:1])[0].get("architectures") or ()
-            if "ElmoForCharacterTagging" in saved:
-                raise ElmoWeightShapeError(f"{args[0]} holds an ElmoForCharacterTagging (a tagger of characters): "
-                                           "load it with that class or AutoModelForTokenClassification") from None
-            raise
+        return super().from_pretrained(*args, **kwargs)
 
     def forward(self, input_ids=None, attention_mask=None, word_ids=None, elmo_hidden_states=None, labels=None,
                 output_hidden_states=None, return_dict=None, num_items_in_batch=None, **kwargs):
@@ -942,7 +941,8 @@ class ElmoForTokenClassification(ElmoTagger):
                 `config.task_token_features` still needs).
             labels (`torch.LongTensor` of shape `(batch_size, num_words)`, *optional*): Tag ids in
                 `[0, num_labels)` or -100 (none); the loss is `tagging_loss`'s.
-            output_hidden_states (`bool`, *optional*): also return the biLM layers.
+            output_hidden_states (`bool`, *optional*): also return the biLM layers (`config.output_hidden_states`,
+                True by default, when not given).
             num_items_in_batch (`int`, *optional*): labelled words in the whole accumulated batch (`Trainer`).
         """
         _refuse_unknown_arguments(type(self).__name__, kwargs)
@@ -979,12 +979,14 @@ class ElmoForSequenceClassification(ElmoHeadModel):
         logits = self.classifier(pooled)
         loss = None if labels is None else classification_loss(logits, labels, self.config.problem_type,
                                                                num_items_in_batch)
+        if output_hidden_states is None:
+            output_hidden_states = self.config.output_hidden_states
         output = SequenceClassifierOutput(loss=loss, logits=logits,
-                                          hidden_states=layers if output_hidden_states else None)
+                                          hidden_states=tuple(layers) if output_hidden_states else None)
         return output if return_dict else output.to_tuple()
 
 
-__all__ = ["LSTM_IMPLEMENTATIONS", "ElmoModelOutput", "ElmoHighwayLayer", "ElmoHighway", "ElmoCharacterEncoder",
-           "ElmoBiLstmLayer", "ElmoBiLstm", "ElmoScalarMix", "ElmoWeightShapeError", "ElmoMissingWeightsError",
-           "ElmoPreTrainedModel", "ElmoModel", "ElmoCrf", "ElmoHeadModel", "ElmoTagger", "ElmoTokenClassifierOutput",
+__all__ = ["ALL_LSTM_FUNCTIONS", "ElmoKernelFunctions", "ElmoKernelInterface", "reference_bilstm",
+           "reference_character_encoder", "weight_problems", "ElmoModelOutput", "ElmoHighwayLayer", "ElmoHighway", "ElmoCharacterEncoder",
+           "ElmoBiLstmLayer", "ElmoBiLstm", "ElmoScalarMix", "ElmoPreTrainedModel", "ElmoModel", "ElmoCrf", "ElmoHeadModel", "ElmoTagger", "ElmoTokenClassifierOutput",
            "ElmoForTokenClassification", "ElmoForSequenceClassification"]

@@ -9,7 +9,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from .elmo_tagging import (  # noqa: F401  (re-exported: the spans and the predictor's steps are remote code)
-    best_tags, character_places, entities_from_tags, split_tag, tag_spans, tagged_mask, tagged_result, word_offsets,
+    best_tags, character_places, entities_from_tags, split_tag, tag_spans, tagged_mask, tagged_result, unit_offsets,
+    word_offsets,
 )
 
 
@@ -35,24 +36,26 @@ def character_example(example: dict, config) -> dict:
 
 
 def tagging_example(model, tokenizer, item: str | Sequence[str], is_split_into_words: bool = False):
-    """(what a tagger labels in one input, the example its collator takes). A text's words come from the tokenizer
-    and a character tagger labels their characters, each kept in its word (as the pipeline reads text); pre-split
-    characters are grouped into the words jieba finds in them."""
+    """(what a tagger labels in one input, the example its collator takes, each labelled unit's `(start, end)` in the
+    text or None for pre-split input). A text's words come from the tokenizer and a character tagger labels their
+    characters, each kept in its word (as the pipeline reads text); pre-split characters are grouped into the words
+    jieba finds in them."""
     if is_split_into_words:
         units = list(item)
         return units, (character_example({"words": units}, model.config) if model.labels_characters
-                       else {"words": units})
+                       else {"words": units}), None
     if not isinstance(item, str):
         raise TypeError(f"texts to tag must be strings, got {type(item).__name__} (pre-split words: "
                         "is_split_into_words=True)")
-    words = tokenizer.tokenize(item)
+    found = tokenizer.words_with_offsets(item)
+    words, offsets = [word for word, _, _ in found], unit_offsets(found, model.labels_characters)
     if not model.labels_characters:
-        return words, {"words": words}
+        return words, {"words": words}, offsets
     characters, word_index, positions = character_places(words)
     example = {"words": words, "token_word_index": word_index, "token_positions": positions}
     if model.config.task_character_features:
         example["characters"] = characters
-    return characters, example
+    return characters, example, offsets
 
 
 def tag(
@@ -79,11 +82,12 @@ def tag(
     elif is_split_into_words and inputs and all(isinstance(word, str) for word in inputs):
         inputs = [list(inputs)]
     inputs = list(inputs)
-    sentences, examples = [], []
+    sentences, examples, offsets = [], [], []
     for item in inputs:
-        units, example = tagging_example(model, tokenizer, item, is_split_into_words)
+        units, example, places = tagging_example(model, tokenizer, item, is_split_into_words)
         sentences.append(units)
         examples.append(example)
+        offsets.append(places)
     collator = tagging_collator(model, tokenizer, max_words)  # one for all batches: it remembers character ids
     order = sorted(range(len(sentences)), key=lambda i: len(sentences[i]))
     results: list[dict | None] = [None] * len(sentences)
@@ -95,7 +99,7 @@ def tag(
         for row, index in enumerate(chunk):
             text = None if is_split_into_words else inputs[index]
             results[index] = tagged_result(model, tokenizer, sentences[index], best[row],
-                                           None if scores is None else scores[row], text)
+                                           None if scores is None else scores[row], text, offsets[index])
     return results
 
 

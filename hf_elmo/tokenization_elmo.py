@@ -11,10 +11,21 @@ from collections.abc import Mapping, Sequence
 
 import numpy as np
 from transformers import BatchEncoding, PreTrainedTokenizerBase
+from transformers.tokenization_utils_base import PaddingStrategy, TruncationStrategy
+
+try:
+    from transformers.tokenization_python import PythonBackend
+except ImportError:  # transformers 4.x: truncate_sequences is the base's own; batches go to _batch_encode_plus
+
+    class PreTrainedTokenizerBase(PreTrainedTokenizerBase):
+        def _batch_encode_plus(self, batch_text_or_text_pairs, **kwargs):
+            return self._encode_plus(list(batch_text_or_text_pairs), **kwargs)
+
+    PythonBackend = PreTrainedTokenizerBase
 
 from .elmo_text import (CHAR_SCHEMES, CHAR_VOCAB_FILE, CHARACTER_SCHEMES, DICTIONARY_CHAR_SPECIALS,
                         JIEBA_USER_DICT_FILE, PAD_TOKEN, PADDED_POSITION_ID, SEGMENTERS, WORD_VOCAB_FILE,
-                        WordVocabulary, make_segmenter)
+                        WordVocabulary, check_inside_model_folder, make_segmenter)
 
 VOCAB_FILES_NAMES = {"char_vocab_file": CHAR_VOCAB_FILE, "word_vocab_file": WORD_VOCAB_FILE,
                      "user_dict": JIEBA_USER_DICT_FILE}
@@ -30,7 +41,7 @@ _OPTION_TYPES = {"char_vocab_file": _TEXT_OR_NULL, "word_vocab_file": _TEXT_OR_N
                  "char_vocab": _MAPPING_OR_NULL, "word_vocab": _MAPPING_OR_NULL}
 
 # The keys this tokenizer writes with one value per word (padded by `pad`), and those never made tensors.
-_PER_WORD_KEYS = ("input_ids", "attention_mask", "word_ids", "special_tokens_mask")
+_PER_WORD_KEYS = ("input_ids", "attention_mask", "word_ids", "special_tokens_mask", "token_type_ids", "offset_mapping")
 _TEXT_KEYS = ("words",)
 
 _ONE_ROW_PER_WORD = ("ElmoTokenizer gives each word a row of max_characters_per_token character ids, not one id: "
@@ -63,7 +74,9 @@ class ElmoTokenizer(PreTrainedTokenizerBase):
     saved beside it. `pad_token`: the name of a padded word position (its ids are all 0)."""
 
     vocab_files_names = VOCAB_FILES_NAMES
+    model_input_names = ["input_ids", "attention_mask"]
     is_fast = False
+    truncate_sequences = PythonBackend.truncate_sequences  # transformers' truncation: sides, strides, pairs
 
     def __init__(self, char_vocab_file: str | None = None, word_vocab_file: str | None = None,
                  max_characters_per_token: int = 50, segmenter: str = "auto", do_lower_case: bool = False,
@@ -77,6 +90,9 @@ class ElmoTokenizer(PreTrainedTokenizerBase):
             raise ValueError("Invalid ElmoTokenizer options: " + "; ".join(problems))
         if max_characters_per_token < 3:
             raise ValueError("max_characters_per_token must be >= 3")
+        for path in (char_vocab_file, word_vocab_file, user_dict):
+            if isinstance(path, (str, os.PathLike)):
+                check_inside_model_folder(path, kwargs.get("name_or_path"))
         self.max_characters_per_token = max_characters_per_token
         self.do_lower_case = do_lower_case
         self.char_scheme = char_scheme
@@ -91,9 +107,14 @@ class ElmoTokenizer(PreTrainedTokenizerBase):
         # property of the tokenizer (transformers passes these to __init__, which would save them).
         for name in ("model_input_names", "is_local", "local_files_only"):
             kwargs.pop(name, None)
-        super().__init__(max_characters_per_token=max_characters_per_token, segmenter=self.segmenter,
-                         do_lower_case=do_lower_case, char_scheme=char_scheme,
-                         pad_token=PAD_TOKEN if pad_token is None else pad_token, **kwargs)
+        # Every argument is kept, as transformers keeps them. save_vocabulary writes the files and the mappings they
+        # hold; save_pretrained leaves what this instance's vocab_files_names names out of tokenizer_config.json
+        # (from_pretrained finds the files by the class's: the paths).
+        super().__init__(char_vocab_file=char_vocab_file, word_vocab_file=word_vocab_file, user_dict=user_dict,
+                         max_characters_per_token=max_characters_per_token, segmenter=self.segmenter,
+                         do_lower_case=do_lower_case, char_scheme=char_scheme, char_vocab=char_vocab,
+                         word_vocab=word_vocab, pad_token=PAD_TOKEN if pad_token is None else pad_token, **kwargs)
+        self.vocab_files_names = {**VOCAB_FILES_NAMES, "char_vocab": CHAR_VOCAB_FILE, "word_vocab": WORD_VOCAB_FILE}
         _check_padding_side(self.padding_side)
         if self._words is not None:
             self.model_input_names = ["input_ids", "attention_mask", "word_ids"]
@@ -115,14 +136,22 @@ class ElmoTokenizer(PreTrainedTokenizerBase):
 
     def tokenize(self, text: str, **kwargs) -> list[str]:
         """Split raw text into words (the segmenter's rules, in `elmo_text.py`)."""
+        return [word for word, _, _ in self.words_with_offsets(text)]
+
+    def words_with_offsets(self, text: str) -> list[tuple[str, int, int]]:
+        """Each word of `text` as `tokenize` gives it, with its `(start, end)` in `text`."""
         if not isinstance(text, str):
             raise TypeError(f"text must be a string, got {type(text).__name__}")
-        words = self._segmenter(text)
-        return [word.lower() for word in words] if self.do_lower_case else words
+        found = self._segmenter.words_with_offsets(text)
+        return [(word.lower(), start, end) for word, start, end in found] if self.do_lower_case else found
 
     def word_to_char_ids(self, word: str) -> list[int]:
         """The `max_characters_per_token` ids of one word (as the model reads them: 0 is never one)."""
         return self._characters.word_ids(word.lower() if self.do_lower_case else word)
+
+    def warn_if_mostly_unknown(self) -> None:
+        """Warn once when most characters encoded since the last call were unknown to a dictionary-scheme model."""
+        self._characters.warn_if_mostly_unknown()
 
     def word_to_id(self, word: str) -> int:
         """The word-vocabulary id of one word (models with a word embedding; unknown words -> `<oov>`)."""
@@ -138,37 +167,97 @@ class ElmoTokenizer(PreTrainedTokenizerBase):
         """Pre-split sentences -> `torch.LongTensor` (batch, max_words, max_characters_per_token), zero-padded."""
         return self(list(sentences), is_split_into_words=True, padding=True, return_tensors="pt")["input_ids"]
 
-    def __call__(self, text: str | Sequence[str] | Sequence[Sequence[str]], is_split_into_words: bool = False,
-                 padding: bool | str = False, truncation: bool | str | None = None, max_length: int | None = None,
-                 return_tensors: str | None = None, return_attention_mask: bool | None = True,
-                 return_words: bool = False, pad_to_multiple_of: int | None = None,
-                 return_special_tokens_mask: bool = False, **kwargs) -> ElmoBatchEncoding:
-        """Encode a string, a list of strings (a batch) or, with `is_split_into_words=True`, a list of words or of
-        word lists, as transformers' tokenizers do but counting words. Also gives `word_ids` when the tokenizer has a
-        word vocabulary and, with `return_words=True`, `words` (the words each position holds)."""
-        if "return_offsets_mapping" in kwargs:
-            # Whatever its value: transformers' token-classification pipeline asks for it (False from a slow
-            # tokenizer), then reads one id per token, so it is told here which pipeline reads ELMo's rows.
-            raise ValueError("ElmoTokenizer keeps no character offsets (return_offsets_mapping) and each word's ids "
-                             "are a row: for entity spans use pipeline('elmo-token-classification', ...), not "
-                             "transformers' 'token-classification'")
-        unknown = set(kwargs) - {"add_special_tokens", "verbose", "text_target", "return_token_type_ids"}
-        if unknown:  # transformers' options that change nothing here are accepted
-            raise TypeError(f"ElmoTokenizer got unexpected arguments {sorted(unknown)}")
-        if max_length is not None and (not _is_id(max_length) or max_length < 0):
-            raise ValueError(f"max_length must be a whole number of words >= 0, got {max_length!r}")
-        sentences, batched = _as_word_lists(text, is_split_into_words, self.tokenize)
-        if truncation and truncation != "do_not_truncate":
-            limit = max_length if max_length is not None else self.model_max_length
-            sentences = [words[:limit] for words in sentences]
+    def __call__(self, text=None, text_pair=None, *args, **kwargs) -> ElmoBatchEncoding:
+        """transformers' `__call__` (`text, text_pair, ...`), counting words: a string, a list of strings (a batch) or,
+        with `is_split_into_words=True`, a list of words or of word lists. A pair is read as one sentence, the words
+        of `text` then those of `text_pair` (`token_type_ids` 0 then 1). Also gives `word_ids` when the tokenizer
+        has a word vocabulary, with `return_words=True` the words of each position and with
+        `return_offsets_mapping=True` each word's `(start, end)` in its text (`(0, len(word))` for a pre-split word)."""
+        if kwargs.get("return_offsets_mapping") is False and kwargs.get("return_special_tokens_mask"):
+            # How transformers' token-classification pipeline asks (offsets only from fast tokenizers); it then
+            # reads one id per token, so it is told here which pipeline reads ELMo's rows.
+            raise ValueError("ElmoTokenizer gives each word a row of character ids, which transformers' "
+                             "'token-classification' pipeline cannot read: for entity spans use "
+                             "pipeline('elmo-token-classification', ...)")
+        return super().__call__(text, text_pair, *args, **kwargs)
+
+    def num_special_tokens_to_add(self, pair: bool = False) -> int:
+        return 0  # the model adds <S> and </S> itself
+
+    def _get_padding_truncation_strategies(self, padding=False, truncation=None, max_length=None,
+                                           pad_to_multiple_of=None, verbose=True, **kwargs):
+        # transformers' checks, after the numbers it would slice or divide by.
+        for name, value, least in (("max_length", max_length, 0), ("pad_to_multiple_of", pad_to_multiple_of, 1)):
+            if value is not None and (not _is_id(value) or value < least):
+                raise ValueError(f"{name} must be a whole number of words >= {least}, got {value!r}")
+        strategies = super()._get_padding_truncation_strategies(padding, truncation, max_length, pad_to_multiple_of,
+                                                                verbose, **kwargs)
+        if strategies[0] == PaddingStrategy.DO_NOT_PAD and padding not in (False, None, PaddingStrategy.DO_NOT_PAD):
+            raise ValueError(f"padding={padding!r} needs max_length (this tokenizer has no model_max_length)")
+        return strategies
+
+    def _encode_plus(self, text, text_pair=None, add_special_tokens: bool = True,
+                     padding_strategy: PaddingStrategy = PaddingStrategy.DO_NOT_PAD,
+                     truncation_strategy: TruncationStrategy = TruncationStrategy.DO_NOT_TRUNCATE,
+                     max_length: int | None = None, stride: int = 0, is_split_into_words: bool = False,
+                     pad_to_multiple_of: int | None = None, padding_side: str | None = None,
+                     return_tensors: str | None = None, return_token_type_ids: bool | None = None,
+                     return_attention_mask: bool | None = None, return_overflowing_tokens: bool = False,
+                     return_special_tokens_mask: bool = False, return_offsets_mapping: bool = False,
+                     return_length: bool = False, verbose: bool = True, split_special_tokens: bool = False,
+                     return_words: bool = False, **kwargs) -> ElmoBatchEncoding:
+        # add_special_tokens, split_special_tokens and sanitize_control_tokens (chat templates) change nothing: the
+        # model adds <S> and </S>, and no word is special.
+        kwargs.pop("sanitize_control_tokens", None)
+        if kwargs:
+            raise TypeError(f"ElmoTokenizer got unexpected arguments {sorted(kwargs)}")
+        if text_pair is None and _holds_pairs(text, is_split_into_words):  # a batch of (text, text_pair)
+            text, text_pair = [first for first, _ in text], [second for _, second in text]
+        firsts, batched = _as_word_lists(text, is_split_into_words, self.words_with_offsets)
+        seconds = [None] * len(firsts)
+        if text_pair is not None:
+            seconds, pair_batched = _as_word_lists(text_pair, is_split_into_words, self.words_with_offsets)
+            if pair_batched != batched or len(seconds) != len(firsts):
+                raise ValueError("text_pair must be what text is: a sentence, or a batch of as many sentences")
+        if (return_overflowing_tokens and text_pair is not None
+                and truncation_strategy == TruncationStrategy.LONGEST_FIRST):
+            raise ValueError("Not possible to return overflowing tokens for pair of sequences with the `longest_first`. "
+                             "Please select another truncation strategy than `longest_first`, for instance "
+                             "`only_second` or `only_first`.")  # transformers' words
+        sentences, offsets, token_types, overflowing, truncated = [], [], [], [], []
+        for first, second in zip(firsts, seconds):
+            kept, kept_pair, overflow = [*range(len(first))], None if second is None else [*range(len(second))], []
+            excess = len(first) + len(second or ()) - (max_length or 0)
+            if truncation_strategy != TruncationStrategy.DO_NOT_TRUNCATE and max_length is not None and excess > 0:
+                # transformers' own truncation (sides, stride, pair strategies), of word indices.
+                kept, kept_pair, overflow = self.truncate_sequences(kept, kept_pair, excess, truncation_strategy, stride)
+            cut_from = second if truncation_strategy == TruncationStrategy.ONLY_SECOND else first
+            chosen = [first[i] for i in kept] + [second[i] for i in kept_pair or ()]
+            sentences.append([word for word, _, _ in chosen])
+            offsets.append([(start, end) for _, start, end in chosen])
+            token_types.append([0] * len(kept) + [1] * len(kept_pair or ()))
+            overflowing.append([self.word_to_char_ids(cut_from[i][0]) for i in overflow])
+            truncated.append(max(excess, 0) if overflow else 0)
         features = {"input_ids": [[self.word_to_char_ids(word) for word in words] for words in sentences]}
+        for rows in features["input_ids"]:
+            self._eventual_warn_about_too_long_sequence(rows, max_length, verbose)
+        if return_offsets_mapping:
+            features["offset_mapping"] = offsets
+        if return_token_type_ids:
+            features["token_type_ids"] = token_types
+        if return_overflowing_tokens and not return_tensors:  # as transformers' Python tokenizers: lists only
+            features.update(overflowing_tokens=overflowing, num_truncated_tokens=truncated)
         if return_attention_mask is not False:
             features["attention_mask"] = [[1] * len(words) for words in sentences]
         if self._words is not None:
             features["word_ids"] = [[self.word_to_id(word) for word in words] for words in sentences]
         if return_special_tokens_mask:
             features["special_tokens_mask"] = [[0] * len(words) for words in sentences]
-        encoding = self._padded_encoding(features, batched, padding, max_length, pad_to_multiple_of, return_tensors)
+        if return_length:
+            features["length"] = [len(words) for words in sentences]
+        self.warn_if_mostly_unknown()
+        encoding = self._padded_encoding(features, batched, padding_strategy, max_length, pad_to_multiple_of,
+                                         return_tensors, padding_side)
         if return_words:
             encoding["words"] = sentences if batched else sentences[0]
         return encoding
@@ -179,31 +268,24 @@ class ElmoTokenizer(PreTrainedTokenizerBase):
             verbose: bool = True) -> ElmoBatchEncoding:
         """Pad what `__call__` returns (lists, arrays or tensors), or a list of such encodings one per sentence (what
         data collators pass), to one number of words; other keys (e.g. `label`) are kept."""
-        _check_padding_side(padding_side or "right")
+        strategy, _, max_length, _ = self._get_padding_truncation_strategies(
+            padding, max_length=max_length, pad_to_multiple_of=pad_to_multiple_of, verbose=verbose)
         features, batched, input_tensors = _features_to_pad(encoded_inputs, self.max_characters_per_token)
         if return_attention_mask is not False and "attention_mask" not in features:
             features["attention_mask"] = [[1] * len(rows) for rows in features["input_ids"]]
-        return self._padded_encoding(features, batched, padding, max_length, pad_to_multiple_of,
-                                     return_tensors or input_tensors)
+        return self._padded_encoding(features, batched, strategy, max_length, pad_to_multiple_of,
+                                     return_tensors or input_tensors, padding_side)
 
-    def _padded_encoding(self, features: dict[str, list], batched: bool, padding, max_length, pad_to_multiple_of,
-                         return_tensors) -> ElmoBatchEncoding:
-        """The encoding of `features` (key -> one value per sentence), padded as `padding` says."""
-        _check_padding_side(self.padding_side)
+    def _padded_encoding(self, features: dict[str, list], batched: bool, strategy: PaddingStrategy, max_length,
+                         pad_to_multiple_of, return_tensors, padding_side=None) -> ElmoBatchEncoding:
+        """The encoding of `features` (key -> one value per sentence), padded as `strategy` says."""
+        _check_padding_side(padding_side or self.padding_side)
         lengths = [len(rows) for rows in features["input_ids"]]
-        target = None
-        if padding is True or padding == "longest":
-            target = max(lengths)
-        elif padding == "max_length":
-            if max_length is None:
-                raise ValueError("padding='max_length' needs max_length")
-            if max(lengths) > max_length:
-                raise ValueError(f"a sentence has {max(lengths)} words, more than max_length={max_length}: "
-                                 "pass truncation=True")
-            target = max_length
-        elif padding not in (False, None, "do_not_pad"):
-            raise ValueError(f"padding must be True, False, 'longest' or 'max_length', got {padding!r}")
-        elif return_tensors is not None and len(set(lengths)) > 1:
+        target = {PaddingStrategy.LONGEST: max(lengths), PaddingStrategy.MAX_LENGTH: max_length}.get(strategy)
+        if strategy == PaddingStrategy.MAX_LENGTH and max(lengths) > max_length:
+            raise ValueError(f"a sentence has {max(lengths)} words, more than max_length={max_length}: "
+                             "pass truncation=True")
+        if target is None and return_tensors is not None and len(set(lengths)) > 1:
             raise ValueError("sentences have different numbers of words: pass padding=True to make a tensor")
         if target is not None:
             if pad_to_multiple_of:
@@ -211,7 +293,7 @@ class ElmoTokenizer(PreTrainedTokenizerBase):
             # A padded position: an all-zero row, attention 0, the `<pad>` word, 1 in a special-tokens mask.
             fill = {"input_ids": [PADDED_POSITION_ID] * self.max_characters_per_token, "attention_mask": 0,
                     "word_ids": PADDED_POSITION_ID if self._words is None else self._words.pad_id,
-                    "special_tokens_mask": 1}
+                    "special_tokens_mask": 1, "token_type_ids": self.pad_token_type_id, "offset_mapping": (0, 0)}
             for key in _PER_WORD_KEYS:
                 if key in features:
                     features[key] = [values + [fill[key]] * (target - len(values)) for values in features[key]]
@@ -225,7 +307,7 @@ class ElmoTokenizer(PreTrainedTokenizerBase):
         for key in _PER_WORD_KEYS:
             if key in data:
                 array = np.asarray(data[key] if batched else [data[key]], dtype=np.int64)
-                row = (self.max_characters_per_token,) if key == "input_ids" else ()
+                row = {"input_ids": (self.max_characters_per_token,), "offset_mapping": (2,)}.get(key, ())
                 tensors[key] = array.reshape(array.shape[0], -1, *row)
         encoding = ElmoBatchEncoding(tensors, tensor_type=return_tensors)
         encoding.update({key: data[key] for key in _TEXT_KEYS if key in data})
@@ -269,6 +351,10 @@ class ElmoTokenizer(PreTrainedTokenizerBase):
             raise TypeError(f"convert_tokens_to_ids takes a word or a list of words; {_ONE_ROW_PER_WORD}")
         return [self.word_to_char_ids(token) for token in tokens]
 
+    def _add_tokens(self, new_tokens, special_tokens: bool = False) -> int:
+        raise ValueError("ElmoTokenizer has no token vocabulary to add to: every word is read by its characters, so "
+                         "any word already has ids (to keep a string one word, pass pre-split words or a user_dict)")
+
     def convert_tokens_to_string(self, tokens: list[str]) -> str:
         return " ".join(tokens)
 
@@ -306,12 +392,13 @@ class ElmoTokenizer(PreTrainedTokenizerBase):
         return saved + self._segmenter.save(save_directory, filename_prefix)
 
 
-def _as_word_lists(text, is_split_into_words: bool, tokenize) -> tuple[list[list[str]], bool]:
-    """The sentences of `__call__`'s input as word lists, and whether it was a batch."""
+def _as_word_lists(text, is_split_into_words: bool, split) -> tuple[list[list[tuple[str, int, int]]], bool]:
+    """The sentences of `__call__`'s input as lists of `(word, start, end)` (`split` gives them for raw text, a
+    pre-split word spans itself), and whether it was a batch."""
     if isinstance(text, str):
         if is_split_into_words:
             raise TypeError("is_split_into_words=True needs a list of words, got a string")
-        return [tokenize(text)], False
+        return [split(text)], False
     if not isinstance(text, (list, tuple)):
         raise TypeError(f"text must be a string or a list, got {type(text).__name__}")
     if len(text) == 0:
@@ -319,14 +406,22 @@ def _as_word_lists(text, is_split_into_words: bool, tokenize) -> tuple[list[list
     strings = all(isinstance(item, str) for item in text)
     if not is_split_into_words:
         if strings:
-            return [tokenize(sentence) for sentence in text], True
+            return [split(sentence) for sentence in text], True
         raise TypeError("a batch of raw text must be a list of strings (use is_split_into_words=True for word lists)")
     if not strings and not all(isinstance(item, (list, tuple)) for item in text):
         raise TypeError("with is_split_into_words=True pass a list of words or a list of word lists")
     sentences = [list(words) for words in ([text] if strings else text)]
     if not all(isinstance(word, str) for words in sentences for word in words):
         raise TypeError("pre-split sentences must be lists of strings")
-    return sentences, not strings
+    return [[(word, 0, len(word)) for word in words] for words in sentences], not strings
+
+
+def _holds_pairs(text, is_split_into_words: bool) -> bool:
+    """Whether `text` is a batch of pairs, as transformers reads one: (text, pair) items, tuples of word lists."""
+    item_kind, part_kind = (tuple, (list, tuple)) if is_split_into_words else ((list, tuple), str)
+    return isinstance(text, (list, tuple)) and bool(text) and all(
+        isinstance(item, item_kind) and len(item) == 2 and all(isinstance(part, part_kind) for part in item)
+        for item in text)
 
 
 def _features_to_pad(encoded_inputs, width: int) -> tuple[dict[str, list], bool, str | None]:
@@ -360,6 +455,12 @@ def _features_to_pad(encoded_inputs, width: int) -> tuple[dict[str, list], bool,
         if not isinstance(rows, list) or any(not isinstance(row, list) or len(row) != width for row in rows):
             raise ValueError(f"input_ids must hold one row of {width} character ids per word "
                              "(what ElmoTokenizer writes)")
+    for key in set(_PER_WORD_KEYS[1:]) & set(features):  # padded as the words are, so one value per word
+        if len(features[key]) != len(features["input_ids"]):
+            raise ValueError(f"{key} holds {len(features[key])} sentences, input_ids {len(features['input_ids'])}")
+        for row, (values, rows) in enumerate(zip(features[key], features["input_ids"])):
+            if not isinstance(values, list) or len(values) != len(rows):
+                raise ValueError(f"row {row}: {key} must hold one value per word ({len(rows)}), got {values!r:.80}")
     return features, batched, input_tensors
 
 

@@ -25,6 +25,10 @@ from collections.abc import Sequence
 from .errors import CommandError
 
 COMMANDS = ("embed", "similar", "convert", "info", "corpus", "pretrain", "finetune", "export")
+# Short commands, which neither tag, save taggers nor train: they register the models without the tagging pipeline
+# and the pretraining head (`register_auto_classes`), whose imports they do not need, and the `hf-elmo` process ends
+# without the interpreter's teardown after them (hf_elmo/cli.py).
+SHORT_COMMANDS = ("embed", "similar", "convert", "info")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -65,7 +69,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         if args.check is not None:
             args.check(args)
-        register_auto_classes()
+        short = args.command in SHORT_COMMANDS
+        register_auto_classes(tagging=not short, pretraining=not short)
         return args.run(args) or 0
     except KeyboardInterrupt:
         command = importlib.import_module(f"{__name__}.{args.command}")
@@ -95,4 +100,4 @@ def _one_line(error: BaseException) -> str:
     return text.splitlines()[0] if text else type(error).__name__
 
 
-__all__ = ["COMMANDS", "CommandError", "build_parser", "main"]
+__all__ = ["COMMANDS", "SHORT_COMMANDS", "CommandError", "build_parser", "main"]

@@ -150,6 +150,12 @@ def check_user_dict(args, presplit: bool, split_option: str) -> None:
         raise CommandError(f"--user-dict tells jieba how to split text into words; with {split_option} the text is "
                            "split already: give one of them")
     check_input_file(args.user_dict, "--user-dict")
+    from ..elmo_text import check_text_file  # the tokenizer's own check, before any model is loaded
+
+    try:
+        check_text_file(args.user_dict, "--user-dict")
+    except ValueError as error:
+        raise CommandError(str(error)) from None
 
 
 def add_text_arguments(parser: argparse.ArgumentParser) -> None:

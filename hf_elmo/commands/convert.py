@@ -29,7 +29,8 @@ def add_arguments(parser) -> None:
     parser.add_argument("--model", help="--to allennlp: the hf-elmo folder to export")
     parser.add_argument(
         "--segmenter", choices=["auto", "jieba", "chars", "whitespace"],
-        help="--from: how the saved tokenizer splits raw text (default auto; whitespace = as `allennlp elmo` did)",
+        help="--from: how the saved tokenizer splits raw text; allennlp: whitespace (default: as the model's training "
+        "text and `allennlp elmo`), jieba or chars for a Chinese bilm-tf model; elmoformanylangs: default auto",
     )
     parser.add_argument("--overwrite", action="store_true", help="replace OUTPUT_DIR if it exists")
     hub = parser.add_argument_group("Hub (--from only)")

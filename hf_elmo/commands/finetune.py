@@ -121,6 +121,7 @@ def _train_classifier(args) -> None:
 def _predict(args) -> None:
     import json
     import logging
+    import re
 
     from ..conll import DataError, read_text_lines
     from ..finetune import classify, load_finetuned
@@ -144,8 +145,14 @@ def _predict(args) -> None:
             "%r): --split-into-words expects words separated by spaces; leave it out to split raw text",
             len(too_long), readable, too_long[0][:20])
     predict = classify if isinstance(model, ElmoForSequenceClassification) else tag
-    for result in predict(model, tokenizer, inputs, is_split_into_words=args.split_into_words,
-                          batch_size=args.batch_size):
+    for text, result in zip(texts, predict(model, tokenizer, inputs, is_split_into_words=args.split_into_words,
+                                           batch_size=args.batch_size)):
+        if args.split_into_words and "entities" in result:  # the given words' places in their line
+            places = [match.span() for match in re.finditer(r"\S+", text)]  # what str.split() splits
+            for entity in result["entities"]:
+                entity["start"], entity["end"] = places[entity["word_start"]][0], places[entity["word_end"] - 1][1]
+                entity["word"] = text[entity["start"] : entity["end"]]
+            result["text"] = text
         print(json.dumps(result, ensure_ascii=False))
 
 

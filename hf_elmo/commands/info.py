@@ -43,8 +43,15 @@ def model_info(embedder) -> dict:
         "character_scheme": getattr(config, "char_scheme", "bytes"),
         "word_vocabulary": getattr(config, "word_vocab_size", 0) or 0,
         "lm_output_vocabulary": int(lm_vocab),
-        "segmenter": getattr(tokenizer, "chinese_segmentation", getattr(tokenizer, "segmenter", None)),
+        "segmenter": getattr(tokenizer, "segmenter", None),  # how raw text becomes words: jieba, chars or whitespace
     }
+
+
+_SEGMENTATION = {
+    "jieba": " (punctuation apart, Chinese cut into jieba words)",
+    "chars": " (punctuation apart, one word per Chinese character)",
+    "whitespace": " (words are what spaces separate, as in bilm-tf / AllenNLP training text)",
+}
 
 
 def check(args) -> None:
@@ -68,5 +75,5 @@ def run(args) -> int:
     print(f"word vocab:   {words}")
     if info["lm_output_vocabulary"]:
         print(f"LM softmax:   {info['lm_output_vocabulary']:,} words (pretraining head)")
-    print(f"segmentation: {info['segmenter']}")
+    print(f"segmentation: {info['segmenter']}" + _SEGMENTATION.get(info["segmenter"], ""))
     return 0

@@ -1,7 +1,8 @@
 """hf-elmo's fast kernels for the plain PyTorch model of `modeling_elmo.py` (package only, never remote code).
 
-A model holds an `ElmoKernels` when it runs on them (`from_pretrained(..., lstm_implementation=...)`,
-`model.set_lstm_implementation(...)`; "auto" is the default where hf-elmo is installed):
+Importing this package registers them in `modeling_elmo.ElmoKernelInterface` as "auto" (the default of every
+model hf-elmo loads), "fast" and "int8": functions with the signatures of the reference functions, which a model
+looks up by its `lstm_implementation` when it runs (never while torch.compile / torch.export trace it).
 
 - layer 0: each distinct token encoded once, the padding tail cut, convolutions as products on oneDNN
   (character_encoder.py), optionally a token cache (`build_token_cache`, token_cache.py);
@@ -10,70 +11,85 @@ A model holds an `ElmoKernels` when it runs on them (`from_pretrained(..., lstm_
 - the sampled softmax with a hand-written backward (sampled_softmax.py, which the package's pretraining head
   calls when its model runs on the kernels).
 
-Their numbers equal the plain model's up to float32 rounding (int8: up to its quantisation); the tests compare
-them with it. Inference copies of weights live here, keyed by the weights they were made from, and are all
-dropped when the model goes back to training (`clear`, called by `ElmoModel.train`).
+Their numbers equal the reference functions' up to float32 rounding (int8: up to its quantisation); the tests
+compare them. "auto" computes on the kernels for CPU tensors and with the reference functions elsewhere. Inference
+copies of weights and token caches are kept per module (a copy of a model starts without them), keyed by the
+weights they were made from, and dropped when the model goes back to training (`release`).
 """
 
 from __future__ import annotations
 
+import weakref
+
 import torch
 
+from ..modeling_elmo import ElmoKernelFunctions, ElmoKernelInterface, reference_bilstm, reference_character_encoder
 from .bilstm import BiLstmRunner
 from .character_encoder import encode, encode_tokens
 from .token_cache import TokenCache
 
 IMPLEMENTATIONS = ("auto", "fast", "int8")
 
+# Per `ElmoBiLstm`: its runner (inference copies of the weights, scratch buffers); per `ElmoCharacterEncoder`: the
+# token cache `build_token_cache` made for it. Weak keys: a model's state goes with it.
+_runners: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+_token_caches: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
-class ElmoKernels:
-    """The kernel state of one `ElmoModel`: its implementation choice and its caches (never saved or copied)."""
 
-    def __init__(self, implementation: str = "auto", keep_inference_copies: bool = True):
-        if implementation not in IMPLEMENTATIONS:
-            raise ValueError(f"hf-elmo's kernels implement {', '.join(IMPLEMENTATIONS)}, not {implementation!r}")
-        self.implementation = implementation
-        #: Keep the oneDNN-packed / int8 copies of the LSTM weights and the input-product buffer between calls:
-        #: fastest, at the memory of one more copy of the per-step weights; False makes them for each call.
-        self.keep_inference_copies = keep_inference_copies
-        self._runners: dict[int, BiLstmRunner] = {}
-        self.token_cache: TokenCache | None = None
+def _character_encoder(implementation: str):
+    def character_encoder(encoder, char_ids: torch.Tensor, word_ids: torch.Tensor | None = None) -> torch.Tensor:
+        if implementation == "auto" and char_ids.device.type != "cpu":
+            return reference_character_encoder(encoder, char_ids, word_ids)
+        # Padding rows (all zeros) are left out: the kernels' products then see exactly the rows of real tokens.
+        real = (char_ids != 0).any(dim=-1)
+        selected = None if word_ids is None else word_ids[real]
+        cache = _token_caches.get(encoder)
+        usable = (cache is not None and not encoder.training and cache.is_valid_for(encoder)
+                  and not (torch.is_grad_enabled() and any(p.requires_grad for p in encoder.parameters())))
+        encoded = encode_tokens(encoder, char_ids[real], selected, cache if usable else None)
+        tokens = encoded.new_zeros(char_ids.shape[0], encoded.shape[-1])
+        tokens[real] = encoded
+        return tokens
 
-    # Copies of a model (copy.deepcopy, pickle, torch.save) start with empty caches: oneDNN's packed weights
-    # cannot be copied at all, and the others would be copies of the old weights.
-    def __reduce__(self):
-        return (ElmoKernels, (self.implementation, self.keep_inference_copies))
+    return character_encoder
 
-    def __deepcopy__(self, memo):
-        return ElmoKernels(self.implementation, self.keep_inference_copies)
 
-    def __repr__(self) -> str:
-        return f"ElmoKernels({self.implementation!r})"
-
-    def runs(self, like: torch.Tensor) -> bool:
-        """Whether the kernels compute for tensors like `like`: "auto" only on the CPU, where they were written and
-        measured and where reading the lengths on the host (their rows are sorted by length) costs nothing."""
-        return self.implementation != "auto" or like.device.type == "cpu"
-
-    def clear(self) -> None:
-        """Drop every inference copy, buffer and the token cache (the weights are about to change)."""
-        self._runners.clear()
-        self.token_cache = None
-
-    def encode_tokens(self, encoder, char_ids: torch.Tensor, word_ids: torch.Tensor | None = None) -> torch.Tensor:
-        cache = self.token_cache
-        usable = (
-            cache is not None and cache.encoder is encoder and not encoder.training
-            and not (torch.is_grad_enabled() and any(p.requires_grad for p in encoder.parameters()))
-            and cache.is_valid_for(encoder)
-        )
-        return encode_tokens(encoder, char_ids, word_ids, cache if usable else None)
-
-    def bilstm(self, module, inputs, lengths, initial_state=None, dropout: float = 0.0, skip_final_step: bool = False):
-        runner = self._runners.get(id(module))
-        if runner is None or runner.bilstm is not module:
-            runner = self._runners[id(module)] = BiLstmRunner(module, self.implementation, self.keep_inference_copies)
+def _bilstm(implementation: str):
+    def bilstm(module, inputs, lengths, initial_state=None, dropout: float = 0.0, skip_final_step: bool = False):
+        if implementation == "auto" and inputs.device.type != "cpu":
+            return reference_bilstm(module, inputs, lengths, initial_state, dropout, skip_final_step)
+        runner = _runners.get(module)
+        if runner is None or runner.implementation != implementation:
+            runner = _runners[module] = BiLstmRunner(module, implementation)
         return runner(inputs, lengths, initial_state, dropout, skip_final_step)
+
+    return bilstm
+
+
+def release(model) -> None:
+    """Drop the inference copies, buffers and token cache of `model` (an `ElmoModel`): its weights are about to
+    change. `ElmoModel.train()` calls it."""
+    _runners.pop(model.bilstm, None)
+    _token_caches.pop(model.char_encoder, None)
+
+
+def token_cache_of(model) -> TokenCache | None:
+    """The token cache of `model` (an `ElmoModel` or a head holding one), if `build_token_cache` made one."""
+    return _token_caches.get(getattr(model, "elmo", model).char_encoder)
+
+
+def set_keep_inference_copies(model, keep: bool) -> None:
+    """Whether `model`'s biLSTM keeps the oneDNN-packed / int8 copies of its weights and the input-product buffer
+    between calls (fastest, at the memory of one more copy of the per-step weights) or makes them for each call."""
+    elmo = getattr(model, "elmo", model)
+    runner = _runners.get(elmo.bilstm)
+    if runner is None or runner.implementation != elmo.lstm_implementation:
+        runner = _runners[elmo.bilstm] = BiLstmRunner(elmo.bilstm, elmo.lstm_implementation)
+    runner.keep_inference_copies = keep
+
+
+for _name in IMPLEMENTATIONS:
+    ElmoKernelInterface.register(_name, ElmoKernelFunctions(_character_encoder(_name), _bilstm(_name), release))
 
 
 @torch.no_grad()
@@ -86,8 +102,7 @@ def build_token_cache(model, char_ids: torch.Tensor, batch_size: int = 1024) -> 
     and dropped when the model trains or its character-encoder weights change. Returns the number of cached tokens.
     """
     elmo = getattr(model, "elmo", model)
-    kernels = elmo.kernels
-    if kernels is None:
+    if elmo.lstm_implementation == "reference":
         raise ValueError("the token cache is part of hf-elmo's kernels: load the model with "
                          "lstm_implementation='auto' (the default) or call set_lstm_implementation('auto') first")
     encoder = elmo.char_encoder
@@ -106,8 +121,8 @@ def build_token_cache(model, char_ids: torch.Tensor, batch_size: int = 1024) -> 
     encoder.eval()
     vectors = torch.cat([encode(encoder, ids[i : i + batch_size]) for i in range(0, ids.shape[0], batch_size)])
     encoder.train(was_training)
-    kernels.token_cache = TokenCache(encoder, ids, vectors)
+    _token_caches[encoder] = TokenCache(encoder, ids, vectors)
     return ids.shape[0]
 
 
-__all__ = ["IMPLEMENTATIONS", "ElmoKernels", "build_token_cache"]
+__all__ = ["IMPLEMENTATIONS", "build_token_cache", "release", "set_keep_inference_copies", "token_cache_of"]

@@ -398,7 +398,7 @@ def _claim_saved_buffers(ctx) -> None:
     if ctx.backward_done:
         raise RuntimeError(
             "the fast biLSTM's backward reuses its saved buffers and runs once per forward: run the forward "
-            "again instead of backward(retain_graph=True), or set config.lstm_implementation = 'reference'"
+            "again instead of backward(retain_graph=True), or call model.set_lstm_implementation('reference')"
         )
     ctx.backward_done = True
 

@@ -131,3 +131,23 @@ def test_finetune_predict_keeps_a_user_dictionary_word_whole(tmp_path, user_dict
     assert json.loads(capsys.readouterr().out)["words"][0] == "张伟住"
     assert run("finetune", "predict", "--model", folder, "--user-dict", user_dict, NAMED) == 0
     assert json.loads(capsys.readouterr().out)["words"] == ["张伟", "住", "在", "南京", "。"]
+
+
+def test_a_user_dictionary_that_is_no_regular_file_is_refused_at_once(tmp_path, jieba_model_dir, capsys, monkeypatch):
+    """Issue 46 #9: `--user-dict /dev/zero` read until memory ran out, a FIFO blocked forever."""
+    import os
+
+    import hf_elmo.loading
+
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    monkeypatch.setattr(hf_elmo.loading, "load_model_and_tokenizer", lambda *args, **kwargs: pytest.fail("loaded"))
+    text = tmp_path / "in.txt"
+    text.write_text("张伟住在南京。\n", encoding="utf-8")
+    for path in ("/dev/zero", fifo):
+        assert run("embed", text, tmp_path / "out.hdf5", "--model", jieba_model_dir, "--user-dict", path) == 2
+        assert f"--user-dict {path} is not a regular file" in capsys.readouterr().err
+        assert run("similar", "--corpus", text, "--sentence", "张伟", "--word", "张伟", "--model", jieba_model_dir,
+                   "--user-dict", path) == 2
+        assert "is not a regular file" in capsys.readouterr().err
+    assert not (tmp_path / "out.hdf5").exists()

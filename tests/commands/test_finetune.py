@@ -119,11 +119,13 @@ def test_cli_predict_and_evaluate(trained, capsys):
     assert scores == trained["results"]["test"]
 
 
-@pytest.mark.parametrize("trust_remote_code", [None, True])
-def test_pipeline_matches_tag(trained, trust_remote_code):
-    """The saved folder names its pipeline for remote-code users (custom_pipelines); with hf-elmo imported the task
-    works with and without trust_remote_code (transformers asked for it before the registered task was preferred)."""
-    tagger = pipeline("elmo-token-classification", model=trained["folder"], trust_remote_code=trust_remote_code)
+def test_pipeline_matches_tag(trained):
+    """The saved folder names its pipeline (custom_pipelines), which transformers prefers to a registered task of the
+    same name and runs as the folder's remote code: trust_remote_code=True, with or without hf-elmo (issue 41: the
+    config no longer depends on what the process imported)."""
+    with pytest.raises(ValueError, match="trust_remote_code=True"):
+        pipeline("elmo-token-classification", model=trained["folder"])
+    tagger = pipeline("elmo-token-classification", model=trained["folder"], trust_remote_code=True)
     text = "Carol Smith went to Rome and Oslo ."
     entities = tagger(text)
     expected = tag(trained["model"], trained["tokenizer"], text)[0]["entities"]
@@ -135,7 +137,7 @@ def test_pipeline_matches_tag(trained, trust_remote_code):
 
 
 def test_pipeline_batches_give_the_unbatched_results(trained):
-    tagger = pipeline("elmo-token-classification", model=trained["folder"])
+    tagger = pipeline("elmo-token-classification", model=trained["folder"], trust_remote_code=True)
     texts = ["Carol Smith went to Rome and Oslo .", "Oslo", "", "Bob and Carol Smith met in Rome last year ."]
     one_by_one = [tagger(text, return_tags=True) for text in texts]
     for batch_size in (1, 2, 3):
@@ -265,7 +267,6 @@ def test_a_base_folder_missing_biLM_weights_is_refused_naming_them(tmp_path):
     dropped = next(name for name in weights if "bilstm" in name)
     save_file({name: value for name, value in weights.items() if name != dropped}, f"{base}/model.safetensors",
               metadata={"format": "pt"})
-    (tmp_path / "base" / "weights_checksums.json").unlink()  # rewritten by another tool, which keeps no checksum
     options = FinetuneOptions(model=base, max_steps=1, per_device_train_batch_size=4, logging_steps=1000,
                               task_encoder="linear")
     # Issue 37: a biLM with random tensors is not a pretrained one; it used to train with a warning.

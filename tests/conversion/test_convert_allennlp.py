@@ -101,6 +101,69 @@ def test_converted_folder_reproduces_fixture_batch_0(converted):
         assert np.abs(output.last_hidden_state[row, : len(sentence)].numpy() - expected).max() <= bilm_tolerance(model.config, expected)
 
 
+def test_converted_tokenizer_reads_raw_text_as_allennlp_did(converted, capsys):
+    """Issue 45: the converter gave every AllenNLP / bilm-tf model jieba with punctuation splitting, so "U.S." became
+    `U . S .` and a 50-token sentence of AllenNLP's fixture 53 words, with other vectors than AllenNLP's. A converted
+    folder's tokenizer now splits raw text on whitespace, as the model's training text was: the raw sentences of the
+    fixture give AllenNLP's tokens, and, with the state carried from batch to batch as AllenNLP did, its vectors for
+    all 30 sentences; `hf-elmo info` names the segmenter."""
+    from hf_elmo.commands import main as hf_elmo
+
+    model = AutoModel.from_pretrained(converted).eval()
+    tokenizer = AutoTokenizer.from_pretrained(converted)
+    assert tokenizer.segmenter == "whitespace"
+    reference = REFERENCES[0]
+    sentences = json.loads((reference.folder / reference.sentences_file).read_text(encoding="utf-8"))
+    state = None
+    for batch_index, tokens in enumerate(reference.batches()):
+        texts = [sentences[row][batch_index] for row in range(3)]  # the raw lines, not word lists
+        assert [tokenizer.tokenize(text) for text in texts] == tokens
+        encoded = tokenizer(texts, padding=True, return_tensors="pt", return_words=True)
+        assert encoded.pop("words") == tokens
+        with torch.no_grad():
+            output = model(**encoded, initial_state=state, return_state=True)
+        state = output.final_state
+        for row, words in enumerate(tokens):
+            expected = reference.expected_top_layer(row, batch_index)
+            got = output.last_hidden_state[row, : len(words)].numpy()
+            assert got.shape == expected.shape
+            assert np.abs(got - expected).max() <= bilm_tolerance(model.config, expected), (batch_index, row)
+    assert hf_elmo(["info", "--json", "--model", str(converted)]) == 0
+    assert json.loads(capsys.readouterr().out)["segmenter"] == "whitespace"
+    assert hf_elmo(["info", "--model", str(converted)]) == 0
+    assert "segmentation: whitespace (" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("segmenter", ["jieba", "chars"])
+def test_a_chinese_bilm_tf_model_gets_the_segmenter_asked_for(segmenter, tmp_path, capsys):
+    """Issue 45: a Chinese bilm-tf model trained on jieba words (or single characters) keeps that segmentation with
+    `--segmenter`; `hf-elmo info` shows it."""
+    from hf_elmo.commands import main as hf_elmo
+
+    code, _ = run_cli(capsys, "--options", OPTIONS, "--weights", WEIGHTS, "--output", tmp_path / "zh",
+                      "--segmenter", segmenter)
+    assert code == 0
+    tokenizer = AutoTokenizer.from_pretrained(tmp_path / "zh")
+    assert tokenizer.segmenter == segmenter
+    words = tokenizer.tokenize("我爱北京天安门，U.S.")
+    assert words == (["我", "爱", "北京", "天安门", "，", "U", ".", "S", "."] if segmenter == "jieba"
+                     else ["我", "爱", "北", "京", "天", "安", "门", "，", "U", ".", "S", "."])
+    assert hf_elmo(["info", "--json", "--model", str(tmp_path / "zh")]) == 0
+    assert json.loads(capsys.readouterr().out)["segmenter"] == segmenter
+
+
+def test_hf_elmo_convert_and_the_python_converter_default_to_whitespace(tmp_path):
+    from hf_elmo.bilm_format import convert_bilm_to_folder
+    from hf_elmo.commands import main as hf_elmo
+
+    assert hf_elmo(["convert", str(tmp_path / "cli"), "--from", "allennlp", "--options", str(OPTIONS), "--weights",
+                    str(WEIGHTS)]) == 0
+    convert_bilm_to_folder(OPTIONS, WEIGHTS, tmp_path / "python")
+    for folder in ("cli", "python"):
+        tokenizer = AutoTokenizer.from_pretrained(tmp_path / folder)
+        assert tokenizer.segmenter == "whitespace" and tokenizer.tokenize("didn't U.S. 北京") == ["didn't", "U.S.", "北京"]
+
+
 def test_cli_error_in_a_subprocess(tmp_path):
     bad = tmp_path / "bad.hdf5"
     bad.write_bytes(b"definitely not hdf5")

@@ -397,6 +397,6 @@ def test_finetune_tags_with_a_word_embedding_model(converted, tmp_path, extra, c
     results = [json.loads(line) for line in capsys.readouterr().out.strip().splitlines()[-2:]]
     assert ["".join(result["words"]) for result in results] == ["张三在北京", "李四"]
     assert all(len(result["tags"]) == len(result["words"]) for result in results)
-    tagger = pipeline("elmo-token-classification", model=str(output))
+    tagger = pipeline("elmo-token-classification", model=str(output), trust_remote_code=True)
     batched = tagger(["张三在北京", "李四"], batch_size=2, return_tags=True)
     assert [result["tags"] for result in batched] == [result["tags"] for result in results]

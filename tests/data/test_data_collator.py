@@ -74,3 +74,17 @@ def test_label_columns_named_like_datasets_and_regression_targets(collate):
                                 projection_dim=4, lstm_cell_dim=8, num_lstm_layers=1)).eval()
     precomputed = precompute_elmo_layers(elmo, collate, [{"words": ["a", "b"], "label": np.int64(2)}])
     assert int(precomputed[0]["labels"]) == 2 and collate(precomputed)["labels"].tolist() == [2]
+
+
+def test_the_tokenizers_own_encoding_of_an_empty_text_is_collated_as_pad_pads_it():
+    """Issue 46 #8: `tok("")` (input_ids `[]`) stopped a batch with "input_ids must be (words, characters)"."""
+    tokenizer = ElmoTokenizer(segmenter="chars")
+    encodings = [tokenizer(""), tokenizer("dog cat"), tokenizer("   ")]
+    batch = ElmoDataCollator(tokenizer)([{**encoding, "labels": 1} for encoding in encodings])
+    expected = tokenizer.pad(encodings, return_tensors="pt")
+    assert torch.equal(batch["input_ids"], expected["input_ids"]) and batch["input_ids"].shape == (3, 2, 50)
+    assert torch.equal(batch["attention_mask"], expected["attention_mask"])
+    without_tokenizer = ElmoDataCollator()([{"input_ids": []}, {"input_ids": tokenizer("dog")["input_ids"]}])
+    assert without_tokenizer["input_ids"].shape == (2, 1, 50) and without_tokenizer["attention_mask"].tolist() == [
+        [0], [1]]
+    assert ElmoDataCollator(tokenizer)([tokenizer("")])["input_ids"].shape == (1, 0, 50)

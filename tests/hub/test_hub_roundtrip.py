@@ -202,8 +202,8 @@ def test_clear_errors_for_missing_repo_revision_weights_and_foreign_model_type(h
         assert kind == "OSError" and revision in message and "not a valid git identifier" in message
     for key, name in (("weights", "org/elmo-no-weights"), ("weights_local", str(tmp_path / "config-only"))):
         kind, message = errors[key]
-        assert kind == "OSError" and message.startswith(f"{name} has no model.safetensors"), message
-        assert "pytorch_model.bin is not unpickled" in message
+        # transformers' own report (issue 41: loading is transformers' loading, no rewritten exception texts).
+        assert kind == "OSError" and name in message and "model.safetensors" in message, message
     kind, message = errors["model_type"]
     assert kind == "ValueError" and message.startswith("org/bert-tiny holds a 'bert' model, not an ELMo model")
     kind, message = errors["model_type_config"]

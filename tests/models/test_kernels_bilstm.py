@@ -17,6 +17,7 @@ import hf_elmo.kernels.lstm_recurrence as lstm_recurrence
 import paths
 from hf_elmo.bilm_format import load_model_from_bilm
 from hf_elmo.kernels.matrix_products import onednn_available
+from hf_elmo.modeling_elmo import ALL_LSTM_FUNCTIONS
 from hf_elmo.tokenization_elmo import ElmoTokenizer
 from numerics import bilm_tolerance, lstm_tolerance
 from small_models import CELL_CLIP, PROJ_CLIP, max_diff, small_model
@@ -51,7 +52,7 @@ def run_bilstm(model, inputs, lengths, state=None, implementation="auto", **kwar
         return model.bilstm(inputs, lengths, state, **kwargs)
     if model.lstm_implementation != implementation:
         model.set_lstm_implementation(implementation)
-    return model.kernels.bilstm(model.bilstm, inputs, lengths, state, **kwargs)
+    return ALL_LSTM_FUNCTIONS[implementation].bilstm(model.bilstm, inputs, lengths, state, **kwargs)
 
 
 def reference_skipping_final_step(model, inputs, lengths, state=None):
@@ -311,7 +312,7 @@ def test_a_used_model_can_be_copied_pickled_and_saved_whole(tmp_path):
     torch.save(model, tmp_path / "whole.pt")
     copies.append(torch.load(tmp_path / "whole.pt", weights_only=False))  # our own file, written just above
     for duplicate in copies:
-        assert duplicate.lstm_implementation == "auto" and duplicate.kernels is not model.kernels
+        assert duplicate.lstm_implementation == "auto" and duplicate.bilstm is not model.bilstm
         with torch.no_grad():
             layers, _ = duplicate.run_bilstm(inputs, lengths)
         assert max_diff(layers, expected) == 0

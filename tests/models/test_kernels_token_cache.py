@@ -11,7 +11,8 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
-from hf_elmo.kernels import build_token_cache
+import hf_elmo.kernels as kernels
+from hf_elmo.kernels import build_token_cache, token_cache_of
 from hf_elmo.modeling_elmo import ElmoModel
 from hf_elmo.tokenization_elmo import ElmoTokenizer
 from numerics import bilm_tolerance
@@ -33,7 +34,7 @@ def test_token_cache_matches_the_cnn_and_falls_back(monkeypatch):
     model = small_model()
     tokenizer = ElmoTokenizer()
     size = build_token_cache(model, torch.tensor([tokenizer.word_to_char_ids(w) for w in ["the", "cat", "sat", "a", "dog"]]))
-    assert size == len(model.kernels.token_cache) == 7  # five words and <S>, </S>
+    assert size == len(token_cache_of(model)) == 7  # five words and <S>, </S>
     counter = count_cnn_tokens(monkeypatch)
     expected = hidden_states(plain, sentences)
     got = hidden_states(model, sentences)
@@ -47,13 +48,13 @@ def test_token_cache_is_not_used_for_gradients_and_is_dropped_by_train(monkeypat
     model(**encode([["the", "cat"]]))  # eval mode but gradients wanted: the CNN runs
     assert counter["tokens"] == 4
     model.train()
-    assert model.kernels.token_cache is None
+    assert token_cache_of(model) is None
     with torch.no_grad():
         model(**encode([["the", "cat"]]))
     assert counter["tokens"] == 8
     model.eval()  # back in eval mode, still no cache until it is built again
     hidden_states(model, [["the", "cat"]])
-    assert model.kernels.token_cache is None and counter["tokens"] == 12
+    assert token_cache_of(model) is None and counter["tokens"] == 12
 
 
 def test_token_cache_is_never_saved(tmp_path, monkeypatch):
@@ -64,7 +65,7 @@ def test_token_cache_is_never_saved(tmp_path, monkeypatch):
     assert not any("cache" in key for key in config)
     assert sorted(load_file(tmp_path / "model.safetensors")) == sorted(small_model().state_dict())
     loaded = ElmoModel.from_pretrained(tmp_path).eval()
-    assert loaded.kernels.token_cache is None
+    assert token_cache_of(loaded) is None
     counter = count_cnn_tokens(monkeypatch)
     assert max_diff(hidden_states(loaded, [WORDS]), expected) <= bilm_tolerance(model.config, *expected)
     assert counter["tokens"] == 5  # every word and both boundaries through the CNN
@@ -74,7 +75,7 @@ def test_a_copy_of_a_model_starts_without_the_token_cache_and_gives_the_same_num
     model = cached_model(WORDS)
     expected = hidden_states(model, [WORDS])  # the cache is in use
     twin = copy.deepcopy(model)
-    assert twin.kernels.token_cache is None and len(model.kernels.token_cache) == 5
+    assert token_cache_of(twin) is None and len(token_cache_of(model)) == 5
     counter = count_cnn_tokens(monkeypatch)
     assert max_diff(hidden_states(twin, [WORDS]), expected) <= bilm_tolerance(model.config, *expected)
     assert counter["tokens"] == 5
@@ -89,7 +90,7 @@ def test_token_cache_refuses_ids_that_are_not_words_and_models_without_kernels()
     for bad, error, message in cases:
         with pytest.raises(error, match=message):
             build_token_cache(model, bad)
-    assert model.kernels.token_cache is None
+    assert token_cache_of(model) is None
     model.set_lstm_implementation("reference")
     with pytest.raises(ValueError, match="the token cache is part of hf-elmo's kernels"):
         build_token_cache(model, good)
@@ -102,7 +103,7 @@ def test_a_token_cache_of_other_weights_is_not_used(monkeypatch):
         model.char_encoder.projection.bias.add_(1e-3)  # an in-place update, however small: stale
     got = hidden_states(model, [["the", "cat"]])
     assert counter["tokens"] == 4
-    model.kernels.token_cache = None
+    kernels._token_caches.pop(model.char_encoder)
     expected = hidden_states(model, [["the", "cat"]])
     assert max_diff(got, expected) == 0
 

@@ -9,7 +9,7 @@ import hf_elmo.modeling_elmo as modeling_elmo
 from hf_elmo import ElmoModel, ElmoTokenizer
 from hf_elmo.transformers_versions import TRANSFORMERS_MAJOR
 from modeling_helpers import SENTENCES, encode, make_model, run
-from small_models import tiny_config
+from small_models import SIZE_MISMATCH, tiny_config
 from transformers import AutoModel
 
 pytestmark = pytest.mark.numerics  # also run under forced AVX2 kernels by .ci/run
@@ -27,14 +27,37 @@ def test_output_fields_and_shapes(model):
     assert output.last_hidden_state is output.hidden_states[-1]
     assert len(output.elmo_representations) == 2
     assert all(mix.shape == (batch, words, width) for mix in output.elmo_representations)
-    assert output.mask.dtype == torch.bool
+    assert output.mask.dtype == torch.float32  # no bool tensor among the outputs: arithmetic works on each
     assert output.mask.sum(dim=1).tolist() == [9, 2, 5, 1]
     assert output.final_state is None
     # Layer 0 is the token vector twice; padding positions are zero in every layer.
     token, again = output.hidden_states[0].chunk(2, dim=-1)
     assert torch.equal(token, again)
     for layer in output.hidden_states:
-        assert not layer[~output.mask].any()
+        assert not layer[output.mask == 0].any()
+
+
+def test_outputs_hold_no_bool_tensor(model):
+    """Code that does arithmetic on every output tensor (transformers' equivalence tests, user code) works."""
+    output = run(model, SENTENCES[:2], return_state=True, keep_sentence_boundaries=True)
+    tensors = [value for value in output.values() if torch.is_tensor(value)]
+    tensors += [t for value in output.values() if isinstance(value, tuple) for t in value]
+    assert tensors and all(t.is_floating_point() for t in tensors)
+
+
+@pytest.mark.parametrize("implementation", ["reference", "auto"])
+def test_every_returned_layer_receives_gradients(implementation):
+    """The returned layers are the tensors the model went on to compute with: layer 0 feeds the biLSTM (so the top
+    layer's gradient reaches it) and the mixes are made of every returned layer."""
+    model = make_model(seed=3)
+    model.set_lstm_implementation(implementation)
+    for reached_from in ("last_hidden_state", "mixes"):  # one backward per forward (the kernels' own backward)
+        output = model(**encode(SENTENCES[:3]))
+        for layer in output.hidden_states:
+            layer.retain_grad()
+        getattr(output, reached_from).sum().backward()
+        layers = output.hidden_states if reached_from == "mixes" else output.hidden_states[:1]
+        assert all(layer.grad is not None and layer.grad.abs().sum() > 0 for layer in layers), reached_from
 
 
 def test_tuple_output(model):
@@ -317,7 +340,7 @@ def test_no_words_at_all(model):
     assert output.last_hidden_state.shape == (2, 0, 16)
 
 
-def test_damaged_or_mismatched_model_folders_fail_with_a_clear_error(model, tmp_path):
+def test_damaged_or_mismatched_model_folders_fail_with_an_error(model, tmp_path):
     import json
     import shutil
 
@@ -331,10 +354,11 @@ def test_damaged_or_mismatched_model_folders_fail_with_a_clear_error(model, tmp_
     config["lstm_cell_dim"] *= 2
     (tmp_path / "bigger_cells" / "config.json").write_text(json.dumps(config))
     (tmp_path / "list_config" / "config.json").write_text("[1, 2]")
-    for name in ("truncated", "empty"):
-        with pytest.raises(OSError, match="model.safetensors is damaged"):
+    for name in ("truncated", "empty"):  # safetensors' own checks of the file, as transformers reports them
+        with pytest.raises(Exception) as raised:
             ElmoModel.from_pretrained(tmp_path / name)
-    with pytest.raises(ValueError, match="do not have the shapes its config.json"):
+        assert raised.type.__name__ in ("SafetensorError", "OSError", "EnvironmentError"), raised.type
+    with pytest.raises(RuntimeError, match=SIZE_MISMATCH):  # transformers' size-mismatch error
         ElmoModel.from_pretrained(tmp_path / "bigger_cells")
     if TRANSFORMERS_MAJOR >= 5:
         with pytest.raises(ValueError, match="holds a JSON list"):
@@ -356,35 +380,21 @@ def test_a_misspelt_forward_argument_is_an_error_not_ignored():
         model(**batch, output_attentions=False, token_type_ids=None)  # what transformers may pass: ignored
 
 
-@pytest.mark.parametrize("damage", ["256 bytes", "low bits"])
-def test_damaged_weights_are_refused_by_their_checksum(model, tmp_path, damage):
-    """A few changed bytes inside a tensor still parse as numbers (NaN, or outputs off by 1e-4): only the
-    checksum saved beside the weights tells."""
-    model.save_pretrained(tmp_path)
-    weights = tmp_path / "model.safetensors"
-    data = bytearray(weights.read_bytes())
-    middle = len(data) // 2
-    if damage == "256 bytes":
-        data[middle : middle + 256] = b"\xff" * 256
-    else:
-        for offset in range(0, 40, 4):
-            data[middle + offset] ^= 0x01
-    weights.write_bytes(bytes(data))
-    with pytest.raises(OSError, match="model.safetensors is damaged: it differs from the checksum"):
-        ElmoModel.from_pretrained(tmp_path)
-
-
-def test_folders_without_checksums_still_load_but_not_with_nan_weights(model, tmp_path):
+def test_weights_damaged_into_nan_are_refused_and_rewritten_weights_are_not(model, tmp_path):
+    """Bytes overwritten inside a tensor (here 0xff: NaN) are found by the scan of the loaded values; weights that a
+    standard tool rewrote (safetensors' own save_file) load."""
     from safetensors.torch import load_file, save_file
 
     model.save_pretrained(tmp_path)
-    (tmp_path / "weights_checksums.json").unlink()  # an older save, or another tool
-    ElmoModel.from_pretrained(tmp_path)
     weights = load_file(tmp_path / "model.safetensors")
-    name = next(key for key in weights if "recurrent_weight" in key)
-    weights[name][0, 0, 0] = float("nan")
-    save_file(weights, tmp_path / "model.safetensors", metadata={"format": "pt"})
-    with pytest.raises(ValueError, match=f"the weight {name} holds NaN or infinite values"):
+    save_file({name: tensor * 2 for name, tensor in weights.items()}, tmp_path / "model.safetensors",
+              metadata={"format": "pt"})
+    ElmoModel.from_pretrained(tmp_path)
+    data = bytearray((tmp_path / "model.safetensors").read_bytes())
+    middle = len(data) // 2
+    data[middle : middle + 256] = b"\xff" * 256
+    (tmp_path / "model.safetensors").write_bytes(bytes(data))
+    with pytest.raises(ValueError, match="hold NaN or infinite values"):
         ElmoModel.from_pretrained(tmp_path)
 
 
@@ -398,10 +408,9 @@ def test_a_resumed_checkpoint_and_a_conversion_check_the_weights(model, tmp_path
     model.save_pretrained(checkpoint)
     (checkpoint / "trainer_state.json").write_text("{}")
     check_checkpoint_readable(str(checkpoint))
-    data = bytearray((checkpoint / "model.safetensors").read_bytes())
-    data[len(data) // 2] ^= 0x01
-    (checkpoint / "model.safetensors").write_bytes(bytes(data))
-    with pytest.raises(ValueError, match="checkpoint-5 is damaged: .*differs from the checksum"):
+    data = (checkpoint / "model.safetensors").read_bytes()
+    (checkpoint / "model.safetensors").write_bytes(data[: len(data) // 2])  # cut short by a full disk
+    with pytest.raises(ValueError, match="checkpoint-5 is damaged"):
         check_checkpoint_readable(str(checkpoint))
     write_bilm_files(model, tmp_path / "bilm")
     with h5py.File(tmp_path / "bilm" / "weights.hdf5", "r+") as handle:
@@ -418,5 +427,5 @@ def test_a_model_saved_with_nan_weights_is_refused_naming_the_tensor(model, tmp_
     with torch.no_grad():
         broken.char_encoder.projection.bias[0] = float("inf")
     broken.save_pretrained(tmp_path)
-    with pytest.raises(ValueError, match="the weight char_encoder.projection.bias holds NaN or infinite values"):
+    with pytest.raises(ValueError, match=r"hold NaN or infinite values \(char_encoder.projection.bias\)"):
         ElmoModel.from_pretrained(tmp_path)

@@ -173,17 +173,22 @@ def test_the_word_taggers_forward_takes_the_papers_inputs_only():
     assert not {"token_word_index", "token_positions", "character_input_ids"} & set(named)
 
 
-def test_heads_return_the_layers_only_on_request_and_refuse_output_attentions():
-    """Issue 36: `output_hidden_states` / `output_attentions` were accepted and ignored; the heads, as `ElmoModel`,
-    return the L+1 biLM layers only when asked and refuse attentions they do not have."""
+def test_heads_honour_output_hidden_states_and_refuse_output_attentions():
+    """Issues 36, 41: `output_hidden_states` was ignored, then honoured only as an argument; the heads, as `ElmoModel`,
+    return the L+1 biLM layers when asked or when `config.output_hidden_states` says so (ELMo's default), and refuse
+    attentions they do not have."""
     inputs, _ = batch()
     torch.manual_seed(0)
     classifier = ElmoForSequenceClassification(tiny_config(num_labels=2)).eval()
     for model in (tagger(), classifier):
         with torch.no_grad():
+            by_default = model(**inputs)
+            model.config.output_hidden_states = False
             plain = model(**inputs)
             layers = model(**inputs, output_hidden_states=True)
-            encoder = model.elmo(**inputs)
+            encoder = model.elmo(**inputs, output_hidden_states=True)
+            model.config.output_hidden_states = True
+        assert len(by_default.hidden_states) == model.config.num_lstm_layers + 1, type(model).__name__
         assert plain.hidden_states is None, type(model).__name__
         assert len(layers.hidden_states) == model.config.num_lstm_layers + 1
         assert all(torch.equal(ours, theirs) for ours, theirs in zip(layers.hidden_states, encoder.hidden_states))

@@ -14,8 +14,12 @@ import pytest
 import torch
 
 from hf_elmo import ElmoForPreTraining, ElmoForTokenClassification, ElmoModel
+import hf_elmo.kernels as kernels
 from hf_elmo.kernels import build_token_cache
-from hf_elmo.modeling_elmo import LSTM_IMPLEMENTATIONS
+from hf_elmo.kernels import token_cache_of
+from hf_elmo.modeling_elmo import ALL_LSTM_FUNCTIONS, ElmoKernelFunctions, ElmoKernelInterface
+
+LSTM_IMPLEMENTATIONS = ("auto", "reference", "fast", "int8")
 from hf_elmo.tokenization_elmo import ElmoTokenizer
 from numerics import bilm_tolerance
 from small_models import max_diff, small_model, tiny_config
@@ -217,32 +221,55 @@ def test_pretraining_on_the_kernels_gives_the_plain_paths_loss_and_gradients():
 
 
 def test_the_implementation_is_chosen_at_load_time_and_never_saved(tmp_path):
-    assert LSTM_IMPLEMENTATIONS == ("auto", "reference", "fast", "int8")
+    assert set(ALL_LSTM_FUNCTIONS) == set(LSTM_IMPLEMENTATIONS)  # the reference and the package's kernels
     small_model().save_pretrained(tmp_path / "model")
     assert ElmoModel.from_pretrained(tmp_path / "model").lstm_implementation == "auto"  # the default
     for implementation in LSTM_IMPLEMENTATIONS:
         loaded = ElmoModel.from_pretrained(tmp_path / "model", lstm_implementation=implementation)
         assert loaded.lstm_implementation == implementation
-        assert (loaded.kernels is None) == (implementation == "reference")
         assert not hasattr(loaded.config, "lstm_implementation")
         loaded.save_pretrained(tmp_path / implementation)
         assert "lstm_implementation" not in json.loads((tmp_path / implementation / "config.json").read_text())
         assert ElmoModel.from_pretrained(tmp_path / implementation).lstm_implementation == "auto"
     head = ElmoForTokenClassification.from_pretrained(tmp_path / "model", num_labels=2, lstm_implementation="reference")
-    assert head.lstm_implementation == "reference" and head.elmo.kernels is None
+    assert head.lstm_implementation == "reference" == head.elmo.lstm_implementation
     head.set_lstm_implementation("fast")
-    assert head.lstm_implementation == "fast" and head.elmo.kernels.implementation == "fast"
+    assert head.lstm_implementation == "fast" == head.elmo.lstm_implementation
 
 
 def test_an_unknown_implementation_is_refused_naming_the_choices(tmp_path):
     model = small_model()
-    message = "lstm_implementation must be one of auto, reference, fast, int8, got 'onednn'"
+    message = "lstm_implementation must be one of the registered reference, auto, fast, int8, got 'onednn'"
     with pytest.raises(ValueError, match=message):
         model.set_lstm_implementation("onednn")
     assert model.lstm_implementation == "auto"  # unchanged
     model.save_pretrained(tmp_path)
     with pytest.raises(ValueError, match=message):
         ElmoModel.from_pretrained(tmp_path, lstm_implementation="onednn")
+
+
+def test_a_registered_implementation_is_looked_up_when_the_model_runs():
+    """Another library plugs its functions in as the package's kernels do, under a name of its own."""
+    calls = []
+
+    def counting_bilstm(module, inputs, lengths, initial_state=None, dropout=0.0, skip_final_step=False):
+        calls.append(inputs.shape)
+        return ALL_LSTM_FUNCTIONS["reference"].bilstm(module, inputs, lengths, initial_state, dropout, skip_final_step)
+
+    ElmoKernelInterface.register("counting", ElmoKernelFunctions(ALL_LSTM_FUNCTIONS["reference"].character_encoder,
+                                                                 counting_bilstm))
+    try:
+        model = small_model()
+        batch = sentences_batch()
+        with torch.no_grad():
+            model.set_lstm_implementation("reference")
+            expected = model(**batch).hidden_states
+            model.set_lstm_implementation("counting")
+            got = model(**batch).hidden_states
+        assert calls == [(2, 5, model.config.projection_dim)]  # two sentences of at most 3 words, plus <S> and </S>
+        assert all(torch.equal(a, b) for a, b in zip(expected, got))
+    finally:
+        ElmoKernelInterface._global_mapping.pop("counting")
 
 
 # The kernels' caches ----------------------------------------------------------------------------------------------
@@ -274,15 +301,15 @@ def used_model():
 
 def test_train_drops_the_inference_copies_and_the_token_cache():
     model = used_model()
-    assert model.kernels.token_cache is not None and model.kernels._runners
+    assert token_cache_of(model) is not None and model.bilstm in kernels._runners
     model.train()
-    assert model.kernels.token_cache is None and not model.kernels._runners
+    assert token_cache_of(model) is None and model.bilstm not in kernels._runners
     head = ElmoForTokenClassification(tiny_config(num_labels=2)).eval()
     with torch.no_grad():
         head(**sentences_batch())
-    assert head.elmo.kernels._runners
+    assert head.elmo.bilstm in kernels._runners
     head.train()  # through the head: nn.Module.train reaches the encoder
-    assert not head.elmo.kernels._runners
+    assert head.elmo.bilstm not in kernels._runners
 
 
 @pytest.mark.parametrize("batch", [(("the", "cat", "sat"), ("a", "dog")), (("the", "cat"),)], ids=["batch", "batch-1"])

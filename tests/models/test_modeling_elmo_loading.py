@@ -1,6 +1,8 @@
-"""`from_pretrained` refuses weights that lack tensors of the biLM or hold tensors the model does not have
-(`ElmoMissingWeightsError`, naming them) unless `allow_missing_weights=True`; a head's own layers may be missing
-(it starts from an encoder), and an encoder ignores a head's."""
+"""Loading is transformers' loading: missing, unexpected and mismatched tensors are found by its machinery
+(`output_loading_info`, `ignore_mismatched_sizes`, RuntimeError on a size mismatch). On that report, an ordinary
+`from_pretrained` refuses weights that lack tensors of the biLM, hold tensors the model does not have or hold values
+that are not finite (ValueError naming them); with `output_loading_info=True` the caller inspects instead. A head's
+own layers may be missing (it starts from an encoder), and an encoder ignores a head's."""
 
 from __future__ import annotations
 
@@ -10,8 +12,7 @@ from safetensors.torch import load_file, save_file
 
 from hf_elmo import ElmoForCharacterTagging, ElmoForPreTraining, ElmoForSequenceClassification, ElmoForTokenClassification
 from hf_elmo import ElmoModel
-from hf_elmo.modeling_elmo import ElmoMissingWeightsError
-from small_models import tiny_config
+from small_models import SIZE_MISMATCH, tiny_config
 
 LM_VOCAB = ["<S>", "</S>", "<UNK>", "a", "b"]
 
@@ -22,7 +23,7 @@ def encoder(seed=0) -> ElmoModel:
 
 
 def write_folder(folder, config, state_dict) -> str:
-    """A folder another tool might write: config.json and model.safetensors, no weights_checksums.json."""
+    """A folder another tool might write: config.json and model.safetensors (`safetensors.torch.save_file`)."""
     config.save_pretrained(folder)
     save_file({name: tensor.contiguous() for name, tensor in state_dict.items()}, folder / "model.safetensors",
               metadata={"format": "pt"})
@@ -41,11 +42,12 @@ def test_weights_lacking_a_biLM_tensor_are_refused_naming_it(missing, tmp_path):
     model = encoder()
     state = {name: tensor for name, tensor in model.state_dict().items() if name != missing}
     folder = write_folder(tmp_path, model.config, state)
-    with pytest.raises(ElmoMissingWeightsError, match=f"lacks? 1 of the biLM's tensors \\({missing}\\)"):
+    with pytest.raises(ValueError, match=f"lack 1 of the biLM's tensors \\({missing}\\)"):
         ElmoModel.from_pretrained(folder)
-    with pytest.raises(ValueError, match="allow_missing_weights=True"):  # a ValueError, saying what to do
+    with pytest.raises(ValueError, match="output_loading_info=True"):  # a ValueError, saying what to do
         ElmoForTokenClassification.from_pretrained(folder, num_labels=2)
-    loaded = ElmoModel.from_pretrained(folder, allow_missing_weights=True)
+    loaded, info = ElmoModel.from_pretrained(folder, output_loading_info=True)  # the caller inspects: no refusal
+    assert set(info["missing_keys"]) == {missing}  # a list on transformers 4.x
     assert_same_tensors(loaded, state)
 
 
@@ -53,7 +55,7 @@ def test_weights_lacking_a_whole_layer_name_the_first_tensors(tmp_path):
     model = encoder()
     state = {name: tensor for name, tensor in model.state_dict().items() if not name.startswith("bilstm.layers.1.")}
     folder = write_folder(tmp_path, model.config, state)
-    with pytest.raises(ElmoMissingWeightsError, match=r"lacks? 4 of the biLM's tensors \(bilstm.layers.1.bias, "):
+    with pytest.raises(ValueError, match=r"lack 4 of the biLM's tensors \(bilstm.layers.1.bias, "):
         ElmoModel.from_pretrained(folder)
 
 
@@ -61,16 +63,56 @@ def test_foreign_tensors_are_refused_naming_them(tmp_path):
     model = encoder()
     state = {**model.state_dict(), "attention.query.weight": torch.zeros(2, 2)}
     folder = write_folder(tmp_path, model.config, state)
-    with pytest.raises(ElmoMissingWeightsError, match=r"holds 1 tensors this model does not have \(attention.query.weight\)"):
+    with pytest.raises(ValueError, match=r"hold 1 tensors this model does not have \(attention.query.weight\)"):
         ElmoModel.from_pretrained(folder)
-    loaded = ElmoModel.from_pretrained(folder, allow_missing_weights=True)
+    loaded, info = ElmoModel.from_pretrained(folder, output_loading_info=True)
+    assert set(info["unexpected_keys"]) == {"attention.query.weight"}
     assert_same_tensors(loaded, model.state_dict())
 
 
-def test_a_folder_whose_weights_are_all_there_loads_without_the_checksums_file(tmp_path):
+def test_weights_rewritten_by_standard_tools_load(tmp_path):
+    """`save_pretrained`, then model.safetensors rewritten with safetensors' own writer (other values): not damaged."""
     model = encoder()
-    folder = write_folder(tmp_path, model.config, model.state_dict())
-    assert_same_tensors(ElmoModel.from_pretrained(folder), model.state_dict())
+    model.save_pretrained(tmp_path)
+    rewritten = {name: tensor + 0.5 for name, tensor in load_file(tmp_path / "model.safetensors").items()}
+    save_file(rewritten, tmp_path / "model.safetensors", metadata={"format": "pt"})
+    assert_same_tensors(ElmoModel.from_pretrained(tmp_path), rewritten)
+
+
+@pytest.mark.parametrize("damage", ["nan", "inf", "truncated"])
+def test_damaged_weights_are_refused(damage, tmp_path):
+    model = encoder()
+    model.save_pretrained(tmp_path)
+    path = tmp_path / "model.safetensors"
+    if damage == "truncated":
+        path.write_bytes(path.read_bytes()[:-100])
+        with pytest.raises(Exception, match="(?i)safetensor|incomplete|metadata|deserializ"):
+            ElmoModel.from_pretrained(tmp_path)
+        return
+    state = load_file(path)
+    state["bilstm.layers.0.bias"][0, 3] = float(damage)
+    save_file(state, path, metadata={"format": "pt"})
+    with pytest.raises(ValueError, match=r"hold NaN or infinite values \(bilstm.layers.0.bias\)"):
+        ElmoModel.from_pretrained(tmp_path)
+
+
+def test_a_size_mismatch_is_transformers_runtime_error_and_can_be_ignored(tmp_path):
+    encoder().save_pretrained(tmp_path)
+    with pytest.raises(RuntimeError, match=SIZE_MISMATCH):
+        ElmoModel.from_pretrained(tmp_path, lstm_cell_dim=24)
+    loaded, info = ElmoModel.from_pretrained(tmp_path, lstm_cell_dim=24, ignore_mismatched_sizes=True,
+                                             output_loading_info=True)
+    names = {key if isinstance(key, str) else key[0] for key in info["mismatched_keys"]}  # 4.x: names, 5.x: tuples
+    assert names >= {"bilstm.layers.0.input_weight"}
+    assert loaded.bilstm.layers[0].input_weight.shape[1] == 4 * 24
+
+
+def test_from_pretrained_without_a_checkpoint_takes_a_state_dict(tmp_path):
+    model = encoder()
+    loaded = ElmoModel.from_pretrained(None, config=model.config, state_dict=model.state_dict())
+    assert_same_tensors(loaded, model.state_dict())
+    fresh = ElmoModel.from_pretrained(None, config=model.config, state_dict={})  # every weight from _init_weights
+    assert set(fresh.state_dict()) == set(model.state_dict())
 
 
 @pytest.mark.parametrize("head", ["token", "character", "sequence", "pretraining"])
@@ -96,7 +138,7 @@ def test_a_head_folder_lacking_a_biLM_tensor_is_refused(tmp_path):
     tagger = ElmoForTokenClassification(tiny_config(num_labels=3))
     state = {name: tensor for name, tensor in tagger.state_dict().items() if name != "elmo.bilstm.layers.0.bias"}
     folder = write_folder(tmp_path, tagger.config, state)
-    with pytest.raises(ElmoMissingWeightsError, match=r"elmo.bilstm.layers.0.bias"):
+    with pytest.raises(ValueError, match=r"elmo.bilstm.layers.0.bias"):
         ElmoForTokenClassification.from_pretrained(folder)
 
 

@@ -35,11 +35,11 @@ def test_scalar_mix_layer_norm():
     weights = torch.softmax(mix.scalar_parameters, dim=0)
     expected = 0
     for weight, layer in zip(weights, with_boundaries.hidden_states):
-        values = layer[with_boundaries.mask]  # (real words and boundaries, width)
+        values = layer[with_boundaries.mask.bool()]  # (real words and boundaries, width)
         normalised = (layer - values.mean()) / torch.sqrt(values.var(unbiased=False) + 1e-12)
         expected = expected + weight * normalised
     expected = (mix.gamma * expected)[:, 1:-1]
-    mask = output.mask
+    mask = output.mask.bool()
     assert torch.allclose(output.elmo_representations[0][mask], expected[mask], atol=1e-5, rtol=0)
     assert not output.elmo_representations[0][~mask].any()
     assert torch.allclose(with_boundaries.elmo_representations[0][:, 1:-1][mask], expected[mask], atol=1e-5, rtol=0)

@@ -70,3 +70,55 @@ def test_the_stock_token_classification_pipeline_is_refused_naming_elmo_token_cl
     with pytest.raises(ValueError, match=r"use pipeline\('elmo-token-classification', \.\.\.\)") as error:
         stock("张伟住在南京。")
     assert "\n" not in str(error.value)
+
+
+def test_a_pipeline_without_a_task_is_refused_in_one_line_naming_the_task(tmp_path, monkeypatch):
+    """Issue 45: `pipeline(model=folder)` with hf-elmo imported raised `RuntimeError: Instantiating a pipeline without a
+    task set raised an error: [Errno -2] Name or service not known` (transformers asks the Hub for the task), which
+    reads as a network fault. For an hf-elmo folder it is now one line naming the task to pass, and the Hub is not
+    asked; other models still are. A tagger's folder names its own pipeline (custom_pipelines): transformers takes
+    the task from there and asks for trust_remote_code=True, in one line too."""
+    import transformers.pipelines as pipelines
+
+    from hf_elmo import ElmoConfig, ElmoForSequenceClassification, ElmoForTokenClassification, ElmoTokenizer
+    from small_models import tiny_config_kwargs
+
+    asked = []
+
+    def unreachable_hub(*args, **kwargs):
+        asked.append(True)
+        raise OSError("[Errno -2] Name or service not known")
+
+    monkeypatch.setattr(pipelines, "is_offline_mode", lambda: False)
+    # transformers 5.x asks the Hub through hf_api(), 4.x through model_info(model, token=...)
+    monkeypatch.setattr(pipelines, "hf_api" if hasattr(pipelines, "hf_api") else "model_info", unreachable_hub)
+    torch.manual_seed(0)
+    folders = {"feature-extraction": hf_elmo.DEFAULT_MODEL}
+    for task, model_class in (("elmo-token-classification", ElmoForTokenClassification),
+                              ("text-classification", ElmoForSequenceClassification)):
+        folder = tmp_path / task
+        model_class(ElmoConfig(**tiny_config_kwargs(), num_labels=3)).save_pretrained(folder)
+        ElmoTokenizer(segmenter="chars").save_pretrained(folder)
+        folders[task] = str(folder)
+    monkeypatch.chdir(tmp_path)
+
+    def refusal(folder, **kwargs) -> str:
+        with pytest.raises((RuntimeError, ValueError)) as error:
+            pipeline(model=folder, **kwargs)
+        message = str(error.value)
+        assert "\n" not in message and "Errno" not in message and "Instantiating" not in message, message
+        return message
+
+    for task, folder in [*folders.items(), ("text-classification", "text-classification")]:  # the last: relative
+        kwargs = {"trust_remote_code": False} if task == "elmo-token-classification" else {}  # else: its own pipeline
+        message = refusal(folder, **kwargs)
+        trust = ", trust_remote_code=True" if task == "elmo-token-classification" else ""
+        assert f"pipeline({task!r}, model=...{trust})" in message, message
+        for named in ("'feature-extraction'", "'elmo-token-classification'", "'text-classification'"):
+            assert named in message
+    assert "trust_remote_code=True" in refusal(folders["elmo-token-classification"])
+    assert pipeline(model=folders["elmo-token-classification"], trust_remote_code=True).task == "elmo-token-classification"
+    assert not asked
+    with pytest.raises(RuntimeError, match=r"Name or service not known"):  # not an hf-elmo folder: the Hub, as before
+        pipelines.get_task("org/some-model")
+    assert asked

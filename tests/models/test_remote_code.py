@@ -75,8 +75,9 @@ def test_saved_folder_carries_identical_code_and_complete_auto_map(tmp_path):
 
 
 def test_shipped_modelling_files_import_nothing_of_the_package():
-    """Remote code imports only the standard library, torch, transformers and what they need, jieba and itself; hf-elmo's kernels
-    and checksums are looked up by name at run time, where an ImportError means the plain path."""
+    """Remote code imports only the standard library, torch, transformers and what they need, jieba and itself, and
+    names the package nowhere (not by an import, nor a string a module could be looked up by, nor the process's
+    imported modules): the same Hub folder computes and loads the same way with or without hf-elmo installed."""
     allowed = {"torch", "transformers", "tokenizers", "huggingface_hub", "numpy", "jieba"}
     for name in CODE_FILES:
         source = (PACKAGE / name).read_text(encoding="utf-8")
@@ -85,7 +86,9 @@ def test_shipped_modelling_files_import_nothing_of_the_package():
             assert module.startswith(".") or module.split(".")[0] in allowed | sys.stdlib_module_names, (
                 f"{name} imports {module}"
             )
-        assert not re.search(r"^\s*(?:from|import)\s+hf_elmo", source, flags=re.MULTILINE), name
+        assert "hf_elmo" not in source, name
+        for lookup in ("importlib", "import_module", "__import__", "sys.modules.get"):
+            assert lookup not in source, (name, lookup)
 
 
 def test_saved_folders_carry_few_short_code_files(tmp_path):

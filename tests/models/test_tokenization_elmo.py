@@ -9,6 +9,7 @@ import torch
 import hf_elmo
 import hf_elmo.elmo_text as elmo_text
 from hf_elmo import ElmoConfig, ElmoModel, ElmoTokenizer
+from hf_elmo.transformers_versions import TRANSFORMERS_MAJOR
 from small_models import tiny_config_kwargs
 from transformers import AutoTokenizer
 
@@ -119,12 +120,13 @@ def test_raw_text_and_pre_split_agree(tokenizer):
 
 
 def test_bad_input_types(tokenizer):
-    with pytest.raises(TypeError):
+    wrong_type = TypeError if TRANSFORMERS_MAJOR >= 5 else (TypeError, ValueError)  # 4.x checks inputs itself first
+    with pytest.raises(wrong_type):
         tokenizer(42)
-    with pytest.raises(TypeError):
+    with pytest.raises(wrong_type):
         tokenizer(["fine", 42])
     with pytest.raises(TypeError, match="unexpected arguments"):
-        tokenizer("a", stride=2)
+        tokenizer("a", strides=2)  # transformers' own `stride` is accepted (it goes with return_overflowing_tokens)
 
 
 # padding, truncation, tensors ---------------------------------------------------------------
@@ -143,7 +145,7 @@ def test_padding_modes(tokenizer):
         tokenizer(batch, padding="max_length")
     with pytest.raises(ValueError, match="truncation=True"):
         tokenizer(batch, padding="max_length", max_length=2)
-    with pytest.raises(ValueError, match="padding"):
+    with pytest.raises(ValueError, match="not a valid PaddingStrategy"):  # transformers' check
         tokenizer(batch, padding="sideways")
     with pytest.raises(ValueError, match="padding=True"):
         tokenizer(batch, return_tensors="pt")
@@ -174,6 +176,98 @@ def test_return_tensors_and_attention_mask(tokenizer):
         tokenizer("a", return_tensors="tf")
     words = tokenizer(["Hi, you", "x"], return_words=True)["words"]
     assert words == [["Hi", ",", "you"], ["x"]]
+
+
+# transformers' tokenizer contract (issue 41 #5) -------------------------------------------------------------------
+
+
+def test_encode_gives_the_rows_call_gives_and_decode_reads_them(tokenizer):
+    assert tokenizer.encode("Hello, 世界") == tokenizer("Hello, 世界")["input_ids"]
+    assert tokenizer.encode("a b c", max_length=2, truncation=True) == tokenizer("a b")["input_ids"]
+    assert tokenizer.encode(["New York", "!"], is_split_into_words=True) == tokenizer.convert_tokens_to_ids(
+        ["New York", "!"])
+    assert tokenizer.encode("a b", return_tensors="pt").shape == (1, 2, 50)
+    assert tokenizer.decode(tokenizer.encode("Hello, 世界 😀")) == "Hello , 世界 😀"
+
+
+def test_call_takes_transformers_positional_order_and_reads_a_pair_as_one_sentence(tokenizer):
+    """`tok(text, text_pair)`: the words of the text then of the pair, token_type_ids 0 then 1."""
+    pair = tokenizer("Is it?", "Yes, it is.", return_token_type_ids=True)
+    assert pair["input_ids"] == tokenizer("Is it? Yes, it is.")["input_ids"]
+    assert pair["token_type_ids"] == [0, 0, 0, 1, 1, 1, 1, 1]
+    batch = tokenizer(["a", "b c"], ["d e", "f"], padding=True, return_token_type_ids=True, return_tensors="pt")
+    assert batch["token_type_ids"].tolist() == [[0, 1, 1], [0, 0, 1]]
+    assert batch["attention_mask"].tolist() == [[1, 1, 1], [1, 1, 1]]
+    assert tokenizer(["a", "b"], ["c"], is_split_into_words=True)["input_ids"] == tokenizer("a b c")["input_ids"]
+    assert tokenizer(text="a", text_pair="b")["input_ids"] == tokenizer("a b")["input_ids"]
+    assert tokenizer([("a", "b c"), ("d", "e")]) == tokenizer(["a", "d"], ["b c", "e"])  # a batch of pairs
+    if TRANSFORMERS_MAJOR >= 5:  # 4.x's own input check refuses a batch of pairs of word lists
+        assert tokenizer([(["a"], ["b", "c"])], is_split_into_words=True) == tokenizer(["a"], ["b c"])
+    with pytest.raises(ValueError if TRANSFORMERS_MAJOR >= 5 else TypeError, match="text_pair`? must be"):  # 4.x's own
+        tokenizer(["a", "b"], "c")
+    # truncation of a pair as transformers truncates one: longest first, or only one side
+    assert tokenizer("a b c", "d", truncation=True, max_length=3)["input_ids"] == tokenizer("a b d")["input_ids"]
+    only_second = tokenizer("a b", "c d e", truncation="only_second", max_length=3, return_overflowing_tokens=True)
+    assert only_second["input_ids"] == tokenizer("a b c")["input_ids"]
+    assert only_second["overflowing_tokens"] == tokenizer("d e")["input_ids"]
+    with pytest.raises(ValueError, match="only_first"):
+        tokenizer("a b", "c d e", truncation=True, max_length=3, return_overflowing_tokens=True)
+    with pytest.raises(ValueError, match="no token vocabulary to add to: every word is read by its characters"):
+        tokenizer.add_tokens(["[NEW]"])
+
+
+def test_every_init_argument_is_kept_and_a_saved_dictionary_tokenizer_loads_as_it_was(tmp_path):
+    import inspect
+
+    names = dictionary_tokenizer().init_kwargs
+    for name, parameter in inspect.signature(ElmoTokenizer.__init__).parameters.items():
+        assert parameter.default is inspect.Parameter.empty or name in names, name
+    (tmp_path / "names.txt").write_text("张伟 10 nr\n", encoding="utf-8")
+    original = ElmoTokenizer(char_scheme="dictionary", char_vocab=dictionary_tokenizer().char_vocab,
+                             word_vocab={"<oov>": 0, "<pad>": 1, "张伟": 2}, user_dict=tmp_path / "names.txt")
+    original.save_pretrained(tmp_path / "saved")
+    saved = json.loads((tmp_path / "saved" / "tokenizer_config.json").read_text())
+    assert not {"char_vocab", "word_vocab", "user_dict", "char_vocab_file"} & {k for k, v in saved.items() if v}
+    loaded = ElmoTokenizer.from_pretrained(tmp_path / "saved")
+    assert loaded.init_kwargs["char_vocab_file"].endswith("char_vocab.json")
+    assert loaded.init_kwargs["user_dict"].endswith("jieba_user_dict.txt")
+    assert loaded("张伟住在南京")["word_ids"] == original("张伟住在南京")["word_ids"] == [2, 0, 0, 0]
+
+
+def test_padding_options_are_checked_as_transformers_checks_them(tokenizer):
+    with pytest.raises(ValueError, match=r"truncation length \(5\) is not a multiple of pad_to_multiple_of \(4\)"):
+        tokenizer(["a b c"], padding="max_length", truncation=True, max_length=5, pad_to_multiple_of=4)
+    for bad in (0, -3, 2.5):
+        with pytest.raises(ValueError, match="pad_to_multiple_of must be a whole number of words >= 1"):
+            tokenizer(["a b c"], padding=True, pad_to_multiple_of=bad)
+    assert tokenizer(["a b c", "d"], padding=True, padding_side="right")["attention_mask"] == [[1, 1, 1], [1, 0, 0]]
+    with pytest.raises(ValueError, match="right only"):
+        tokenizer(["a b c", "d"], padding=True, padding_side="left")
+    left = ElmoTokenizer(truncation_side="left")
+    encoded = left("a b c d", truncation=True, max_length=2, stride=1, return_overflowing_tokens=True)
+    assert encoded["input_ids"] == tokenizer("c d")["input_ids"]
+    assert encoded["overflowing_tokens"] == tokenizer("a b c")["input_ids"] and encoded["num_truncated_tokens"] == 2
+    assert "overflowing_tokens" not in left(["a b c"], truncation=True, max_length=2, return_overflowing_tokens=True,
+                                            return_tensors="pt")  # as transformers' Python tokenizers: lists only
+
+
+def test_offsets_give_each_word_in_its_text_for_every_segmenter_and_scheme():
+    """Issue 45 #6: `return_offsets_mapping=True` gives each word's (start, end) in its text (a dropped lone surrogate
+    stays inside the word's span, a surrogate pair is one character)."""
+    text = "张伟住在南京，2024年买了 iPhone 15😀！ＡＢＣ１２３ x-ray, İstanbul\x00ok\ud800 \ud83d\ude00。"
+    for tokenizer in (*(ElmoTokenizer(segmenter=name) for name in ("jieba", "chars", "whitespace")),
+                      ElmoTokenizer(segmenter="chars", do_lower_case=True), dictionary_tokenizer()):
+        encoded = tokenizer([text, "a b"], return_offsets_mapping=True, return_words=True)
+        words, offsets = encoded["words"][0], encoded["offset_mapping"][0]
+        assert len(words) == len(offsets) > 5 and offsets == sorted(offsets) and encoded["offset_mapping"][1] == [
+            (0, 1), (2, 3)]
+        for word, (start, end) in zip(words, offsets):
+            piece = elmo_text.without_surrogates(text[start:end])
+            assert (piece.lower() if tokenizer.do_lower_case else piece) == word
+        padded = tokenizer([text, "a b"], return_offsets_mapping=True, padding=True, return_tensors="pt")
+        assert padded["offset_mapping"].shape == (2, len(words), 2) and padded["offset_mapping"][1, 2:].eq(0).all()
+    pre_split = ElmoTokenizer()(["New York", "!"], is_split_into_words=True, return_offsets_mapping=True)
+    assert pre_split["offset_mapping"] == [(0, 8), (0, 1)]  # as a fast tokenizer gives them: within each word
 
 
 # save / load ---------------------------------------------------------------------------------
@@ -457,6 +551,48 @@ def test_pad_takes_lists_arrays_tensors_and_whole_encodings():
     assert tokenizer(texts, padding=True, pad_to_multiple_of=8, return_tensors="pt")["input_ids"].shape == (3, 8, 50)
 
 
+def test_pad_checks_every_key_against_the_words_and_pad_to_multiple_of_in_one_line():
+    """Issue 46 #7: a mask shorter than the words hid real words, a longer one or pad_to_multiple_of=-3 raised numpy's
+    "inhomogeneous shape"."""
+    tokenizer = ElmoTokenizer(segmenter="chars")
+    encoded = tokenizer(["a b c", "d"])
+    for key, values, row in (("attention_mask", [[1], [1]], 0), ("attention_mask", [[1, 1, 1], [1, 1]], 1),
+                             ("special_tokens_mask", [[0, 0, 0], 0], 1)):
+        with pytest.raises(ValueError, match=f"row {row}: {key} must hold one value per word") as error:
+            tokenizer.pad({**encoded, key: values})
+        assert "\n" not in str(error.value)
+    with pytest.raises(ValueError, match="attention_mask holds 1 sentences, input_ids 2"):
+        tokenizer.pad({**encoded, "attention_mask": [[1, 1, 1]]})
+    with pytest.raises(ValueError, match="row 1: attention_mask"):
+        tokenizer.pad([{"input_ids": ids, "attention_mask": [1, 1, 1]} for ids in encoded["input_ids"]])
+    for bad in (-3, 0, 1.5, True):
+        with pytest.raises(ValueError, match=f"pad_to_multiple_of must be a whole number of words >= 1, got {bad}"):
+            tokenizer.pad(encoded, pad_to_multiple_of=bad)
+
+
+def test_text_mostly_unknown_to_a_dictionary_model_is_warned_of_once_with_the_share_and_script(caplog):
+    """Issue 45 #5: English text to a Chinese model ran without a word."""
+    import logging
+
+    from hf_elmo.data_collator import ElmoDataCollator
+
+    tokenizer = dictionary_tokenizer()  # knows 我 and 爱
+    with caplog.at_level(logging.WARNING, logger=elmo_text.__name__):
+        tokenizer("我爱")
+        assert not caplog.records
+        tokenizer(["I love it", "我"])
+        tokenizer("and again, all unknown")
+        ElmoTokenizer(segmenter="chars")("Привет мир")  # the byte scheme knows every character
+    assert [record.getMessage().split(" (")[0] for record in caplog.records] == [
+        "88% of the characters are unknown to this Chinese model"]  # 7 of 8
+    for encode in (lambda tokenizer: tokenizer.batch_to_ids([["Привет", "мир"]]),  # embed, similar
+                   lambda tokenizer: ElmoDataCollator(tokenizer)([{"text": "Привет мир"}])):  # tag, training
+        caplog.clear()
+        with caplog.at_level(logging.WARNING, logger=elmo_text.__name__):
+            encode(ElmoTokenizer.from_pretrained(hf_elmo.DEFAULT_MODEL))
+        assert "100% of the characters are unknown to this Chinese model" in caplog.records[-1].getMessage()
+
+
 def test_pad_uses_the_pad_word_id_of_a_word_vocabulary():
     tokenizer = dictionary_tokenizer()
     encoded = tokenizer(["我爱", "我"])
@@ -591,3 +727,81 @@ def test_user_dictionary_mistakes_are_one_line_naming_the_file(tmp_path, user_di
         ElmoTokenizer(segmenter="jieba", user_dict=latin1)
     with pytest.raises(ValueError, match="user_dict must be the path"):
         ElmoTokenizer(segmenter="jieba", user_dict=["张伟"])
+
+
+# Files a model folder names (issue 46 #2 and #9) -------------------------------------------------------------------
+
+
+def test_files_a_model_folder_names_are_read_only_from_inside_it(tmp_path, user_dict):
+    """A folder whose jieba_user_dict.txt or char_vocab.json links to a file elsewhere (one a malicious repository
+    planted) was read, and saved again as a regular file into every output."""
+    planted = tmp_path / "elsewhere.txt"
+    planted.write_text("秘密 10 n\n", encoding="utf-8")
+    folder = tmp_path / "model"
+    ElmoTokenizer(segmenter="jieba", user_dict=user_dict).save_pretrained(folder)
+    (folder / "jieba_user_dict.txt").unlink()
+    (folder / "jieba_user_dict.txt").symlink_to(planted)
+    for load in (ElmoTokenizer.from_pretrained, AutoTokenizer.from_pretrained):
+        with pytest.raises(ValueError, match=r"jieba_user_dict.txt resolves outside its model folder") as error:
+            load(folder)
+        assert "\n" not in str(error.value)
+    dictionary = tmp_path / "dictionary"
+    dictionary_tokenizer().save_pretrained(dictionary)
+    (dictionary / "char_vocab.json").rename(tmp_path / "vocab.json")
+    (dictionary / "char_vocab.json").symlink_to(tmp_path / "vocab.json")
+    with pytest.raises(ValueError, match=r"char_vocab.json resolves outside its model folder"):
+        ElmoTokenizer.from_pretrained(dictionary)
+    # A link inside the folder is fine, and so is a link the caller names itself.
+    (dictionary / "vocabularies").mkdir()
+    (tmp_path / "vocab.json").rename(dictionary / "vocabularies" / "vocab.json")
+    (dictionary / "char_vocab.json").unlink()
+    (dictionary / "char_vocab.json").symlink_to(dictionary / "vocabularies" / "vocab.json")
+    assert ElmoTokenizer.from_pretrained(dictionary).char_vocab == dictionary_tokenizer().char_vocab
+    assert ElmoTokenizer(segmenter="jieba", user_dict=folder / "jieba_user_dict.txt").tokenize("秘密") == ["秘密"]
+
+
+def test_a_folder_without_tokenizer_config_reads_its_char_vocab_only_from_inside_it(tmp_path):
+    """The tokenizer built from a bare dictionary-scheme folder's char_vocab.json (hf_elmo.loading) is checked too."""
+    from hf_elmo.loading import ModelNotFoundError, load_tokenizer
+
+    config = ElmoConfig.from_pretrained(hf_elmo.DEFAULT_MODEL)
+    folder = tmp_path / "bare"
+    folder.mkdir()
+    (folder / "char_vocab.json").symlink_to(f"{hf_elmo.DEFAULT_MODEL}/char_vocab.json")
+    with pytest.raises(ModelNotFoundError, match=r"char_vocab.json resolves outside its model folder"):
+        load_tokenizer(str(folder), config)
+
+
+def test_a_hub_cache_entry_may_link_to_its_own_blobs_only(tmp_path):
+    """The Hub cache's snapshots/<revision>/ files are links into the entry's blobs/."""
+    entry = tmp_path / "models--someone--elmo"
+    snapshot = entry / "snapshots" / "0123abc"
+    snapshot.mkdir(parents=True)
+    (entry / "blobs").mkdir()
+    dictionary_tokenizer().save_pretrained(tmp_path / "saved")
+    for name in ("tokenizer_config.json", "char_vocab.json"):
+        (tmp_path / "saved" / name).rename(entry / "blobs" / name)
+        (snapshot / name).symlink_to(f"../../blobs/{name}")
+    assert ElmoTokenizer.from_pretrained(snapshot).char_vocab == dictionary_tokenizer().char_vocab
+    (entry / "blobs" / "char_vocab.json").rename(tmp_path / "outside.json")
+    (snapshot / "char_vocab.json").unlink()
+    (snapshot / "char_vocab.json").symlink_to(tmp_path / "outside.json")
+    with pytest.raises(ValueError, match=f"resolves outside its model folder {entry}"):
+        ElmoTokenizer.from_pretrained(snapshot)
+
+
+def test_user_dictionaries_and_vocabularies_must_be_regular_files_of_a_readable_size(tmp_path, monkeypatch):
+    import os
+
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    for path in ("/dev/zero", fifo):  # read until memory ran out / blocked forever
+        with pytest.raises(ValueError, match=f"jieba user dictionary {path} is not a regular file"):
+            ElmoTokenizer(segmenter="jieba", user_dict=path)
+        with pytest.raises(ValueError, match=f"character vocabulary file {path} is not a regular file"):
+            ElmoTokenizer(char_scheme="dictionary", char_vocab_file=str(path))
+    big = tmp_path / "big.txt"
+    big.write_text("张伟 10 nr\n" * 10, encoding="utf-8")
+    monkeypatch.setattr(elmo_text, "MAX_TEXT_FILE_BYTES", 50)
+    with pytest.raises(ValueError, match=r"big.txt holds 130 bytes, more than the 50 read whole"):
+        ElmoTokenizer(segmenter="jieba", user_dict=big)
