@@ -647,6 +647,43 @@ def invalid_utf8_trials(work: Path) -> list[dict]:
                  "one line naming the file and line, exit 2")]
 
 
+def export_client_trials(work: Path, trials: int) -> list[dict]:
+    """Issue 46, items 5 and 6: `export --overwrite` replaces its own export; the client shipped with an export
+    splits text as `ElmoTokenizer` on random mixed-Unicode strings, refuses ids outside the vocabulary (negative
+    ones too) and gives nothing for no texts."""
+    sys.path.insert(0, str(REPO / "tests" / "export"))
+    from client_fuzz import random_strings
+
+    from hf_elmo import DEFAULT_MODEL, ElmoTokenizer
+    from hf_elmo.export.client import ElmoClient
+
+    output = work / "export-overwrite"
+    results = [hf_elmo(["export", "--format", "onnx", "--output", output] + (["--overwrite"] if again else []))
+               for again in (False, True)]
+    rows = [_row("`export --overwrite` of its own earlier export (46 #5)",
+                 [(f"exits {[r.returncode for r in results]}", all(r.returncode == 0 for r in results)
+                   and (output / "model.onnx").is_file())], "the earlier export is replaced, exit 0")]
+    client, tokenizer = ElmoClient(output), ElmoTokenizer.from_pretrained(DEFAULT_MODEL)
+    texts = random_strings(500 * trials, seed=trials)
+    differing = [text for text in texts if [w for w, _, _ in client.tokenizer.words_of(text)] != tokenizer.tokenize(text)]
+    feeds = {key: value.numpy() for key, value in tokenizer(["小米"], return_tensors="pt").items()}
+    refused = []
+    for bad in (-1, client.config["char_vocab_size"]):
+        ids = feeds["input_ids"].copy()
+        ids[0, 0, 1] = bad
+        try:
+            client.run({**feeds, "input_ids": ids})
+            refused.append(False)
+        except ValueError:
+            refused.append(True)
+    rows.append(_row("the export's client against ElmoTokenizer on random mixed-Unicode strings (46 #6)",
+                     [(f"{len(differing)} of {len(texts)} strings split differently", not differing),
+                      (f"out-of-range ids refused: {refused}", all(refused)),
+                      ("no texts", client.predict([]) == [] if client.kind != "encoder" else client.embed([]) == [])],
+                     f"the same words on all {len(texts)} strings; ids -1 and the vocabulary size refused; [] for []"))
+    return rows
+
+
 def issue_37_trials(commands: dict, work: Path, trials: int, rng: random.Random) -> list[dict]:
     rows = weights_not_the_models_trials(work)
     rows += special_file_trials(work)
@@ -669,10 +706,10 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--markdown", type=Path, help="also write the table here")
     parser.add_argument("--keep", action="store_true", help="keep the work folder")
-    parser.add_argument("--only", choices=["kill", "disk", "damage", "issue37"], action="append",
+    parser.add_argument("--only", choices=["kill", "disk", "damage", "issue37", "export"], action="append",
                         help="run only these groups of scenarios (repeatable; default: all)")
     args = parser.parse_args()
-    groups = set(args.only or ["kill", "disk", "damage", "issue37"])
+    groups = set(args.only or ["kill", "disk", "damage", "issue37", "export"])
     rng = random.Random(args.seed)
     work = Path(tempfile.mkdtemp(prefix="hf-elmo-faults-"))
     started = time.time()
@@ -682,6 +719,7 @@ def main() -> None:
         rows += full_disk_trials(commands, work, args.trials, rng) if "disk" in groups else []
         rows += damage_trials(commands, work, args.trials, rng) if "damage" in groups else []
         rows += issue_37_trials(commands, work, args.trials, rng) if "issue37" in groups else []
+        rows += export_client_trials(work, args.trials) if "export" in groups else []
     finally:
         if not args.keep:
             shutil.rmtree(work, ignore_errors=True)

@@ -518,17 +518,18 @@ def _opened_input(path: str, what: str):
 OUTPUT_FOLDER_MARKERS = ("config.json", "options.json")
 
 
-def refuse_foreign_folder(folder: str | os.PathLike) -> None:
+def refuse_foreign_folder(folder: str | os.PathLike, markers=OUTPUT_FOLDER_MARKERS) -> None:
     """ValueError unless the existing `folder` may be replaced by an output folder: a real folder (no mount point)
-    that is empty or holds config.json or options.json, with nothing but regular files and folders inside
-    (`--overwrite` must not throw away a home folder or a device node given by mistake)."""
+    that is empty or holds one of `markers` (config.json or options.json; an ONNX export's model.onnx or
+    client.json), with nothing but regular files and folders inside (`--overwrite` must not throw away a home
+    folder or a device node given by mistake)."""
     folder = os.fspath(folder)
     if os.path.ismount(folder):
         raise ValueError(f"{folder} is a mount point; hf-elmo does not replace it: choose another output folder")
     entries = os.listdir(folder)
-    if entries and not any(name in entries for name in OUTPUT_FOLDER_MARKERS):
+    if entries and not any(name in entries for name in markers):
         raise ValueError(
-            f"{folder} holds no config.json or options.json, so it is no output folder of hf-elmo; --overwrite "
+            f"{folder} holds no {' or '.join(markers)}, so it is no output folder of hf-elmo; --overwrite "
             "replaces only those: remove it yourself or choose another output folder"
         )
     for root, folders, files in os.walk(folder):
@@ -597,9 +598,10 @@ class AtomicDirectory:
     by the time the folder is complete. The block holds `output_lock(target)`.
     """
 
-    def __init__(self, target: str | os.PathLike, overwrite: bool = False):
+    def __init__(self, target: str | os.PathLike, overwrite: bool = False, markers=OUTPUT_FOLDER_MARKERS):
         self.target = Path(target)
         self.overwrite = overwrite
+        self.markers = tuple(markers)  # the files that mark a folder as an output `overwrite` may replace
         self.path: Path | None = None
 
     def check(self) -> None:
@@ -610,7 +612,7 @@ class AtomicDirectory:
         if self.target.exists() and not self.target.is_dir():
             raise FileExistsError(f"{self.target} is a file; --overwrite replaces an output folder, not a file")
         if self.target.exists():
-            refuse_foreign_folder(self.target)
+            refuse_foreign_folder(self.target, self.markers)
         check_output_folder(self.target.parent, f"{self.target} cannot be made:")
 
     def __enter__(self) -> Path:

@@ -10,7 +10,7 @@ def seqeval_scores(gold: Sequence[Sequence[str]], predicted: Sequence[Sequence[s
     try:
         from seqeval.metrics import accuracy_score, classification_report
     except ImportError:
-        raise SystemExit("evaluation needs seqeval: pip install 'hf-elmo[train]'") from None
+        raise SystemExit("evaluation needs seqeval: pip install -e \".[train]\" (in a clone of hf-elmo)") from None
     report = classification_report(gold, predicted, output_dict=True, zero_division=0)
     micro = report.get("micro avg", {"precision": 0.0, "recall": 0.0, "f1-score": 0.0})
     scores = {

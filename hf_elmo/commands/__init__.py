@@ -6,6 +6,7 @@
     hf-elmo convert --from allennlp --options options.json --weights weights.hdf5 OUTPUT_DIR
     hf-elmo info
     hf-elmo corpus ... / hf-elmo pretrain ... / hf-elmo finetune ...
+    hf-elmo export --format onnx --output DIR / hf-elmo serve --model DIR --port 8080
 
 Each command is a module here with `HELP`, `DESCRIPTION` (kept as written in --help), `add_arguments(parser)`
 (argparse only, so that `--help` answers without loading torch), optionally `check(args)`, the checks that need
@@ -24,7 +25,7 @@ from collections.abc import Sequence
 
 from .errors import CommandError
 
-COMMANDS = ("embed", "similar", "convert", "info", "corpus", "pretrain", "finetune", "export")
+COMMANDS = ("embed", "similar", "convert", "info", "corpus", "pretrain", "finetune", "export", "serve")
 # Short commands, which neither tag, save taggers nor train: they register the models without the tagging pipeline
 # and the pretraining head (`register_auto_classes`), whose imports they do not need, and the `hf-elmo` process ends
 # without the interpreter's teardown after them (hf_elmo/cli.py).
@@ -45,7 +46,8 @@ def build_parser() -> argparse.ArgumentParser:
         command_parser = subparsers.add_parser(name, help=command.HELP, description=command.DESCRIPTION,
                                                formatter_class=formatter)
         command.add_arguments(command_parser)
-        command_parser.set_defaults(run=command.run, check=getattr(command, "check", None))
+        command_parser.set_defaults(run=command.run, check=getattr(command, "check", None),
+                                    registers_itself=getattr(command, "REGISTERS_AUTO_CLASSES_ITSELF", False))
     return parser
 
 
@@ -70,7 +72,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.check is not None:
             args.check(args)
         short = args.command in SHORT_COMMANDS
-        register_auto_classes(tagging=not short, pretraining=not short)
+        if not args.registers_itself:  # `serve` of an ONNX export never imports torch
+            register_auto_classes(tagging=not short, pretraining=not short)
         return args.run(args) or 0
     except KeyboardInterrupt:
         command = importlib.import_module(f"{__name__}.{args.command}")

@@ -8,16 +8,19 @@ from .common import check_model_folder, check_output_parent, remove_leftovers
 from .errors import CommandError
 
 HELP = "export a model for serving without PyTorch (ONNX) or as a sentence-transformers folder"
-DESCRIPTION = """--format onnx: OUTPUT_DIR gets model.onnx (inputs input_ids: batch x words x characters and
-attention_mask: batch x words, int64; for models with a word embedding also word_ids; output layers:
-(L+1) x batch x words x 2P float32, the model's hidden_states without <S>/</S>), the tokenizer files and a
-README.md of the interface. Batch size and sentence length are free. Needs the onnx package
-(pip install 'hf-elmo[export]'); onnxruntime runs the result. The folder is built under a temporary name
-and renamed when complete.
+DESCRIPTION = """--format onnx: OUTPUT_DIR gets model.onnx, the whole model: an encoder's layers (L+1) x batch x
+words x 2P and learned mixes, a tagger's or character tagger's tag scores (a CRF's scores go beside it, in
+client.json), a sentence classifier's class scores; inputs input_ids (batch x words x characters) and
+attention_mask (batch x words), int64, and word_ids for models with a word embedding. Beside it: elmo_client.py,
+a client needing only numpy and onnxruntime (and jieba) that tokenizes exactly as ElmoTokenizer and gives vectors,
+entity spans or labels (docs/deployment.md), the tokenizer files and a README.md of the interface. A model with a
+part the exporter does not know is refused, naming it. Needs onnx and onnxruntime (pip install -e ".[export]"
+in a clone of hf-elmo). The folder is built under a temporary name and renamed when complete; --overwrite
+replaces an earlier export or another hf-elmo output folder.
 
 --format sentence-transformers: OUTPUT_DIR is a folder that SentenceTransformer(OUTPUT_DIR,
 trust_remote_code=True) loads without hf-elmo; its encode() gives hf_elmo.Embedder's sentence_vectors
-(--layers, --pooling; the same defaults). Needs pip install 'hf-elmo[sentence-transformers]'."""
+(--layers, --pooling; the same defaults). Needs pip install -e ".[sentence-transformers]"."""
 
 FORMATS = ("onnx", "sentence-transformers")
 
@@ -49,7 +52,8 @@ def run(args) -> int:
         __import__(package)
     except ImportError:
         extra = "export" if args.format == "onnx" else "sentence-transformers"
-        raise CommandError(f"--format {args.format} needs the {package} package: pip install 'hf-elmo[{extra}]'") from None
+        raise CommandError(f"--format {args.format} needs the {package} package: pip install -e \".[{extra}]\" "
+                           "(in a clone of hf-elmo)") from None
     remove_leftovers(args.output)
     if args.format == "onnx":
         from ..export import export_onnx

@@ -2,16 +2,23 @@
 
 from __future__ import annotations
 
+import json
 import os
+import shutil
 from pathlib import Path
 
+from .client import CLIENT_CONFIG, CLIENT_FILE
+
 ONNX_FILE = "model.onnx"
+# What marks a folder as an earlier export, which --overwrite may replace.
+EXPORT_MARKERS = ("config.json", "options.json", ONNX_FILE, CLIENT_CONFIG)
 README_FILE = "README.md"
 # protobuf cannot hold a message over 2 GiB: larger weights go to a file beside the graph.
 _EXTERNAL_DATA_FILE = ONNX_FILE + ".data"
 _LARGEST_INLINE_WEIGHTS = 1 << 30
 
-_MISSING_ONNX = "the ONNX export needs the onnx package: pip install 'hf-elmo[export]' (or pip install onnx)"
+_MISSING_ONNX = ("the ONNX export needs the onnx package: pip install -e \".[export]\" in a clone of hf-elmo (or pip "
+                 "install onnx onnxruntime)")
 
 
 def _import_onnx():
@@ -23,32 +30,39 @@ def _import_onnx():
 
 
 def export_onnx(model_or_path, output_dir: str | os.PathLike, tokenizer=None, overwrite: bool = False) -> Path:
-    """Write `output_dir/model.onnx` (the ELMo encoder), the tokenizer files and a README.md of the interface.
+    """Write `output_dir/model.onnx` (the whole model: the biLM and its task head), the tokenizer files, the client
+    (`elmo_client.py` and `client.json`: numpy and onnxruntime only) and a README.md of the interface.
 
     Args:
-        model_or_path: an `ElmoModel` (or a task model, whose biLM `.elmo` is exported), or a folder or Hub id
-            that `ElmoModel.from_pretrained` loads ("default": the shipped model).
+        model_or_path: an `ElmoModel`, `ElmoForTokenClassification`, `ElmoForCharacterTagging` or
+            `ElmoForSequenceClassification` (an `ElmoForPreTraining` exports its biLM: the language-model softmax is
+            its training objective), or a folder or Hub id holding one ("default": the shipped model).
         output_dir: the folder to write; built under a temporary name and renamed when complete.
         tokenizer: the model's `ElmoTokenizer`; by default the one saved with the model.
-        overwrite: replace an existing `output_dir`.
+        overwrite: replace an existing `output_dir` (an earlier export, or another hf-elmo output folder).
 
     The graph takes `input_ids` (int64, batch x words x max_characters_per_token, the tokenizer's ids),
     `attention_mask` (int64, batch x words) and, for models with a word embedding, `word_ids` (int64, batch x
-    words); it returns `layers` (float32, (L+1) x batch x words x 2*projection_dim), the layers of `ElmoModel`'s
-    `hidden_states` in the same order, zero at padding. Batch size and sentence length are free.
-    Returns the folder written.
+    words); a character tagger also `token_word_index` and `token_positions` (batch x characters) [and
+    `character_input_ids`]. It returns `layers` (float32, (L+1) x batch x words x 2*projection_dim, `ElmoModel`'s
+    `hidden_states`, zero at padding) and, per kind, `mixes` (an encoder's learned mixes) or `logits` (tag scores,
+    or class scores). A model with a part the exporter does not know is refused, naming it, before anything is
+    written. Returns the folder written.
     """
     onnx = _import_onnx()
     from ..file_io import AtomicDirectory
-    from .onnx_graph import elmo_onnx_model
+    from .client_config import client_config
+    from .onnx_heads import task_onnx_model
 
-    target = AtomicDirectory(output_dir, overwrite=overwrite)
+    target = AtomicDirectory(output_dir, overwrite=overwrite, markers=EXPORT_MARKERS)
     target.check()  # before loading anything
-    model, tokenizer, source = _model_and_tokenizer(model_or_path, tokenizer)
+    model, tokenizer, source, kind = _model_and_tokenizer(model_or_path, tokenizer)
     config = model.config
     _check_tokenizer(tokenizer, config)
-    proto = elmo_onnx_model(config, model.state_dict())
+    what = f"{type(model).__name__}" + (f" {source}" if source else "")
+    proto, head = task_onnx_model(kind, config, model.state_dict(), what)
     weight_bytes = sum(len(tensor.raw_data) for tensor in proto.graph.initializer)
+    settings = client_config(kind, config, tokenizer, head, source)
     with target as folder:
         path = folder / ONNX_FILE
         if weight_bytes > _LARGEST_INLINE_WEIGHTS:
@@ -58,24 +72,51 @@ def export_onnx(model_or_path, output_dir: str | os.PathLike, tokenizer=None, ov
             onnx.save_model(proto, path)
         onnx.checker.check_model(str(path))  # by path: also works when the weights lie beside it
         tokenizer.save_pretrained(folder)
-        (folder / README_FILE).write_text(interface_readme(config, tokenizer, source), encoding="utf-8")
+        (folder / CLIENT_CONFIG).write_text(json.dumps(settings, ensure_ascii=False) + "\n", encoding="utf-8")
+        shutil.copyfile(Path(__file__).with_name("client.py"), folder / CLIENT_FILE)
+        (folder / README_FILE).write_text(interface_readme(config, tokenizer, source, kind), encoding="utf-8")
     return Path(output_dir)
+
+
+def _architecture_class(name: str):
+    """The model class a folder's config.json names (ElmoModel when it names none); ExportRefused for another."""
+    from ..finetune import model_config_dict
+    from .onnx_heads import KINDS, ExportRefused
+
+    architectures = model_config_dict(name).get("architectures") or ["ElmoModel"]
+    known = [architecture for architecture in architectures if architecture in KINDS]
+    if not known:
+        raise ExportRefused(f"cannot export {name} to ONNX: its config.json names {', '.join(architectures)}, which "
+                            f"the exporter does not know ({', '.join(KINDS)})")
+    if known[0] in ("ElmoModel", "ElmoForPreTraining"):
+        from ..modeling_elmo import ElmoModel
+
+        return ElmoModel
+    import hf_elmo
+
+    return getattr(hf_elmo, known[0])
 
 
 def _model_and_tokenizer(model_or_path, tokenizer):
     from ..modeling_elmo import ElmoModel
+    from .onnx_heads import KINDS, ExportRefused
 
     if isinstance(model_or_path, (str, os.PathLike)):
-        from ..loading import load_model_and_tokenizer, load_tokenizer
+        from ..loading import load_model_and_tokenizer, resolve_model_name
 
-        model, saved_tokenizer, source = load_model_and_tokenizer(os.fspath(model_or_path))
-        return model, tokenizer or saved_tokenizer, source
+        name = resolve_model_name(os.fspath(model_or_path))
+        model_class = _architecture_class(name)
+        model, saved_tokenizer, source = load_model_and_tokenizer(name, model_class=model_class)
+        return model, tokenizer or saved_tokenizer, source, KINDS[type(model).__name__]
     model = model_or_path
-    if not isinstance(model, ElmoModel):
-        biLM = getattr(model, "elmo", None)
-        if not isinstance(biLM, ElmoModel):
-            raise TypeError(f"export_onnx exports an ElmoModel (or a task model's .elmo), got {type(model).__name__}")
-        model = biLM
+    kind = KINDS.get(type(model).__name__)
+    if type(model).__name__ == "ElmoForPreTraining":
+        model = model.elmo
+    elif kind is None:
+        if isinstance(getattr(model, "elmo", None), ElmoModel):
+            raise ExportRefused(f"cannot export {type(model).__name__} to ONNX: the exporter does not know its head "
+                                f"(it writes {', '.join(KINDS)}); export_onnx(model.elmo, ...) exports its biLM alone")
+        raise TypeError(f"export_onnx exports an hf-elmo model ({', '.join(KINDS)}), got {type(model).__name__}")
     source = getattr(model, "name_or_path", "") or ""
     if tokenizer is None:
         if not source:
@@ -84,7 +125,7 @@ def _model_and_tokenizer(model_or_path, tokenizer):
         from ..loading import load_tokenizer
 
         tokenizer = load_tokenizer(source, model.config)
-    return model, tokenizer, source
+    return model, tokenizer, source, kind
 
 
 def _check_tokenizer(tokenizer, config) -> None:
@@ -102,8 +143,21 @@ def _check_tokenizer(tokenizer, config) -> None:
         raise ValueError("the tokenizer does not fit the model: " + "; ".join(problems))
 
 
-def interface_readme(config, tokenizer, source: str = "") -> str:
-    """The README.md written beside model.onnx: what goes in, what comes out."""
+_KIND_OUTPUTS = {
+    "encoder": "`mixes`: float32, batch x mixes x words x {width}: the model's learned mixes "
+               "(`ElmoModelOutput.mixes`), `gamma * sum_j softmax(w)_j * layers[j]`.",
+    "token-classification": "`logits`: float32, batch x words x {labels}: the tag scores of each word. {crf}",
+    "character-tagging": "`logits`: float32, batch x characters x {labels}: the tag scores of each character (the "
+                         "characters of the words, in order; inputs `token_word_index`, each character's word, -1 at "
+                         "padding, and `token_positions`, its place in the word: 0 alone, 1 first, 2 inside, 3 "
+                         "last). {crf}",
+    "sequence-classification": "`logits`: float32, batch x {labels}: the class scores of each sentence (softmax for "
+                               "probabilities).",
+}
+
+
+def interface_readme(config, tokenizer, source: str = "", kind: str = "encoder") -> str:
+    """The README.md written beside model.onnx: what goes in, what comes out, and the client."""
     layers, width = config.num_lstm_layers + 1, 2 * config.projection_dim
     characters = config.max_characters_per_token
     word_input = None
@@ -119,14 +173,35 @@ def interface_readme(config, tokenizer, source: str = "") -> str:
                   "(begin and end swapped, as ELMoForManyLangs wrote them)")
     segmentation = {"jieba": "Chinese is segmented with jieba", "chars": "each Chinese character is a word",
                     "whitespace": "words are split on whitespace only"}.get(getattr(tokenizer, "segmenter", ""), "")
+    crf = ("A CRF scores tag sequences: its start, end and transition scores are in `client.json` (`crf`), and "
+           "the client decodes with Viterbi." if getattr(config, "use_crf", False) else "The best tag is the argmax.")
+    head = _KIND_OUTPUTS[kind].format(width=width, labels=config.num_labels, crf=crf)
+    client = {"encoder": "client.sentence_vectors([\"first text\", \"second text\"])   # (texts, "
+                         f"{width}) numpy",
+              "sequence-classification": "client.predict([\"first text\"])   # [{label, score, scores, words}]"}.get(
+        kind, "client.predict([\"first text\"])   # [{words, offsets, tags, entities: [{entity, word, start, end, "
+              "score}]}]")
     lines = [
-        "# ELMo encoder, ONNX",
+        f"# ELMo {kind}, ONNX",
         "",
         f"Exported by hf-elmo from `{source}`." if source else "Exported by hf-elmo.",
         "",
-        f"`{ONNX_FILE}` (opset 17) computes all {layers} layers of the ELMo biLM for a batch of sentences; it runs",
-        "in onnxruntime without PyTorch. The tokenizer files beside it (`tokenizer_config.json` and the",
-        "vocabularies) are the ones the model was used with.",
+        "## Use it without PyTorch",
+        "",
+        "`elmo_client.py` beside this file needs numpy and onnxruntime"
+        + (" (and jieba, which segments this model's Chinese)" if getattr(tokenizer, "segmenter", "") == "jieba"
+           else "") + "; it tokenizes exactly as hf-elmo's",
+        "`ElmoTokenizer` (the rules are in `client.json`) and gives each word's offsets in the text:",
+        "",
+        "```python",
+        "import sys; sys.path.insert(0, \"PATH/TO/THIS/FOLDER\")",
+        "from elmo_client import ElmoClient",
+        "client = ElmoClient(\"PATH/TO/THIS/FOLDER\")",
+        client,
+        "```",
+        "",
+        f"`{ONNX_FILE}` (opset 17) computes the whole model for a batch of sentences. The tokenizer files beside it",
+        "(`tokenizer_config.json` and the vocabularies) are the ones the model was used with.",
         "",
         "## Inputs",
         "",
@@ -137,14 +212,15 @@ def interface_readme(config, tokenizer, source: str = "") -> str:
         "| `attention_mask` | int64 | batch x words | 1 at words, 0 at padding; the words of a sentence come first |",
         word_input,
         "",
-        "## Output",
+        "## Outputs",
         "",
         f"`layers`: float32, {layers} x batch x words x {width}. `layers[0]` is the context-independent token "
         "vector twice, `[token; token]`;",
         f"`layers[j]` for j = 1..{layers - 1} is biLSTM layer j, `[forward_j; backward_j]`. The same layers as "
         "`ElmoModel(...).hidden_states`,",
         "without the sentence boundaries (the model adds `<S>` and `</S>` itself); exactly zero at padding.",
-        "The usual ELMo vector of a word is a weighted sum of these layers (e.g. their mean).",
+        "",
+        head,
         "",
         "Batch size and sentence length are free. A sentence of zero words gives zeros.",
         "",
@@ -152,11 +228,9 @@ def interface_readme(config, tokenizer, source: str = "") -> str:
         "",
         f"Character scheme: {scheme}."
         + (f" {segmentation}; punctuation and whitespace separate words." if segmentation else ""),
-        "A script that tokenizes and runs this folder with onnxruntime and numpy alone is in hf-elmo's",
-        "`docs/deployment.md`.",
         "",
     ]
     return "\n".join(line for line in lines if line is not None) + "\n"
 
 
-__all__ = ["ONNX_FILE", "export_onnx", "interface_readme"]
+__all__ = ["EXPORT_MARKERS", "ONNX_FILE", "export_onnx", "interface_readme"]

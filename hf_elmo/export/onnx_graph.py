@@ -29,7 +29,7 @@ from onnx import TensorProto, helper, numpy_helper
 OPSET = 17
 IR_VERSION = 8  # the oldest that carries opset 17, so older onnxruntime builds load the file too
 
-INPUT_IDS, ATTENTION_MASK, WORD_IDS, LAYERS = "input_ids", "attention_mask", "word_ids", "layers"
+INPUT_IDS, ATTENTION_MASK, WORD_IDS, LAYERS, MIXES = "input_ids", "attention_mask", "word_ids", "layers", "mixes"
 
 
 class _GraphBuilder:
@@ -39,6 +39,7 @@ class _GraphBuilder:
         self.prefix = prefix
         self.nodes: list[onnx.NodeProto] = []
         self.initializers: list[onnx.TensorProto] = []
+        self._constant_names: set[str] = set()
         self._count = 0
 
     def _name(self, hint: str) -> str:
@@ -47,7 +48,8 @@ class _GraphBuilder:
 
     def constant(self, value, name: str | None = None, dtype=np.float32) -> str:
         array = np.array(value, dtype=dtype, order="C")  # np.ascontiguousarray would make scalars 1-d
-        name = name or self._name("const")
+        name = self._name(name) if name in self._constant_names else (name or self._name("const"))
+        self._constant_names.add(name)
         self.initializers.append(numpy_helper.from_array(array, name))
         return name
 
@@ -68,34 +70,65 @@ def _weight(state: Mapping, name: str, shape: tuple[int, ...]) -> np.ndarray:
     return array.astype(np.float32)
 
 
-def elmo_onnx_model(config, state: Mapping) -> onnx.ModelProto:
-    """The ONNX model of `ElmoModel(config)` with the weights `state` (a state dict of tensors or arrays)."""
-    g = _GraphBuilder()
-    width, projection_dim = config.max_characters_per_token, config.projection_dim
+def graph_inputs(config, extra=()) -> list:
+    """The encoder's inputs (`input_ids`, `attention_mask`[, `word_ids`]) and `extra` value infos."""
+    width = config.max_characters_per_token
     inputs = [
         helper.make_tensor_value_info(INPUT_IDS, TensorProto.INT64, ["batch", "words", width]),
         helper.make_tensor_value_info(ATTENTION_MASK, TensorProto.INT64, ["batch", "words"]),
     ]
     if config.word_vocab_size:
         inputs.append(helper.make_tensor_value_info(WORD_IDS, TensorProto.INT64, ["batch", "words"]))
-    layer_count = config.num_lstm_layers + 1
-    output_shape = [layer_count, "batch", "words", 2 * projection_dim]
-    outputs = [helper.make_tensor_value_info(LAYERS, TensorProto.FLOAT, output_shape)]
+    return inputs + list(extra)
 
+
+def layers_output(config):
+    return helper.make_tensor_value_info(LAYERS, TensorProto.FLOAT, [config.num_lstm_layers + 1, "batch", "words",
+                                                                     2 * config.projection_dim])
+
+
+def encoder_layers(g: _GraphBuilder, config, state: Mapping) -> tuple[_Sentences, list[str]]:
+    """The biLM in `g`: (the batch with its boundaries, the L+1 layers (B, T, 2P) with `<S>`/`</S>`, not masked)."""
     sentences = _sentences_with_boundaries(g, config)
     tokens = _token_vectors(g, config, state, sentences)  # (B, T, P)
     lstm_layers = _bilstm(g, config, state, tokens, sentences)
-    _output_layers(g, [g.op("Concat", tokens, tokens, axis=-1), *lstm_layers], sentences.word_mask)
+    return sentences, [g.op("Concat", tokens, tokens, axis=-1), *lstm_layers]
 
+
+def finished_model(g: _GraphBuilder, config, inputs, outputs, doc: str) -> onnx.ModelProto:
     graph = helper.make_graph(g.nodes, "elmo", inputs, outputs, initializer=g.initializers)
     model = helper.make_model(
         graph, opset_imports=[helper.make_opsetid("", OPSET)], producer_name="hf-elmo", ir_version=IR_VERSION
     )
     model.doc_string = (
-        f"ELMo encoder: {config.num_lstm_layers} biLSTM layers, projection {projection_dim}, cell "
-        f"{config.lstm_cell_dim}. layers[0] = [token; token], layers[j] = [forward_j; backward_j]."
-    )
+        f"ELMo: {config.num_lstm_layers} biLSTM layers, projection {config.projection_dim}, cell "
+        f"{config.lstm_cell_dim}. layers[0] = [token; token], layers[j] = [forward_j; backward_j]. {doc}"
+    ).strip()
     return model
+
+
+def elmo_onnx_model(config, state: Mapping) -> onnx.ModelProto:
+    """The ONNX model of `ElmoModel(config)` with the weights `state` (a state dict of tensors or arrays): output
+    `layers` (L+1, B, W, 2P) and, when the state holds the model's learned mixes, `mixes` (B, mixes, W, 2P) as
+    `ElmoModelOutput.mixes`."""
+    g = _GraphBuilder()
+    sentences, layers = encoder_layers(g, config, state)
+    outputs = [layers_output(config)]
+    mixes = [name for name in (f"scalar_mixes.{i}.scalar_parameters" for i in range(config.num_output_representations))
+             if name in state]
+    if mixes:
+        from .onnx_heads import boundary_mask, scalar_mix
+
+        full_mask = boundary_mask(g, sentences)
+        mixed = [scalar_mix(g, config, state, f"scalar_mixes.{i}.", layers, full_mask)
+                 for i in range(len(mixes))]
+        inner = _inner_positions(g, mixed, sentences.word_mask)  # each (1, B, W, 2P)
+        stacked = g.op("Transpose", g.op("Concat", *inner, axis=0), perm=[1, 0, 2, 3])
+        g.nodes.append(helper.make_node("Identity", [stacked], [MIXES]))
+        outputs.append(helper.make_tensor_value_info(MIXES, TensorProto.FLOAT, ["batch", len(mixes), "words",
+                                                                                  2 * config.projection_dim]))
+    _output_layers(g, layers, sentences.word_mask)
+    return finished_model(g, config, graph_inputs(config), outputs, "")
 
 
 @dataclass(frozen=True)
@@ -146,9 +179,9 @@ def _bilstm(g: _GraphBuilder, config, state, tokens: str, sentences: _Sentences)
     return layers
 
 
-def _output_layers(g: _GraphBuilder, layers: list[str], word_mask: str) -> None:
-    """`layers` (B, T, 2P) each -> the graph output (L+1, B, W, 2P): boundaries dropped, exactly zero at padding
-    (`Where`, so nothing computed at padding can leak into the output)."""
+def _inner_positions(g: _GraphBuilder, layers: list[str], word_mask: str) -> list[str]:
+    """(B, T, 2P) each -> (1, B, W, 2P) each: boundaries dropped, exactly zero at padding (`Where`, so nothing
+    computed at padding can leak into the output)."""
     zero, one, minus_one = (g.constant([v], dtype=np.int64) for v in (0, 1, -1))
     keep = g.op("Unsqueeze", word_mask, minus_one)  # (B, W, 1)
     float_zero = g.constant(0.0)
@@ -156,26 +189,44 @@ def _output_layers(g: _GraphBuilder, layers: list[str], word_mask: str) -> None:
     for layer in layers:
         inner = g.op("Slice", layer, one, minus_one, one)  # positions 1 .. T-2
         inner_layers.append(g.op("Unsqueeze", g.op("Where", keep, inner, float_zero), zero))
-    g.nodes.append(helper.make_node("Concat", inner_layers, [LAYERS], axis=0))
+    return inner_layers
+
+
+def _output_layers(g: _GraphBuilder, layers: list[str], word_mask: str) -> str:
+    """`layers` (B, T, 2P) each -> the graph output (L+1, B, W, 2P): boundaries dropped, zero at padding."""
+    g.nodes.append(helper.make_node("Concat", _inner_positions(g, layers, word_mask), [LAYERS], axis=0))
+    return LAYERS
 
 
 def _token_vectors(g: _GraphBuilder, config, state, sentences: _Sentences) -> str:
     """Character CNN -> highway -> [word embedding;] -> projection of every (B, T) position -> (B, T, P)."""
+    int64 = np.int64
+    flat_ids = g.op("Reshape", sentences.char_ids, g.constant([-1, config.max_characters_per_token], dtype=int64))
+    word_vectors = _word_vectors(g, config, state, sentences) if config.word_vocab_size else None
+    projected = encode_characters(g, config, state, "char_encoder.", flat_ids, word_vectors)
+    token_shape = g.op("Concat", sentences.batch, sentences.steps, g.constant([config.projection_dim], dtype=int64),
+                       axis=0)
+    return g.op("Reshape", projected, token_shape)
+
+
+def encode_characters(g: _GraphBuilder, config, state, prefix: str, flat_ids: str,
+                      word_vectors: str | None = None) -> str:
+    """`ElmoCharacterEncoder` (its weights under `prefix`) of (N, K) character ids -> (N, P): character CNN ->
+    highway -> [word vectors (N, word_embedding_dim);] -> projection."""
     width = config.max_characters_per_token
     int64 = np.int64
-    prefix = "char_encoder."
+    tag = prefix.rstrip(".").replace(".", "_") + "_" if prefix != "char_encoder." else ""
     embedding = _weight(state, prefix + "char_embedding.weight", (config.char_vocab_size, config.char_embedding_dim))
-    flat_ids = g.op("Reshape", sentences.char_ids, g.constant([-1, width], dtype=int64))  # (N, K)
     flat_ids = _without_constant_tail(g, flat_ids, width, max(w for w, _ in config.char_cnn_filters))
-    characters = g.op("Gather", g.constant(embedding, "char_embedding"), flat_ids)  # (N, K', D)
+    characters = g.op("Gather", g.constant(embedding, tag + "char_embedding"), flat_ids)  # (N, K', D)
     channels_first = g.op("Transpose", characters, perm=[0, 2, 1])  # (N, D, K)
     pooled = []
     for index, (filter_width, count) in enumerate(config.char_cnn_filters):
         name = f"{prefix}convolutions.{index}"
         weight = _weight(state, name + ".weight", (count, config.char_embedding_dim, filter_width))
         bias = _weight(state, name + ".bias", (count,))
-        convolved = g.op("Conv", channels_first, g.constant(weight, f"conv{index}_weight"),
-                         g.constant(bias, f"conv{index}_bias"), kernel_shape=[filter_width])
+        convolved = g.op("Conv", channels_first, g.constant(weight, f"{tag}conv{index}_weight"),
+                         g.constant(bias, f"{tag}conv{index}_bias"), kernel_shape=[filter_width])
         pooled.append(g.op("ReduceMax", convolved, axes=[2], keepdims=0))  # (N, count)
     features = g.op("Concat", *pooled, axis=1) if len(pooled) > 1 else pooled[0]
     features = g.op("Tanh" if config.char_cnn_activation == "tanh" else "Relu", features)
@@ -185,24 +236,21 @@ def _token_vectors(g: _GraphBuilder, config, state, sentences: _Sentences) -> st
         name = f"{prefix}highway.layers.{index}"
         weight = _weight(state, name + ".weight", (2 * filters, filters))
         bias = _weight(state, name + ".bias", (2 * filters,))
-        both = g.op("Add", g.op("MatMul", features, g.constant(weight.T, f"highway{index}_weight")),
-                    g.constant(bias, f"highway{index}_bias"))
+        both = g.op("Add", g.op("MatMul", features, g.constant(weight.T, f"{tag}highway{index}_weight")),
+                    g.constant(bias, f"{tag}highway{index}_bias"))
         transform, carry = g.op("Split", both, g.constant([filters, filters], dtype=int64), axis=1, outputs=2)
         gate = g.op("Sigmoid", carry)
         features = g.op("Add", g.op("Mul", gate, g.op("Relu", transform)),
                         g.op("Mul", g.op("Sub", g.constant(1.0), gate), features))
 
     projection_inputs = filters
-    if config.word_vocab_size:
-        features = g.op("Concat", _word_vectors(g, config, state, sentences), features, axis=1)
+    if word_vectors is not None:
+        features = g.op("Concat", word_vectors, features, axis=1)
         projection_inputs += config.word_embedding_dim
     weight = _weight(state, prefix + "projection.weight", (config.projection_dim, projection_inputs))
     bias = _weight(state, prefix + "projection.bias", (config.projection_dim,))
-    projected = g.op("Add", g.op("MatMul", features, g.constant(weight.T, "projection_weight")),
-                     g.constant(bias, "projection_bias"))
-    token_shape = g.op("Concat", sentences.batch, sentences.steps, g.constant([config.projection_dim], dtype=int64),
-                       axis=0)
-    return g.op("Reshape", projected, token_shape)
+    return g.op("Add", g.op("MatMul", features, g.constant(weight.T, tag + "projection_weight")),
+                g.constant(bias, tag + "projection_bias"))
 
 
 def _without_constant_tail(g: _GraphBuilder, char_ids: str, width: int, widest_filter: int) -> str:
@@ -323,4 +371,5 @@ def _zeros(g: _GraphBuilder, batch: str, size: int) -> str:
     return g.op("ConstantOfShape", shape, value=helper.make_tensor("zero", TensorProto.FLOAT, [1], [0.0]))
 
 
-__all__ = ["ATTENTION_MASK", "INPUT_IDS", "LAYERS", "OPSET", "WORD_IDS", "elmo_onnx_model"]
+__all__ = ["ATTENTION_MASK", "INPUT_IDS", "LAYERS", "MIXES", "OPSET", "WORD_IDS", "elmo_onnx_model",
+           "encode_characters", "encoder_layers", "finished_model", "graph_inputs", "layers_output"]

@@ -28,12 +28,13 @@ try:
     from flair.embeddings import TokenEmbeddings
     from flair.embeddings.base import register_embeddings
 except ImportError:
-    raise ImportError("hf_elmo.integrations.flair needs the flair package: pip install 'hf-elmo[flair]'") from None
+    raise ImportError('hf_elmo.integrations.flair needs the flair package: pip install -e ".[flair]" (in a clone of '
+                      "hf-elmo)") from None
 
 from ..embedder import LAYER_CHOICES, Embedder, check_layers
 from ..loading import resolve_model_name
 
-INSTALL_HINT = "pip install 'hf-elmo[flair]'"
+INSTALL_HINT = 'pip install -e ".[flair]" (in a clone of hf-elmo)'
 
 
 def _model_source(model: str | os.PathLike) -> str:

@@ -31,7 +31,7 @@ from .elmo_sentence_encoder import DEFAULT_LAYERS, ElmoWordEmbeddings, check_lay
 POOLING_MODES = ("mean", "max")
 DEFAULT_POOLING = "mean"
 
-INSTALL_HINT = "pip install 'hf-elmo[sentence-transformers]'"
+INSTALL_HINT = 'pip install -e ".[sentence-transformers]" (in a clone of hf-elmo)'
 _MODULE_FILE = Path(elmo_sentence_encoder.__file__).name
 # How modules.json names the first module where hf-elmo is not installed: the file saved beside the weights.
 _MODULE_REFERENCE = f"{Path(_MODULE_FILE).stem}.{ElmoWordEmbeddings.__name__}"

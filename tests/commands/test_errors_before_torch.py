@@ -83,6 +83,8 @@ CASES = {
     "export: missing model folder": (["export", "--model", "{tmp}/nofolder", "--output", "{tmp}/exported"],
                                      "model folder not found"),
     "export: missing output parent": (["export", "--output", "{tmp}/nofolder/exported"], "does not exist"),
+    "serve: missing model folder": (["serve", "--model", "{tmp}/nofolder"], "model folder not found"),
+    "serve: a port out of range": (["serve", "--port", "70000"], "--port must be in 0..65535"),
 }
 
 

@@ -260,8 +260,8 @@ def test_a_model_without_its_tokenizer_is_refused(tmp_path):
 
 
 def test_a_model_with_a_token_cache_and_a_task_model(tmp_path):
-    """A model with a token cache (in memory, never a weight) exports the same graph; a task model exports its biLM
-    (`.elmo`)."""
+    """A model with a token cache (in memory, never a weight) exports the same graph; a task model's export gives
+    its biLM's layers (beside its own outputs, tests/export/test_task_export.py)."""
     from hf_elmo import ElmoForTokenClassification
     from hf_elmo.kernels import build_token_cache
 
@@ -285,7 +285,7 @@ def test_command_without_onnx_names_the_extra(tmp_path, monkeypatch, capsys):
     monkeypatch.setitem(sys.modules, "onnx", None)  # `import onnx` raises ImportError
     code = cli_main(["export", "--format", "onnx", "--output", str(tmp_path / "export")])
     assert code == 2
-    assert "pip install 'hf-elmo[export]'" in capsys.readouterr().err
+    assert 'pip install -e ".[export]"' in capsys.readouterr().err
     assert list(tmp_path.iterdir()) == []
 
 

@@ -186,7 +186,7 @@ def test_module_file_imports_only_torch_transformers_and_sentence_transformers()
 
 def test_missing_package_is_one_error_naming_the_extra(monkeypatch):
     monkeypatch.setitem(sys.modules, "sentence_transformers", None)
-    with pytest.raises(ImportError, match=re.escape("pip install 'hf-elmo[sentence-transformers]'")):
+    with pytest.raises(ImportError, match=re.escape('pip install -e ".[sentence-transformers]"')):
         import_sentence_transformers()
 
 
