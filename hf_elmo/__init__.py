@@ -89,10 +89,14 @@ def _register_models() -> None:
     from .configuration_elmo import ElmoConfig
     from .modeling_elmo import ElmoPreTrainedModel  # noqa: F401  (the model classes below)
     from .tokenization_elmo import ElmoTokenizer
+    from .transformers_versions import TRANSFORMERS_MAJOR
 
     modeling_elmo = _import_module(".modeling_elmo", __name__)
     AutoConfig.register(ElmoConfig.model_type, ElmoConfig, exist_ok=True)
-    AutoTokenizer.register(ElmoConfig, tokenizer_class=ElmoTokenizer, exist_ok=True)
+    if TRANSFORMERS_MAJOR >= 5:
+        AutoTokenizer.register(ElmoConfig, tokenizer_class=ElmoTokenizer, exist_ok=True)
+    else:  # transformers 4.x names a Python tokenizer the "slow" one
+        AutoTokenizer.register(ElmoConfig, slow_tokenizer_class=ElmoTokenizer, exist_ok=True)
     # Saving then copies configuration_elmo.py / tokenization_elmo.py beside the weights (remote code).
     ElmoConfig.register_for_auto_class("AutoConfig")
     ElmoTokenizer.register_for_auto_class("AutoTokenizer")

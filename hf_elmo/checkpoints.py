@@ -108,7 +108,8 @@ def _check_torch_file(path: Path) -> None:
     import pickle
 
     import torch
-    from transformers.trainer_pt_utils import safe_globals
+
+    from .transformers_versions import safe_globals
 
     if not zipfile.is_zipfile(path):
         raise ValueError(f"{path} is not a complete torch file")

@@ -7,7 +7,36 @@ from typing import Literal
 
 from huggingface_hub.dataclasses import strict
 from huggingface_hub.errors import StrictDataclassError
-from transformers import PreTrainedConfig
+
+try:
+    from transformers import PreTrainedConfig
+except ImportError:  # transformers 4.x: configs become dataclasses as on 5.x (fields, then __post_init__(**other keys))
+    import dataclasses
+    import types
+    import typing
+
+    from transformers import PretrainedConfig
+
+    def strict(cls, hub_strict=strict):  # huggingface_hub<1.0 reads `X | Y` only as typing.Union
+        for f in dataclasses.fields(cls):
+            f.type = typing.Union[typing.get_args(f.type)] if isinstance(f.type, types.UnionType) else f.type
+        return hub_strict(cls)
+
+    class PreTrainedConfig(PretrainedConfig):
+        def __init_subclass__(cls):
+            dataclasses.dataclass(cls, init=False, repr=False, eq=False)
+
+        def __init__(self, **kwargs):
+            self.__dict__.update(id2label=kwargs.get("id2label"), dtype=None)  # read before PretrainedConfig sets them
+            for f in dataclasses.fields(self):
+                setattr(self, f.name, kwargs.pop(f.name, f.default))
+            self.__post_init__(**kwargs)
+
+        def __post_init__(self, **kwargs):
+            PretrainedConfig.__init__(self, **dataclasses.asdict(self), **kwargs)
+
+        def validate_architecture(self):
+            pass
 
 from .elmo_text import BEGINNING_OF_SENTENCE_BYTE, END_OF_SENTENCE_BYTE, byte_boundary_char_ids
 

@@ -13,12 +13,11 @@ from dataclasses import dataclass
 import torch
 import torch.nn.functional as F
 from torch import nn
-from transformers import initialization as init
 from transformers.utils import ModelOutput
 
 from .configuration_elmo import ElmoConfig
 from .kernels.sampled_softmax import sampled_softmax_losses as fast_sampled_softmax_losses
-from .modeling_elmo import ElmoModel, ElmoPreTrainedModel, _refuse_unknown_arguments
+from .modeling_elmo import ElmoModel, ElmoPreTrainedModel, _refuse_unknown_arguments, init  # init: 4.x too
 
 
 @dataclass

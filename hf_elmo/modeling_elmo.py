@@ -24,10 +24,16 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 from transformers import PreTrainedModel
-from transformers import initialization as init
 from transformers.modeling_outputs import SequenceClassifierOutput, TokenClassifierOutput
 from transformers.utils import ModelOutput
 from transformers.utils.generic import GeneralInterface
+
+try:
+    from transformers import initialization as init
+except ImportError:  # transformers 4.x: torch's (4.x initialises only the weights it did not load)
+    import types
+
+    init = types.SimpleNamespace(**vars(nn.init), copy_=lambda tensor, other: tensor.copy_(other))
 
 from .configuration_elmo import ElmoConfig
 
@@ -331,7 +337,7 @@ class ElmoPreTrainedModel(PreTrainedModel):
     def save_pretrained(self, save_directory, *args, **kwargs):
         # transformers writes only the saved class's own entry into `config.auto_map`; list every ELMo class
         # registered for remote code, so that any head loads from this folder.
-        if self.is_remote_code():
+        if self._auto_class is not None:  # is_remote_code() (5.x)
             self.config.auto_map = {**(getattr(self.config, "auto_map", None) or {}),
                                     **_remote_code_auto_map(type(self))}
         result = super().save_pretrained(save_directory, *args, **kwargs)

@@ -525,6 +525,8 @@ def _vocabulary(args, output_dir: Path) -> list[str]:
 def _training_arguments(args, output_dir: Path, has_dev: bool):
     from transformers import TrainingArguments
 
+    from .transformers_versions import warmup_arguments
+
     use_cpu = not torch.cuda.is_available()
     return TrainingArguments(
         output_dir=str(output_dir),
@@ -534,7 +536,7 @@ def _training_arguments(args, output_dir: Path, has_dev: bool):
         per_device_eval_batch_size=args.batch_size,
         gradient_accumulation_steps=args.gradient_accumulation_steps,
         learning_rate=args.lr,
-        warmup_steps=args.warmup_ratio,  # a float < 1 is a fraction of the total steps
+        **warmup_arguments(args.warmup_ratio),  # a fraction of the total steps
         weight_decay=args.weight_decay,
         max_grad_norm=args.max_grad_norm,
         lr_scheduler_type="linear",

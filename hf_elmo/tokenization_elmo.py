@@ -11,8 +11,17 @@ from collections.abc import Mapping, Sequence
 
 import numpy as np
 from transformers import BatchEncoding, PreTrainedTokenizerBase
-from transformers.tokenization_python import PythonBackend
 from transformers.tokenization_utils_base import PaddingStrategy, TruncationStrategy
+
+try:
+    from transformers.tokenization_python import PythonBackend
+except ImportError:  # transformers 4.x: truncate_sequences is the base's own; batches go to _batch_encode_plus
+
+    class PreTrainedTokenizerBase(PreTrainedTokenizerBase):
+        def _batch_encode_plus(self, batch_text_or_text_pairs, **kwargs):
+            return self._encode_plus(list(batch_text_or_text_pairs), **kwargs)
+
+    PythonBackend = PreTrainedTokenizerBase
 
 from .elmo_text import (CHAR_SCHEMES, CHAR_VOCAB_FILE, CHARACTER_SCHEMES, DICTIONARY_CHAR_SPECIALS,
                         JIEBA_USER_DICT_FILE, PAD_TOKEN, PADDED_POSITION_ID, SEGMENTERS, WORD_VOCAB_FILE,

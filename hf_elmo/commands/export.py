@@ -44,7 +44,11 @@ def check(args) -> None:
 
 
 def run(args) -> int:
+    from ..transformers_versions import transformers_5_needed
+
     package = "onnx" if args.format == "onnx" else "sentence_transformers"
+    if package == "sentence_transformers" and transformers_5_needed("--format sentence-transformers"):
+        raise CommandError(transformers_5_needed("--format sentence-transformers"))
     try:
         __import__(package)
     except ImportError:

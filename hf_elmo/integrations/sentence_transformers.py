@@ -19,8 +19,13 @@ import os
 import shutil
 from pathlib import Path
 
-from . import elmo_sentence_encoder
-from .elmo_sentence_encoder import DEFAULT_LAYERS, ElmoWordEmbeddings, check_layers
+from ..transformers_versions import require_transformers_5
+
+# sentence-transformers 6 (whose module API elmo_sentence_encoder.py implements) requires transformers 5.
+require_transformers_5("hf_elmo.integrations.sentence_transformers (sentence-transformers 6)", ImportError)
+
+from . import elmo_sentence_encoder  # noqa: E402
+from .elmo_sentence_encoder import DEFAULT_LAYERS, ElmoWordEmbeddings, check_layers  # noqa: E402
 
 #: Poolings that make sense over ELMo's words: the mean (`Embedder.sentence_vectors`' pooling) and the maximum.
 POOLING_MODES = ("mean", "max")

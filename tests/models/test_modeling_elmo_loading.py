@@ -12,7 +12,7 @@ from safetensors.torch import load_file, save_file
 
 from hf_elmo import ElmoForCharacterTagging, ElmoForPreTraining, ElmoForSequenceClassification, ElmoForTokenClassification
 from hf_elmo import ElmoModel
-from small_models import tiny_config
+from small_models import SIZE_MISMATCH, tiny_config
 
 LM_VOCAB = ["<S>", "</S>", "<UNK>", "a", "b"]
 
@@ -47,7 +47,7 @@ def test_weights_lacking_a_biLM_tensor_are_refused_naming_it(missing, tmp_path):
     with pytest.raises(ValueError, match="output_loading_info=True"):  # a ValueError, saying what to do
         ElmoForTokenClassification.from_pretrained(folder, num_labels=2)
     loaded, info = ElmoModel.from_pretrained(folder, output_loading_info=True)  # the caller inspects: no refusal
-    assert info["missing_keys"] == {missing}
+    assert set(info["missing_keys"]) == {missing}  # a list on transformers 4.x
     assert_same_tensors(loaded, state)
 
 
@@ -66,7 +66,7 @@ def test_foreign_tensors_are_refused_naming_them(tmp_path):
     with pytest.raises(ValueError, match=r"hold 1 tensors this model does not have \(attention.query.weight\)"):
         ElmoModel.from_pretrained(folder)
     loaded, info = ElmoModel.from_pretrained(folder, output_loading_info=True)
-    assert info["unexpected_keys"] == {"attention.query.weight"}
+    assert set(info["unexpected_keys"]) == {"attention.query.weight"}
     assert_same_tensors(loaded, model.state_dict())
 
 
@@ -98,11 +98,12 @@ def test_damaged_weights_are_refused(damage, tmp_path):
 
 def test_a_size_mismatch_is_transformers_runtime_error_and_can_be_ignored(tmp_path):
     encoder().save_pretrained(tmp_path)
-    with pytest.raises(RuntimeError, match="ignore_mismatched_sizes"):
+    with pytest.raises(RuntimeError, match=SIZE_MISMATCH):
         ElmoModel.from_pretrained(tmp_path, lstm_cell_dim=24)
     loaded, info = ElmoModel.from_pretrained(tmp_path, lstm_cell_dim=24, ignore_mismatched_sizes=True,
                                              output_loading_info=True)
-    assert {name for name, *_ in info["mismatched_keys"]} >= {"bilstm.layers.0.input_weight"}
+    names = {key if isinstance(key, str) else key[0] for key in info["mismatched_keys"]}  # 4.x: names, 5.x: tuples
+    assert names >= {"bilstm.layers.0.input_weight"}
     assert loaded.bilstm.layers[0].input_weight.shape[1] == 4 * 24
 
 

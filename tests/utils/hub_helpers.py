@@ -107,15 +107,17 @@ def hub_env(hub: HubServer, hf_home: Path, offline: bool = False, isolated: bool
     return env
 
 
-def run_python(code: str, env: dict[str, str], cwd: Path, isolated: bool = False, timeout: int = 300) -> str:
+def run_python(code: str, env: dict[str, str], cwd: Path, isolated: bool = False, timeout: int = 300,
+               python: str | None = None) -> str:
     """Run `code` in a fresh interpreter; returns stdout, fails the test with stderr on a non-zero exit.
 
     `isolated` runs `python -I` from `cwd` without PYTHONPATH and marks `hf_elmo` as unimportable (it may be
-    installed in the environment, e.g. editable in CI), as for a user who only has transformers.
+    installed in the environment, e.g. editable in CI), as for a user who only has transformers. `python` is the
+    interpreter (default: this one), e.g. another environment's with another transformers.
     """
     hide_package = "import sys\nsys.modules['hf_elmo'] = None  # `import hf_elmo` now raises ImportError\n"
     prelude = (hide_package if isolated else "") + SUBPROCESS_PRELUDE
-    command = [sys.executable] + (["-I"] if isolated else []) + ["-c", prelude + textwrap.dedent(code)]
+    command = [python or sys.executable] + (["-I"] if isolated else []) + ["-c", prelude + textwrap.dedent(code)]
     result = subprocess.run(
         command, env=env, cwd=cwd, capture_output=True, text=True, timeout=timeout, stdin=subprocess.DEVNULL
     )

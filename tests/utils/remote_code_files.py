@@ -26,8 +26,9 @@ def _with_relative_imports(names) -> tuple[str, ...]:
 #: What `save_pretrained` of any model and its tokenizer writes beside the weights (modeling_elmo.py imports
 #: elmo_tagging.py, the character tagger and the tagging pipeline, where a tagger saves itself).
 CODE_FILES = _with_relative_imports(_ENTRY_FILES)
-#: Issue 34: at most this many modelling files of at most this many lines together in any saved folder.
+#: Issue 34: at most this many modelling files of at most this many lines together in any saved folder (issue 43:
+#: +44 for the transformers 4.x shims at the top of configuration_elmo.py, modeling_elmo.py, tokenization_elmo.py).
 MAX_CODE_FILES = 5
 # Issue 41 #5 / 45 #5-6 / 46 #2 (+181): transformers' tokenizer contract (_encode_plus: pairs, truncation, options),
 # each word's offsets in its text and entity spans from them, the unknown-characters warning, the file checks.
-MAX_CODE_LINES = 2481
+MAX_CODE_LINES = 2481 + 44

@@ -9,8 +9,13 @@ import torch
 from hf_elmo.configuration_elmo import ElmoConfig
 from hf_elmo.modeling_elmo import ElmoModel
 from hf_elmo.tokenization_elmo import ElmoTokenizer
+from hf_elmo.transformers_versions import TRANSFORMERS_MAJOR
 
 CELL_CLIP, PROJ_CLIP = 0.5, 0.3
+
+#: What transformers' size-mismatch RuntimeError of `from_pretrained` says: 5.x names the option that ignores it,
+#: 4.x gives torch's `load_state_dict` message.
+SIZE_MISMATCH = "ignore_mismatched_sizes" if TRANSFORMERS_MAJOR >= 5 else "size mismatch for"
 
 
 def tiny_config_kwargs(**overrides) -> dict:
