@@ -321,9 +321,8 @@ class ElmoPreTrainedModel(PreTrainedModel):
         model._after_loading(loading_info)
         if inspecting:
             return model, loading_info
-        problem = (None if pretrained_model_name_or_path is None
-                   else weight_problems(model, loading_info, pretrained_model_name_or_path))
-        if problem:
+        source = pretrained_model_name_or_path
+        if source is not None and (problem := weight_problems(model, loading_info, source)):
             raise ValueError(f"{problem}, or pass output_loading_info=True to inspect what was loaded")
         return model
 
@@ -584,8 +583,7 @@ class ElmoModel(ElmoPreTrainedModel):
             layer0, output_mask, lstm_input = token_layer, with_boundaries, token_layer[..., : tokens.shape[-1]]
         else:
             layer0, output_mask = token_layer[:, 1:-1] * keep, mask
-            # The biLSTM reads the returned layer 0 with the boundaries put back (the same values), so that gradients
-            # reach the layer the caller holds.
+            # The biLSTM reads the returned layer 0, boundaries put back (same values): gradients reach what it returns.
             lstm_input = torch.where(F.pad(mask, (1, 1)).unsqueeze(-1),
                                      F.pad(layer0[..., : tokens.shape[-1]], (0, 0, 1, 1)), tokens)
         # A layer-normalised mix, as AllenNLP computes it, normalises each layer over the words *and* the
@@ -990,6 +988,7 @@ class ElmoForSequenceClassification(ElmoHeadModel):
 
 
 __all__ = ["ALL_LSTM_FUNCTIONS", "ElmoKernelFunctions", "ElmoKernelInterface", "reference_bilstm",
-           "reference_character_encoder", "weight_problems", "ElmoModelOutput", "ElmoHighwayLayer", "ElmoHighway", "ElmoCharacterEncoder",
-           "ElmoBiLstmLayer", "ElmoBiLstm", "ElmoScalarMix", "ElmoPreTrainedModel", "ElmoModel", "ElmoCrf", "ElmoHeadModel", "ElmoTagger", "ElmoTokenClassifierOutput",
-           "ElmoForTokenClassification", "ElmoForSequenceClassification"]
+           "reference_character_encoder", "weight_problems", "ElmoModelOutput", "ElmoHighwayLayer", "ElmoHighway",
+           "ElmoCharacterEncoder", "ElmoBiLstmLayer", "ElmoBiLstm", "ElmoScalarMix", "ElmoPreTrainedModel", "ElmoModel",
+           "ElmoCrf", "ElmoHeadModel", "ElmoTagger", "ElmoTokenClassifierOutput", "ElmoForTokenClassification",
+           "ElmoForSequenceClassification"]
