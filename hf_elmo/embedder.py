@@ -312,13 +312,14 @@ def refuse_non_finite_outputs(model: ElmoModel, tokenizer, source: str = "") -> 
     weights."""
     encoding = tokenizer([_PROBE_WORDS], is_split_into_words=True, padding=True, return_tensors="pt")
     inputs = {name: value for name, value in encoding.items() if name in _MODEL_INPUTS}
-    training = model.training
-    model.eval()
+    biLM = model.base_model  # a task model's head reads these layers (a character tagger also needs characters)
+    training = biLM.training
+    biLM.eval()
     try:
         with torch.no_grad():
-            layers = torch.stack(model(**inputs).hidden_states)
+            layers = torch.stack(biLM(**inputs, output_hidden_states=True).hidden_states)
     finally:
-        model.train(training)
+        biLM.train(training)
     bad = int((~torch.isfinite(layers)).sum())
     if bad:
         name = f"{source}: " if source else ""
