@@ -150,8 +150,12 @@ QUIET_BARS = ("Loading weights", "Writing model shards")
 
 def quiet_weight_bars() -> tuple:
     """Hide transformers' per-file weight bars (`QUIET_BARS`) for the rest of the command, keeping its other bars
-    (downloads) and the commands' own; returns (the previous hook,) to restore."""
+    (downloads) and the commands' own; returns (the previous hook,) to restore, or None where transformers has no
+    such hook (4.x)."""
     from transformers.utils import logging as hf_logging
+
+    if not hasattr(hf_logging, "set_tqdm_hook"):  # transformers 4.x: no hook, its weight bars stay
+        return None
 
     def hook(factory, args, kwargs):
         if kwargs.get("desc") in QUIET_BARS:
