@@ -54,14 +54,19 @@ def _character_encoder(implementation: str):
     return character_encoder
 
 
+def _runner(module, implementation: str) -> BiLstmRunner:
+    """The runner of `module` (an `ElmoBiLstm`) for `implementation`, made on first use."""
+    runner = _runners.get(module)
+    if runner is None or runner.implementation != implementation:
+        runner = _runners[module] = BiLstmRunner(module, implementation)
+    return runner
+
+
 def _bilstm(implementation: str):
     def bilstm(module, inputs, lengths, initial_state=None, dropout: float = 0.0, skip_final_step: bool = False):
         if implementation == "auto" and inputs.device.type != "cpu":
             return reference_bilstm(module, inputs, lengths, initial_state, dropout, skip_final_step)
-        runner = _runners.get(module)
-        if runner is None or runner.implementation != implementation:
-            runner = _runners[module] = BiLstmRunner(module, implementation)
-        return runner(inputs, lengths, initial_state, dropout, skip_final_step)
+        return _runner(module, implementation)(inputs, lengths, initial_state, dropout, skip_final_step)
 
     return bilstm
 
@@ -82,10 +87,7 @@ def set_keep_inference_copies(model, keep: bool) -> None:
     """Whether `model`'s biLSTM keeps the oneDNN-packed / int8 copies of its weights and the input-product buffer
     between calls (fastest, at the memory of one more copy of the per-step weights) or makes them for each call."""
     elmo = getattr(model, "elmo", model)
-    runner = _runners.get(elmo.bilstm)
-    if runner is None or runner.implementation != elmo.lstm_implementation:
-        runner = _runners[elmo.bilstm] = BiLstmRunner(elmo.bilstm, elmo.lstm_implementation)
-    runner.keep_inference_copies = keep
+    _runner(elmo.bilstm, elmo.lstm_implementation).keep_inference_copies = keep
 
 
 for _name in IMPLEMENTATIONS:
