@@ -79,8 +79,8 @@ def implement(model, implementation: str) -> None:
 
 def load_ours(spec):
     import hf_elmo  # noqa: F401  (registers the Auto classes)
-    from hf_elmo.modeling_elmo import ElmoModel
-    from hf_elmo.tokenization_elmo import ElmoTokenizer
+    from hf_elmo.models.elmo.modeling_elmo import ElmoModel
+    from hf_elmo.models.elmo.tokenization_elmo import ElmoTokenizer
 
     start = time.perf_counter()
     model = ElmoModel.from_pretrained(spec["folder"])

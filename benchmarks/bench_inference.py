@@ -7,7 +7,7 @@ What it does:
 
 1. builds the standard ``2x4096_512_2048cnn_2xhighway`` biLM with random (seeded) weights and writes it
    in the bilm-tf hdf5 layout (``options.json`` + ``weights.hdf5``), then converts it with our converter
-   (`hf_elmo.bilm_format.convert_bilm_to_folder`) and times the conversion;
+   (`hf_elmo.convert.bilm_hdf5.convert_bilm_to_folder`) and times the conversion;
 2. for every batch shape (1, 8, 32, 64 sentences of 20 words; 32 sentences of 5-60 words) starts one
    fresh process per side (ours via `from_pretrained` on the converted folder, AllenNLP's `Elmo` on the
    hdf5 file, in the AllenNLP virtualenv) on identical sentences; each process times its model load,
@@ -113,8 +113,8 @@ def build_model_files(work_dir: Path, seed: int) -> tuple[Path, Path, Path, floa
     """Random standard model in the hdf5 layout, and its conversion; returns paths and conversion seconds."""
     import torch
 
-    from hf_elmo.bilm_format import config_from_allennlp_options, convert_bilm_to_folder, write_bilm_files
-    from hf_elmo.modeling_elmo import ElmoModel
+    from hf_elmo.convert.bilm_hdf5 import config_from_allennlp_options, convert_bilm_to_folder, write_bilm_files
+    from hf_elmo.models.elmo.modeling_elmo import ElmoModel
 
     bilm_dir = work_dir / f"bilm-standard-seed{seed}"
     folder = work_dir / f"hf-standard-seed{seed}"

@@ -63,7 +63,7 @@ def main(argv=None) -> int:
     import torch
 
     from hf_elmo import ElmoConfig, ElmoModel, ElmoTokenizer
-    from hf_elmo.export.onnx_graph import elmo_onnx_model
+    from hf_elmo.convert.onnx.graph import elmo_onnx_model
 
     torch.set_num_threads(args.threads)
     torch.set_flush_denormal(True)

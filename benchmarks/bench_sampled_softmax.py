@@ -20,8 +20,8 @@ import time
 import torch
 
 from hf_elmo.kernels.sampled_softmax import sampled_softmax_losses
-from hf_elmo.elmo_language_model import log_uniform_samples
-from hf_elmo.elmo_language_model import sampled_softmax_losses as sampled_softmax_losses_reference
+from hf_elmo.pretraining.language_model import log_uniform_samples
+from hf_elmo.pretraining.language_model import sampled_softmax_losses as sampled_softmax_losses_reference
 
 VOCAB, DIM, NUM_SAMPLED = 39_833, 128, 2048
 

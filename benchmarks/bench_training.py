@@ -33,9 +33,9 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from hf_elmo.bilm_format import write_bilm_files  # noqa: E402
-from hf_elmo.configuration_elmo import ElmoConfig  # noqa: E402
-from hf_elmo.modeling_elmo import ElmoModel  # noqa: E402
+from hf_elmo.convert.bilm_hdf5 import write_bilm_files  # noqa: E402
+from hf_elmo.models.elmo.configuration_elmo import ElmoConfig  # noqa: E402
+from hf_elmo.models.elmo.modeling_elmo import ElmoModel  # noqa: E402
 
 ALLENNLP_WORKER = Path(__file__).resolve().parent / "_train_worker_allennlp.py"
 

@@ -14,9 +14,9 @@ import torch
 from seqeval.metrics import f1_score
 
 import hf_elmo
-from hf_elmo.char_words import WORD_POSITIONS, words_and_positions
-from hf_elmo.embedder import Embedder
-from hf_elmo.zh_corpora import bmes_to_bio, msra_official_split
+from hf_elmo.finetuning.character_words import WORD_POSITIONS, words_and_positions
+from hf_elmo.integrations.embedder import Embedder
+from hf_elmo.pretraining.chinese_corpora import bmes_to_bio, msra_official_split
 
 
 def features(embedder, chunks, word_input):

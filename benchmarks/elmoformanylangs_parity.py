@@ -24,7 +24,7 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from hf_elmo.elmoformanylangs_format import load_model_from_elmoformanylangs  # noqa: E402
+from hf_elmo.convert.elmoformanylangs import load_model_from_elmoformanylangs  # noqa: E402
 
 OUTPUT_LAYERS = (0, 1, 2, -1, -2)
 

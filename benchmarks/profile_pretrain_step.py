@@ -44,27 +44,28 @@ def profile_steps(train: Path, vocab: Path, output: Path, steps: int, batch: int
     import torch
     from torch.profiler import ProfilerActivity, profile, schedule
 
-    from hf_elmo import lm_trainer, pretrain
+    from hf_elmo.pretraining import trainer
+    from hf_elmo.pretraining import run
 
     torch.set_num_threads(1)
     profiler = profile(activities=[ProfilerActivity.CPU],
                        schedule=schedule(wait=0, warmup=WARMUP_STEPS, active=steps, repeat=1))
-    training_step = lm_trainer.LanguageModelTrainer.training_step
+    training_step = trainer.LanguageModelTrainer.training_step
 
     def profiled_step(self, *args, **kwargs):
         loss = training_step(self, *args, **kwargs)
         profiler.step()
         return loss
 
-    lm_trainer.LanguageModelTrainer.training_step = profiled_step
+    trainer.LanguageModelTrainer.training_step = profiled_step
     arguments = pretrain_arguments(train, vocab, output, batch, WARMUP_STEPS + steps + 1, 1, tuple(DICTIONARY_ARGS))
     shutil.rmtree(output, ignore_errors=True)  # a fresh run, never a resumed one
     profiler.start()
     try:
-        pretrain.main(arguments)
+        run.main(arguments)
     finally:
         profiler.stop()
-        lm_trainer.LanguageModelTrainer.training_step = training_step
+        trainer.LanguageModelTrainer.training_step = training_step
     return profiler.key_averages()
 
 

@@ -64,7 +64,7 @@ def command_line(args: argparse.Namespace) -> list[str]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from hf_elmo.commands import main as hf_elmo
+    from hf_elmo.cli import main as hf_elmo
 
     return hf_elmo(command_line(build_parser().parse_args(argv)))
 

@@ -37,7 +37,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     """The same as `hf-elmo convert --from elmoformanylangs ...`."""
-    from hf_elmo.commands import main as hf_elmo
+    from hf_elmo.cli import main as hf_elmo
 
     args = build_parser().parse_args(argv)
     command = ["convert", args.output, "--from", "elmoformanylangs", "--model-dir", args.model_dir,

@@ -16,7 +16,7 @@ __version__ = "0.1.0"
 #: ``AutoModel.from_pretrained(hf_elmo.DEFAULT_MODEL)``.
 DEFAULT_MODEL = str(_Path(__file__).resolve().parent / "pretrained" / "elmo-zh-small")
 
-#: Auto class -> class name in modeling_elmo.py. Every class here that exists is registered with its
+#: Auto class -> class name in models/elmo/modeling_elmo.py. Every class here that exists is registered with its
 #: transformers Auto class and written to the `auto_map` of each saved or pushed folder, so that users
 #: without hf-elmo load it with `trust_remote_code=True`. Add a head here when adding it to modeling_elmo.py.
 AUTO_MODEL_CLASSES = {
@@ -27,21 +27,21 @@ AUTO_MODEL_CLASSES = {
 
 # Public name -> the module that defines it; imported on first use.
 _EXPORTS = {
-    "ElmoConfig": "configuration_elmo",
-    "ElmoCharacterTaggingCollator": "data_collator",
-    "ElmoCrf": "modeling_elmo",
-    "ElmoForCharacterTagging": "elmo_tagging",
-    "ElmoDataCollator": "data_collator",
-    "ElmoForPreTraining": "elmo_language_model",
-    "ElmoForSequenceClassification": "modeling_elmo",
-    "ElmoForTokenClassification": "modeling_elmo",
-    "ElmoModel": "modeling_elmo",
-    "ElmoModelOutput": "modeling_elmo",
-    "ElmoPreTrainedModel": "modeling_elmo",
-    "ElmoScalarMix": "modeling_elmo",
-    "ElmoTokenClassifierOutput": "modeling_elmo",
-    "ElmoTokenizer": "tokenization_elmo",
-    "Embedder": "embedder",
+    "ElmoConfig": "models.elmo.configuration_elmo",
+    "ElmoCharacterTaggingCollator": "finetuning.collator",
+    "ElmoCrf": "models.elmo.modeling_elmo",
+    "ElmoForCharacterTagging": "models.elmo.modeling_elmo",
+    "ElmoDataCollator": "finetuning.collator",
+    "ElmoForPreTraining": "pretraining.language_model",
+    "ElmoForSequenceClassification": "models.elmo.modeling_elmo",
+    "ElmoForTokenClassification": "models.elmo.modeling_elmo",
+    "ElmoModel": "models.elmo.modeling_elmo",
+    "ElmoModelOutput": "models.elmo.modeling_elmo",
+    "ElmoPreTrainedModel": "models.elmo.modeling_elmo",
+    "ElmoScalarMix": "models.elmo.modeling_elmo",
+    "ElmoTokenClassifierOutput": "models.elmo.modeling_elmo",
+    "ElmoTokenizer": "models.elmo.tokenization_elmo",
+    "Embedder": "integrations.embedder",
 }
 
 _registered: set[str] = set()
@@ -50,7 +50,7 @@ _registered: set[str] = set()
 def register_auto_classes(*, tagging: bool = True, pretraining: bool = True) -> None:
     """Register the ELMo config, tokenizer, models and pipeline with transformers (idempotent).
 
-    `tagging=False` leaves out what comes from elmo_tagging.py (which imports transformers' pipelines): the
+    `tagging=False` leaves out the tagging pipeline (models/elmo/pipeline_elmo.py imports transformers' pipelines): the
     `elmo-token-classification` pipeline and the auto class written into the config.json of the character taggers
     the process saves; `pretraining=False` leaves out the pretraining head of `AutoModelForPreTraining` (and its
     sampled-softmax kernels). The `hf-elmo` commands that neither tag, save taggers nor pretrain register without
@@ -61,22 +61,21 @@ def register_auto_classes(*, tagging: bool = True, pretraining: bool = True) -> 
     if pretraining and "pretraining" not in _registered:
         import transformers
 
-        from .configuration_elmo import ElmoConfig
+        from .models.elmo.configuration_elmo import ElmoConfig
+        from .pretraining.language_model import ElmoForPreTraining
 
-        # The pretraining head is the package's (elmo_language_model.py), not remote code: registered, not in auto_map.
-        transformers.AutoModelForPreTraining.register(
-            ElmoConfig, _import_module(".elmo_language_model", __name__).ElmoForPreTraining, exist_ok=True
-        )
+        # The pretraining head is the package's (pretraining/language_model.py), not remote code: registered, not in
+        # auto_map.
+        transformers.AutoModelForPreTraining.register(ElmoConfig, ElmoForPreTraining, exist_ok=True)
         _registered.add("pretraining")
     if tagging and "tagging" not in _registered:
-        from .pipeline_elmo import register_pipeline
+        from .models.elmo.modeling_elmo import ElmoForCharacterTagging
+        from .pipelines import register_pipeline
 
         # Written into the auto_map of the character taggers it saves (in place of the word tagger), so that
         # remote-code users load them with AutoModelForTokenClassification; the package itself picks the class from
         # `architectures`.
-        _import_module(".elmo_tagging", __name__).ElmoForCharacterTagging.register_for_auto_class(
-            "AutoModelForTokenClassification"
-        )
+        ElmoForCharacterTagging.register_for_auto_class("AutoModelForTokenClassification")
         register_pipeline()
         _registered.add("tagging")
 
@@ -86,12 +85,11 @@ def _register_models() -> None:
     from transformers import AutoConfig, AutoTokenizer
 
     from . import kernels  # noqa: F401  (registers the kernels: "auto" becomes every model's default)
-    from .configuration_elmo import ElmoConfig
-    from .modeling_elmo import ElmoPreTrainedModel  # noqa: F401  (the model classes below)
-    from .tokenization_elmo import ElmoTokenizer
-    from .transformers_versions import TRANSFORMERS_MAJOR
+    from .models.elmo import modeling_elmo
+    from .models.elmo.configuration_elmo import ElmoConfig
+    from .models.elmo.tokenization_elmo import ElmoTokenizer
+    from .utils.transformers_versions import TRANSFORMERS_MAJOR
 
-    modeling_elmo = _import_module(".modeling_elmo", __name__)
     AutoConfig.register(ElmoConfig.model_type, ElmoConfig, exist_ok=True)
     if TRANSFORMERS_MAJOR >= 5:
         AutoTokenizer.register(ElmoConfig, tokenizer_class=ElmoTokenizer, exist_ok=True)

@@ -181,7 +181,7 @@ def load_tokenizer(name: str, config, hub_kwargs: dict | None = None, user_dict:
 def _saved_tokenizer(name: str, config, hub_kwargs: dict | None = None, user_dict: str | os.PathLike | None = None):
     from transformers import AutoTokenizer
 
-    from .tokenization_elmo import ElmoTokenizer
+    from .models.elmo.tokenization_elmo import ElmoTokenizer
 
     user_dict_kwargs = {} if user_dict is None else {"user_dict": os.fspath(user_dict)}
     if not os.path.isdir(name) or os.path.isfile(os.path.join(name, "tokenizer_config.json")):
@@ -207,7 +207,7 @@ def _saved_tokenizer(name: str, config, hub_kwargs: dict | None = None, user_dic
 def _dictionary_tokenizer(name: str, config, user_dict_kwargs: dict):
     """The tokenizer of a dictionary-scheme model folder without tokenizer_config.json, built from its
     char_vocab.json (a byte-scheme tokenizer would feed it ids of another alphabet)."""
-    from .tokenization_elmo import ElmoTokenizer
+    from .models.elmo.tokenization_elmo import ElmoTokenizer
 
     path = os.path.join(name, "char_vocab.json")
     if not os.path.isfile(path):
@@ -253,7 +253,7 @@ def from_pretrained_noting_heads(model_class, name: str, **kwargs):
         loaded, info = model_class.from_pretrained(name, output_loading_info=True, **kwargs)
     finally:
         report_logger.removeFilter(report)
-    from .modeling_elmo import weight_problems
+    from .models.elmo.modeling_elmo import weight_problems
 
     problem = weight_problems(loaded, info, name)  # what from_pretrained refuses when the caller does not inspect
     if problem:
@@ -278,7 +278,7 @@ def load_model_and_tokenizer(model=None, model_class=None, user_dict=None):
     given) from a folder, 'default' or a Hub id; returns (model, tokenizer, resolved name). Raises
     `ModelNotFoundError` with a one-line explanation when nothing loadable is there."""
     if model_class is None:
-        from .modeling_elmo import ElmoModel as model_class
+        from .models.elmo.modeling_elmo import ElmoModel as model_class
     name = resolve_model_name(model)
     import torch
 

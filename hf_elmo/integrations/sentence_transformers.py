@@ -19,7 +19,7 @@ import os
 import shutil
 from pathlib import Path
 
-from ..transformers_versions import require_transformers_5
+from ..utils.transformers_versions import require_transformers_5
 
 # sentence-transformers 6 (whose module API elmo_sentence_encoder.py implements) requires transformers 5.
 require_transformers_5("hf_elmo.integrations.sentence_transformers (sentence-transformers 6)", ImportError)
@@ -63,7 +63,7 @@ def save_sentence_transformer(model_path: str | os.PathLike, output_dir: str | o
     sentence_transformers = import_sentence_transformers()
     from sentence_transformers.sentence_transformer.modules import Pooling
 
-    from ..file_io import AtomicDirectory
+    from ..utils.io import AtomicDirectory
     from ..loading import load_model_and_tokenizer
 
     if pooling not in POOLING_MODES:
@@ -72,7 +72,7 @@ def save_sentence_transformer(model_path: str | os.PathLike, output_dir: str | o
     target.check()  # before loading anything
     model, tokenizer, source = load_model_and_tokenizer(model_path)
     layers = check_layers(layers, model.config.num_lstm_layers + 1)
-    from ..embedder import refuse_non_finite_outputs
+    from .embedder import refuse_non_finite_outputs
 
     refuse_non_finite_outputs(model, tokenizer, source)
     words = ElmoWordEmbeddings(model.cpu().eval(), tokenizer, layers=layers)

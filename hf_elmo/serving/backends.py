@@ -36,7 +36,7 @@ def onnx_available() -> bool:
 
 class OnnxBackend:
     """An export folder run by its own client (the file the export wrote beside the graph is the package's
-    hf_elmo/export/client.py; the package's copy runs here)."""
+    hf_elmo/convert/onnx/client.py; the package's copy runs here)."""
 
     name = "onnx"
 
@@ -44,7 +44,7 @@ class OnnxBackend:
                  layers: str | int = "average", cleanup: str | None = None):
         import onnxruntime
 
-        from ..export.client import ElmoClient
+        from ..convert.onnx.client import ElmoClient
 
         options = onnxruntime.SessionOptions()
         # The compute threads sleep between batches instead of spinning: the event loop that parses the next
@@ -82,9 +82,9 @@ class TorchBackend:
         import torch
 
         from .. import register_auto_classes
-        from ..embedder import Embedder
-        from ..export.onnx_export import _architecture_class
-        from ..export.onnx_heads import KINDS
+        from ..integrations.embedder import Embedder
+        from ..convert.onnx.export import _architecture_class
+        from ..convert.onnx.heads import KINDS
         from ..loading import load_model_and_tokenizer, resolve_model_name
 
         register_auto_classes()
@@ -114,8 +114,8 @@ class TorchBackend:
 
     def predict(self, texts: list[str]) -> list[dict]:
         if self.kind in TAGGER_KINDS:
-            from ..elmo_tagging import word_offsets
-            from ..tagging import tag
+            from ..models.elmo.pipeline_elmo import word_offsets
+            from ..finetuning.predict import tag
 
             results = tag(self.task_model, self.tokenizer, list(texts), batch_size=self.batch_size) if texts else []
             characters = self.kind == "character-tagging"
@@ -123,7 +123,7 @@ class TorchBackend:
                      "offsets": _offsets(self.tokenizer, text, characters, result, word_offsets),
                      "tags": result["tags"], "entities": result["entities"]}
                     for text, result in zip(texts, results)]
-        from ..finetune import classify
+        from ..finetuning.run import classify
 
         results = classify(self.task_model, self.tokenizer, list(texts), batch_size=self.batch_size) if texts else []
         return [{key: result[key] for key in ("words", "label", "score", "scores")} for result in results]
@@ -135,7 +135,7 @@ class TorchBackend:
 def _offsets(tokenizer, text: str, characters: bool, result: dict, word_offsets) -> list:
     """Each labelled unit's (start, end) in the text: from the tokenizer where it gives offsets, else found."""
     if hasattr(tokenizer, "words_with_offsets"):
-        from ..export.client import Word, _units
+        from ..convert.onnx.client import Word, _units
 
         found = [Word(*item) for item in tokenizer.words_with_offsets(text)]
         if characters:
@@ -162,7 +162,7 @@ def open_backend(model: str, backend: str = "auto", threads: int | None = None, 
             raise ValueError("--backend onnx needs onnx and onnxruntime: pip install -e \".[export]\" (or "
                              "pip install onnx onnxruntime)")
         from .. import register_auto_classes
-        from ..export import export_onnx
+        from ..convert.onnx import export_onnx
         from ..loading import resolve_model_name
 
         register_auto_classes()

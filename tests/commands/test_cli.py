@@ -16,8 +16,8 @@ import torch
 
 from hf_elmo import ElmoModel, Embedder
 from hf_elmo import cli
-from hf_elmo.commands import embed as embed_command
-from hf_elmo.bilm_format import load_model_from_bilm
+from hf_elmo.cli import embed as embed_command
+from hf_elmo.convert.bilm_hdf5 import load_model_from_bilm
 from helpers_embed import FIXTURES, SENTENCES, allennlp_top_layers, model_layers, save_tiny_model
 from paths import REPO_ROOT
 
@@ -427,8 +427,8 @@ def test_the_word_default_names_the_shipped_model_for_every_command(tmp_path, co
 
     import hf_elmo
     from hf_elmo.loading import resolve_model_name
-    from hf_elmo.commands import build_parser
-    from hf_elmo.commands.finetune import _options
+    from hf_elmo.cli import build_parser
+    from hf_elmo.cli.finetune import _options
 
     assert run("info", "--json", "--model", "default") == 0
     assert json.loads(capsys.readouterr().out)["model"] == hf_elmo.DEFAULT_MODEL
@@ -469,21 +469,21 @@ def test_convert_allennlp_both_ways(tmp_path, capsys):
 
 def test_convert_elmoformanylangs_hook(tmp_path, monkeypatch, capsys):
     calls = []
-    fake = types.ModuleType("hf_elmo.elmoformanylangs_format")
+    fake = types.ModuleType("hf_elmo.convert.elmoformanylangs")
     fake.convert_elmoformanylangs_to_folder = lambda *args, **kwargs: calls.append((args, kwargs))
-    monkeypatch.setitem(sys.modules, "hf_elmo.elmoformanylangs_format", fake)
+    monkeypatch.setitem(sys.modules, "hf_elmo.convert.elmoformanylangs", fake)
     assert run("convert", tmp_path / "out", "--from", "elmoformanylangs", "--model-dir", tmp_path / "zhs.model",
                "--config-path", tmp_path / "cnn_50_100.json") == 0
     assert calls == [((str(tmp_path / "zhs.model"), str(tmp_path / "out")),
                       {"overwrite": False, "config_path": str(tmp_path / "cnn_50_100.json")})]
-    monkeypatch.setitem(sys.modules, "hf_elmo.elmoformanylangs_format", None)
+    monkeypatch.setitem(sys.modules, "hf_elmo.convert.elmoformanylangs", None)
     assert run("convert", tmp_path / "out", "--from", "elmoformanylangs", "--model-dir", tmp_path / "zhs.model") == 2
     assert "no ELMoForManyLangs converter" in capsys.readouterr().err
 
 
 @pytest.mark.parametrize("module, name", [("pretrain", "pretrain"), ("finetune", "finetune"), ("lm_data", "corpus")])
 def test_module_entry_points_are_the_same_front_end(module, name, capsys):
-    """`python -m hf_elmo.pretrain ...` and the others run `hf-elmo pretrain ...`: same options, same errors."""
+    """`python -m hf_elmo.cli pretrain ...` and the others run `hf-elmo pretrain ...`: same options, same errors."""
     import importlib
 
     with pytest.raises(SystemExit) as exit_info:
@@ -514,10 +514,10 @@ UNWRITABLE = Path("/sys")
 
 @pytest.mark.skipif(not UNWRITABLE.is_dir(), reason="needs Linux's /sys as a folder nobody can write into")
 def test_an_unwritable_output_folder_is_named_before_any_work(tmp_path, corpus, model_dir, capsys, monkeypatch):
-    from hf_elmo import bilm_format
-    from hf_elmo.finetune import main as finetune_main
-    from hf_elmo.lm_data import main as corpus_main
-    from hf_elmo.pretrain import main as pretrain_main
+    from hf_elmo.convert import bilm_hdf5
+    from hf_elmo.finetuning.run import main as finetune_main
+    from hf_elmo.pretraining.data import main as corpus_main
+    from hf_elmo.pretraining.run import main as pretrain_main
 
     conll = tmp_path / "train.txt"
     conll.write_text("张三\tB-PER\n在\tO\n\n北京\tB-LOC\n", encoding="utf-8")
@@ -578,7 +578,7 @@ def test_commands_remove_what_killed_runs_left_and_say_so(tmp_path, corpus, mode
     import subprocess
     import sys
 
-    leave = ("import os, sys, time\nfrom hf_elmo.file_io import temporary_name\n"
+    leave = ("import os, sys, time\nfrom hf_elmo.utils.io import temporary_name\n"
              "os.mkdir(os.path.join(sys.argv[1], temporary_name('out.hdf5')))\n"
              "open(os.path.join(sys.argv[1], temporary_name('out.hdf5')), 'w').close()\nprint('ok', flush=True)\n"
              "time.sleep(60)\n")

@@ -22,7 +22,7 @@ AS_THE_CONSOLE_SCRIPT = """
 import atexit
 import sys
 
-NOT_NEEDED = ("transformers.pipelines", "hf_elmo.pipeline_elmo", "hf_elmo.elmo_language_model",
+NOT_NEEDED = ("transformers.pipelines", "hf_elmo.pipelines", "hf_elmo.pretraining.language_model",
               "hf_elmo.kernels.sampled_softmax")
 atexit.register(lambda: print("at exit:", sorted(name for name in NOT_NEEDED if name in sys.modules)))
 

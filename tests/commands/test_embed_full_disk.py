@@ -51,8 +51,8 @@ FILL_DURING_WRITE = textwrap.dedent(
     """
     import os, sys
     import numpy as np
-    from hf_elmo.commands import CommandError, embed as cli
-    from hf_elmo.file_io import atomic_file
+    from hf_elmo.cli import CommandError, embed as cli
+    from hf_elmo.utils.io import atomic_file
     folder, output_format, inject = sys.argv[1], sys.argv[2], sys.argv[3] == "inject"
     output = os.path.join(folder, "out." + output_format)
 
@@ -114,8 +114,8 @@ def test_npy_output_keeps_its_reserved_space_when_the_disk_fills(tmp_path):
 def test_npy_space_is_allocated_before_writing(tmp_path, monkeypatch):
     """The .npy output is a memory map: writing into an unallocated page of a full disk raises SIGBUS, so the
     writer allocates the whole file first and a full disk is a DiskFullError there."""
-    from hf_elmo import file_io
-    from hf_elmo.commands import embed as cli
+    from hf_elmo.utils import io as file_io
+    from hf_elmo.cli import embed as cli
 
     def no_space(descriptor, offset, length):
         raise OSError(errno.ENOSPC, "No space left on device")

@@ -12,7 +12,7 @@ import pytest
 
 from hf_elmo import Embedder, cli
 from hf_elmo.loading import ModelNotFoundError
-from hf_elmo.tokenization_elmo import ElmoTokenizer
+from hf_elmo.models.elmo.tokenization_elmo import ElmoTokenizer
 from helpers_embed import SENTENCES, save_tiny_model
 
 # jieba alone splits this as 张伟住 / 在 / 南京 / 。

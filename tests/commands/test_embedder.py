@@ -193,7 +193,7 @@ def test_a_folder_without_its_tokenizer_warns_or_refuses(tmp_path, caplog):
     from small_models import tiny_config_kwargs
 
     ElmoModel(ElmoConfig(**tiny_config_kwargs())).save_pretrained(tmp_path / "bare")  # weights only, no tokenizer
-    with caplog.at_level(logging.WARNING, logger="hf_elmo.embedder"):
+    with caplog.at_level(logging.WARNING, logger="hf_elmo.integrations.embedder"):
         embedder = Embedder(tmp_path / "bare")
     assert f"{tmp_path / 'bare'} has no tokenizer_config.json: using a default ElmoTokenizer" in caplog.text
     assert embedder.embed([["a", "b"]], layers="top")[0].shape[0] == 2

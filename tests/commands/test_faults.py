@@ -94,7 +94,7 @@ def test_overwrite_refuses_special_files_by_name(tmp_path, model_dir, kind, comm
 
 
 def test_atomic_file_refuses_a_special_file_made_while_writing(tmp_path):
-    from hf_elmo.file_io import atomic_file
+    from hf_elmo.utils.io import atomic_file
 
     output = tmp_path / "out.txt"
     with pytest.raises(ValueError, match="FIFO"):
@@ -130,7 +130,7 @@ def test_convert_overwrite_refuses_folders_that_are_not_outputs(tmp_path, model_
 
 HOLD_THE_LOCK = """
 import sys, time
-from hf_elmo.file_io import output_lock
+from hf_elmo.utils.io import output_lock
 with output_lock(sys.argv[1]):
     print("locked", flush=True)
     time.sleep(120)
@@ -187,7 +187,7 @@ def test_corpus_segment_and_vocab_hold_the_lock(tmp_path, capsys):
 
 @pytest.mark.parametrize("what_appears", ["another run's output", "an empty folder"])
 def test_a_folder_output_does_not_replace_one_that_appeared_while_it_was_built(tmp_path, what_appears):
-    from hf_elmo.file_io import AtomicDirectory
+    from hf_elmo.utils.io import AtomicDirectory
 
     target = tmp_path / "out"
     with pytest.raises(FileExistsError, match="appeared while writing it"):
@@ -322,7 +322,7 @@ def test_embed_info_and_export_refuse_weights_that_are_not_the_models(tmp_path, 
 
 def test_checkpoints_with_a_head_still_load_as_the_encoder(tmp_path, model_dir):
     from hf_elmo import ElmoTokenizer
-    from hf_elmo.modeling_elmo import ElmoForTokenClassification
+    from hf_elmo.models.elmo.modeling_elmo import ElmoForTokenClassification
 
     tagger = ElmoForTokenClassification.from_pretrained(model_dir, num_labels=3)
     tagger.save_pretrained(tmp_path / "tagger")
@@ -430,7 +430,7 @@ def test_an_impossible_model_size_is_one_line_from_any_command(tmp_path, capsys)
 
 @pytest.mark.parametrize("chunk_bytes", [1, 2, 3, 7, 1 << 20])
 def test_the_streaming_line_reader_splits_as_the_whole_file_reader(tmp_path, chunk_bytes):
-    from hf_elmo.file_io import iter_text_lines, split_text_lines
+    from hf_elmo.utils.io import iter_text_lines, split_text_lines
 
     data = "\ufeff小米\r粥\r\n\r\n好喝\n\r最后".encode()
     path = tmp_path / "mixed.txt"
@@ -500,7 +500,7 @@ def test_a_second_training_run_into_the_same_output_is_refused_naming_the_first(
     corpus.write_text("a b c\nd e f\n", encoding="utf-8")
     output = tmp_path / "run"
     holder = subprocess.Popen(
-        [sys.executable, "-c", "import sys, time\nfrom hf_elmo.file_io import output_lock\n"
+        [sys.executable, "-c", "import sys, time\nfrom hf_elmo.utils.io import output_lock\n"
          "with output_lock(sys.argv[1]):\n    print('held', flush=True)\n    time.sleep(120)", str(output)],
         stdout=subprocess.PIPE, text=True)
     try:

@@ -12,11 +12,18 @@ from finetune_helpers import (
 from transformers import AutoModelForTokenClassification, pipeline
 
 from hf_elmo import ElmoDataCollator, ElmoForSequenceClassification, ElmoForTokenClassification, ElmoTokenizer
-from hf_elmo.conll import read_conll
+from hf_elmo.finetuning.conll import read_conll
 from hf_elmo.loading import ModelNotFoundError
-from hf_elmo.finetune import FinetuneOptions, evaluate_tagger, main, predict_tags, train_tagger
-from hf_elmo.tagging import tag
+from hf_elmo.finetuning.run import FinetuneOptions, evaluate_tagger, predict_tags, train_tagger
+from hf_elmo.finetuning.predict import tag
 from paths import REPO_ROOT
+from hf_elmo.cli import main as _hf_elmo
+
+
+def main(argv):
+    """`hf-elmo finetune ...` in this process."""
+    return _hf_elmo(["finetune", *argv])
+
 
 
 @pytest.fixture(scope="module")
@@ -46,7 +53,7 @@ def trained(tmp_path_factory):
 
 @pytest.mark.parametrize("freeze, epochs, learning_rate", [(True, None, None), (False, None, None), (True, 2.0, 1e-2)])
 def test_epochs_and_learning_rate_default_per_task_and_freezing(trained, tmp_path, freeze, epochs, learning_rate):
-    from hf_elmo.finetune import train_classifier
+    from hf_elmo.finetuning.run import train_classifier
 
     options = FinetuneOptions(model=trained["base"], freeze=freeze, num_train_epochs=epochs,
                               learning_rate=learning_rate, max_steps=1, logging_steps=1000,
@@ -250,7 +257,7 @@ def test_a_training_run_says_which_weights_are_new_in_one_line(tmp_path):
     repo = REPO_ROOT
     env = {**os.environ, "PYTHONPATH": str(repo), "OMP_NUM_THREADS": "1", "HF_HUB_OFFLINE": "1"}
     run = subprocess.run(
-        [sys.executable, "-m", "hf_elmo.finetune", "train", "--model", base, "--train", data, "--max-steps", "1",
+        [sys.executable, "-m", "hf_elmo.finetuning.run", "train", "--model", base, "--train", data, "--max-steps", "1",
          "--output-dir", str(tmp_path / "tagger")],
         env=env, capture_output=True, text=True, timeout=300,
     )
@@ -283,7 +290,7 @@ def test_killed_training_resumes_and_ends_bit_identical_to_an_uninterrupted_run(
     import sys
     import time
 
-    from hf_elmo.finetune import checkpoint_folder_for
+    from hf_elmo.finetuning.run import checkpoint_folder_for
 
     base = save_tiny_base(tmp_path / "base", **LEARNABLE)
     train = write_conll(tmp_path / "train.txt", toy_sentences(160, 1))
@@ -332,7 +339,7 @@ def test_character_labelled_files_are_read_as_words_and_tagged_per_character(tmp
     argv = ["train", "--model", base, "--train", files["train"], "--dev", files["dev"], "--output-dir",
             str(tmp_path / "chars"), "--use-crf", "--hidden-size", "16", "--dropout", "0", "--epochs", "8",
             "--lr", "5e-2", "--batch-size", "16", "--seed", "0"]
-    with caplog.at_level(logging.INFO, logger="hf_elmo.finetune"):
+    with caplog.at_level(logging.INFO, logger="hf_elmo.finetuning.run"):
         assert main(argv) == 0  # detected: every token is one Chinese character
     assert "characters labelled" in caplog.text
     assert "read as character-labelled: 100.0% of its tokens are one character each (from 90% on)" in caplog.text

@@ -8,11 +8,18 @@ from finetune_helpers import NOT_UTF8, save_tiny_base, toy_sentences, write_conl
 from small_models import tiny_config
 
 from hf_elmo import ElmoTokenizer
-from hf_elmo.conll import DataError, read_conll
-from hf_elmo.finetune import FinetuneOptions, main, train_classifier, train_tagger
-from hf_elmo.elmo_language_model import ElmoForPreTraining
-from hf_elmo.modeling_elmo import ElmoForTokenClassification
-from hf_elmo.tagging import tag
+from hf_elmo.finetuning.conll import DataError, read_conll
+from hf_elmo.finetuning.run import FinetuneOptions, train_classifier, train_tagger
+from hf_elmo.cli import main as _hf_elmo
+from hf_elmo.pretraining.language_model import ElmoForPreTraining
+from hf_elmo.models.elmo.modeling_elmo import ElmoForTokenClassification
+from hf_elmo.finetuning.predict import tag
+
+
+def main(argv):
+    """`hf-elmo finetune ...` in this process."""
+    return _hf_elmo(["finetune", *argv])
+
 
 
 @pytest.fixture(scope="module")
@@ -212,7 +219,7 @@ def test_train_classifier_refuses_out_of_range_numbers(folders, tmp_path, capsys
 
 
 def test_library_training_checks_options_too(folders):
-    from hf_elmo.finetune import OptionError
+    from hf_elmo.finetuning.run import OptionError
 
     sentences = read_conll(folders["conll"])
     with pytest.raises(OptionError, match="--epochs"):
@@ -304,10 +311,10 @@ def test_train_refuses_a_label_text_file(folders, tmp_path, capsys):
                  capsys)
     assert "24 distinct tags for 24 words" in line and "train-classifier" in line and str(reviews) in line
     nothing_written(tmp_path, ["reviews.tsv"])
-    from hf_elmo.finetune import check_tagging_labels
+    from hf_elmo.finetuning.run import check_tagging_labels
 
     check_tagging_labels(read_conll(folders["conll"]))  # a real word<TAB>tag file passes
-    from hf_elmo.conll import TaggedSentence
+    from hf_elmo.finetuning.conll import TaggedSentence
 
     led_by_an_empty_sentence = [TaggedSentence([], [])] + [TaggedSentence(["pos"], [f"text {i}"]) for i in range(24)]
     with pytest.raises(DataError, match="the first word, 'pos', has the tag 'text 0'"):
@@ -369,7 +376,7 @@ def test_ctrl_c_while_torch_imports_is_one_line_and_status_130(folders, tmp_path
 
 def _interrupted_classifier_run(folders, tmp_path, monkeypatch):
     """A train-classifier run stopped after its training, before its output: (its command line, its checkpoints)."""
-    import hf_elmo.finetune as finetune
+    import hf_elmo.finetuning.run as finetune
 
     argv = ["train-classifier", "--model", folders["base"], "--train", folders["tsv"], "--output-dir",
             str(tmp_path / "out"), "--epochs", "2", "--batch-size", "2", "--threads", "1"]
@@ -409,7 +416,7 @@ def test_a_damaged_or_code_running_checkpoint_file_is_refused_naming_it(folders,
 
 
 def test_a_second_run_into_the_same_output_is_refused_while_the_first_runs(folders, tmp_path, capsys):
-    from hf_elmo.checkpoints import checkpoint_folder_for, create_run_folder, run_folder_held
+    from hf_elmo.utils.checkpoints import checkpoint_folder_for, create_run_folder, run_folder_held
 
     argv = ["train-classifier", "--model", folders["base"], "--train", folders["tsv"], "--output-dir",
             str(tmp_path / "out"), "--max-steps", "1", "--threads", "1"]
@@ -421,7 +428,7 @@ def test_a_second_run_into_the_same_output_is_refused_while_the_first_runs(folde
 
 
 def test_checkpoints_without_the_record_of_their_run_are_named_not_listed_option_by_option(folders, tmp_path, capsys):
-    from hf_elmo.checkpoints import checkpoint_folder_for
+    from hf_elmo.utils.checkpoints import checkpoint_folder_for
 
     checkpoints = checkpoint_folder_for(tmp_path / "out")
     (checkpoints / "checkpoint-2").mkdir(parents=True)

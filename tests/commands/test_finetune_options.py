@@ -8,7 +8,7 @@ import dataclasses
 
 import pytest
 
-from hf_elmo.finetune_options import (
+from hf_elmo.finetuning.options import (
     FIELDS,
     DataFiles,
     FinetuneOptions,
@@ -74,8 +74,8 @@ def test_a_refusal_names_the_command_line_spelling():
 
 
 def test_a_record_of_an_older_shape_is_refused_naming_what_differs(tmp_path):
-    from hf_elmo.checkpoints import RunFolderError, check_same_run
-    from hf_elmo.finetune import _spelled
+    from hf_elmo.utils.checkpoints import RunFolderError, check_same_run
+    from hf_elmo.finetuning.run import _spelled
 
     with pytest.raises(RunFolderError, match=r"other options \(--lr 0.01 there, 0.005 now; --options"):
         check_same_run(tmp_path, {"learning_rate": 0.01, "options": {}}, {"learning_rate": 0.005}, _spelled)

@@ -10,7 +10,7 @@ import sys
 
 import pytest
 
-from hf_elmo.commands import COMMANDS
+from hf_elmo.cli import COMMANDS
 from paths import REPO_ROOT
 
 # What the `hf-elmo` console script does (its argv[0] is the script), then the heavy modules that were loaded.

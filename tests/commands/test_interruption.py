@@ -16,7 +16,7 @@ import torch
 from safetensors.torch import load_file
 
 from finetune_helpers import save_tiny_base
-from hf_elmo import commands
+from hf_elmo import cli
 from paths import REPO_ROOT
 
 DATA = str(REPO_ROOT / "tests" / "fixtures" / "bilm_tf" / "train" / "data.txt")
@@ -45,7 +45,7 @@ def weights(folder) -> dict:
 @pytest.mark.parametrize("number", [signal.SIGINT, signal.SIGTERM])
 def test_a_signal_during_pretraining_saves_a_checkpoint_and_the_rerun_resumes_from_it(tmp_path, monkeypatch, capsys,
                                                                                      number):
-    from hf_elmo.lm_trainer import LanguageModelTrainer
+    from hf_elmo.pretraining.trainer import LanguageModelTrainer
 
     handlers = {n: signal.getsignal(n) for n in (signal.SIGINT, signal.SIGTERM)}
     argv = ["pretrain", "--train-file", DATA, "--min-count", "1", "--max-steps", "6", "--save-steps", "100",
@@ -53,7 +53,7 @@ def test_a_signal_during_pretraining_saves_a_checkpoint_and_the_rerun_resumes_fr
     run = tmp_path / "run"
     with monkeypatch.context() as patch:
         signalled_at_step(patch, LanguageModelTrainer, 3, number)
-        assert commands.main([*argv, "--output-dir", str(run)]) == 130
+        assert cli.main([*argv, "--output-dir", str(run)]) == 130
     assert {n: signal.getsignal(n) for n in handlers} == handlers  # the handlers are put back
     err = capsys.readouterr().err
     assert f"starting a new run in {run}; the next checkpoint is written at step 100 (every --save-steps 100)" in err
@@ -63,11 +63,11 @@ def test_a_signal_during_pretraining_saves_a_checkpoint_and_the_rerun_resumes_fr
                     f"run from {run / 'checkpoint-3'}"), err
     assert (run / "checkpoint-3" / "trainer_state.json").is_file() and not (run / "model.safetensors").exists()
 
-    assert commands.main([*argv, "--output-dir", str(run)]) == 0
+    assert cli.main([*argv, "--output-dir", str(run)]) == 0
     err = capsys.readouterr().err
     assert f"resuming from {run / 'checkpoint-3'} (step 3); the next checkpoint is written at step 100" in err
     reference = tmp_path / "reference"
-    assert commands.main([*argv, "--output-dir", str(reference)]) == 0
+    assert cli.main([*argv, "--output-dir", str(reference)]) == 0
     resumed, uninterrupted = weights(run), weights(reference)
     assert max(float((resumed[k] - uninterrupted[k]).abs().max()) for k in resumed) <= 1e-6
 
@@ -97,7 +97,7 @@ def test_a_signal_during_fine_tuning_saves_a_checkpoint_mid_epoch_and_the_rerun_
     output = tmp_path / "out"
     with monkeypatch.context() as patch:
         signalled_at_step(patch, Trainer, 2, signal.SIGINT)  # mid-way through the first epoch (3 steps)
-        assert commands.main([*argv, "--output-dir", str(output)]) == 130
+        assert cli.main([*argv, "--output-dir", str(output)]) == 130
     err = capsys.readouterr().err
     checkpoints = tmp_path / ".out.checkpoints"
     assert f"starting a new run; checkpoints are written to {checkpoints} at the end of each epoch" in caplog.text
@@ -110,11 +110,11 @@ def test_a_signal_during_fine_tuning_saves_a_checkpoint_mid_epoch_and_the_rerun_
     assert not output.exists()
 
     caplog.clear()
-    assert commands.main([*argv, "--output-dir", str(output)]) == 0
+    assert cli.main([*argv, "--output-dir", str(output)]) == 0
     assert f"resuming from {saved}; checkpoints are written to" in caplog.text
     assert json.loads((output / "results.json").read_text())["resumed_from"] == "checkpoint-2"
     reference = tmp_path / "reference"
-    assert commands.main([*argv, "--output-dir", str(reference)]) == 0
+    assert cli.main([*argv, "--output-dir", str(reference)]) == 0
     resumed, uninterrupted = weights(output), weights(reference)
     assert all(torch.equal(resumed[k], uninterrupted[k]) for k in resumed)
     assert not checkpoints.exists()

@@ -9,8 +9,8 @@ import pytest
 import torch
 
 from hf_elmo import cli
-from hf_elmo.modeling_elmo import ElmoModel
-from hf_elmo.tokenization_elmo import ElmoTokenizer
+from hf_elmo.models.elmo.modeling_elmo import ElmoModel
+from hf_elmo.models.elmo.tokenization_elmo import ElmoTokenizer
 from small_models import tiny_config
 
 

@@ -106,7 +106,7 @@ def test_an_output_over_an_input_file_is_refused_before_torch(tmp_path, argv, ex
 
 
 def test_the_library_refuses_a_finetune_output_over_its_base_model(tmp_path):
-    from hf_elmo.finetune_options import FinetuneOptions
+    from hf_elmo.finetuning.options import FinetuneOptions
 
     (tmp_path / "config.json").write_text("{}", encoding="utf-8")
     with pytest.raises(ValueError, match="is the model folder it reads"):
@@ -114,7 +114,7 @@ def test_the_library_refuses_a_finetune_output_over_its_base_model(tmp_path):
 
 
 def test_an_output_beside_the_model_is_accepted(tmp_path):
-    from hf_elmo.file_io import refuse_output_over_inputs
+    from hf_elmo.utils.io import refuse_output_over_inputs
 
     (tmp_path / "model").mkdir()
     refuse_output_over_inputs(tmp_path / "model-2", "--output", [("the model folder", "--model", tmp_path / "model")])

@@ -16,11 +16,18 @@ import pytest
 import torch
 
 from hf_elmo import ElmoConfig, ElmoModel, ElmoTokenizer
-from hf_elmo.bilm_format import load_model_from_bilm, write_bilm_files
-from hf_elmo.lm_data import LanguageModelCollator, LineDataset, load_vocabulary
-from hf_elmo.elmo_language_model import ElmoForPreTraining, ElmoLanguageModelSoftmax
-from hf_elmo.pretrain import exact_perplexity, main as pretrain_main
+from hf_elmo.convert.bilm_hdf5 import load_model_from_bilm, write_bilm_files
+from hf_elmo.pretraining.data import LanguageModelCollator, LineDataset, load_vocabulary
+from hf_elmo.pretraining.language_model import ElmoForPreTraining, ElmoLanguageModelSoftmax
+from hf_elmo.pretraining.run import exact_perplexity
 from paths import REPO_ROOT
+from hf_elmo.cli import main as _hf_elmo
+
+
+def pretrain_main(argv):
+    """`hf-elmo pretrain ...` in this process."""
+    return _hf_elmo(["pretrain", *argv])
+
 
 REPO = REPO_ROOT
 TRAIN = REPO / "tests" / "fixtures" / "bilm_tf" / "train"
@@ -313,7 +320,7 @@ def test_init_from_a_folder_without_weights_or_config_is_refused(tmp_path, capsy
 
 def _command(output_dir: Path, *extra: str) -> list[str]:
     return [
-        sys.executable, "-m", "hf_elmo.pretrain", "--train-file", str(TRAIN / "data.txt"), "--vocab", str(TRAIN / "vocab.txt"),
+        sys.executable, "-m", "hf_elmo.pretraining.run", "--train-file", str(TRAIN / "data.txt"), "--vocab", str(TRAIN / "vocab.txt"),
         "--output-dir", str(output_dir), "--batch-size", "2", "--lr", "5e-3", "--seed", "7", *TINY_ARGS, *extra,
     ]
 
@@ -398,7 +405,7 @@ def test_corpus_command_segments_chinese_and_builds_the_vocabulary(tmp_path, cap
 
 
 def test_a_checkpoints_loss_sum_is_read_only_for_its_own_step(tmp_path):
-    from hf_elmo.checkpoints import TRAIN_LOSS_FILE, checkpoint_loss_sum
+    from hf_elmo.utils.checkpoints import TRAIN_LOSS_FILE, checkpoint_loss_sum
 
     checkpoint = tmp_path / "checkpoint-3"
     checkpoint.mkdir()
@@ -416,7 +423,7 @@ def test_training_batches_group_sentences_of_similar_length(tmp_path):
     per epoch, in an order fixed by seed and epoch (what resuming relies on) that changes between epochs."""
     from transformers import TrainingArguments
 
-    from hf_elmo.lm_trainer import LanguageModelTrainer
+    from hf_elmo.pretraining.trainer import LanguageModelTrainer
 
     generator = torch.Generator().manual_seed(0)
     lengths = torch.randint(1, 41, (400,), generator=generator).tolist()
@@ -447,7 +454,7 @@ def test_training_batches_group_sentences_of_similar_length(tmp_path):
 def test_dictionary_scheme_builds_a_character_vocabulary_trains_and_loads(tmp_path, capsys):
     from transformers import AutoModel, AutoTokenizer
 
-    from hf_elmo.lm_data import build_character_vocabulary
+    from hf_elmo.pretraining.data import build_character_vocabulary
 
     corpus = tmp_path / "train.txt"
     corpus.write_text("小米 粥 很 香\n小米 手机 很 好\n米 粥\n鑫\n" * 1 + "小米 粥\n" * 3, encoding="utf-8")

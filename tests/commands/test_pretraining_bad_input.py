@@ -12,10 +12,19 @@ from pathlib import Path
 import pytest
 
 from folder_listing import leftovers
-from hf_elmo.lm_data import main as corpus_main
-from hf_elmo import commands
-from hf_elmo.pretrain import main as pretrain_main
+from hf_elmo import cli
 from paths import REPO_ROOT
+
+
+def corpus_main(argv):
+    """`hf-elmo corpus ...` in this process."""
+    return cli.main(["corpus", *argv])
+
+
+def pretrain_main(argv):
+    """`hf-elmo pretrain ...` in this process."""
+    return cli.main(["pretrain", *argv])
+
 
 REPO = REPO_ROOT
 TRAIN = REPO / "tests" / "fixtures" / "bilm_tf" / "train"
@@ -69,7 +78,7 @@ def test_pretrain_removes_what_killed_runs_left_and_says_so(tmp_path, capsys):
     run = tmp_path / "run"
     (run / "checkpoint-3").mkdir(parents=True)  # a save that never finished: no trainer_state.json
     (run / "checkpoint-3" / "model.safetensors").write_bytes(b"partial")
-    from hf_elmo.file_io import temporary_name
+    from hf_elmo.utils.io import temporary_name
 
     # a temporary of this machine whose process cannot exist (pids stay below 2**22)
     dead = temporary_name("pretraining_summary.json").replace(f".tmp-{os.getpid()}-", ".tmp-999999999-")
@@ -167,7 +176,7 @@ def test_pretrain_refuses_bad_numbers_before_writing_anything(tmp_path, capsys, 
 
 def test_pretrain_help_says_what_max_steps_and_epochs_accept(capsys):
     with pytest.raises(SystemExit):
-        commands.main(["pretrain", "--help"])
+        cli.main(["pretrain", "--help"])
     text = " ".join(capsys.readouterr().out.split())
     assert "--max-steps MAX_STEPS optimiser steps (>= 1); when given it overrides --epochs" in text
     assert "passes over the training data (> 0)" in text
@@ -297,11 +306,11 @@ def test_pretrain_without_vocab_names_training_files_that_hold_no_words(tmp_path
 
 
 def test_a_single_process_on_a_multi_core_cpu_is_shown_the_torchrun_command():
-    from hf_elmo.commands.pretrain import data_parallel_advice
+    from hf_elmo.cli.pretrain import data_parallel_advice
 
     argv = ["--train-file", "my corpus.txt", "--output-dir", "run", "--threads", "2"]
     advice = data_parallel_advice({}, 2, argv)
-    assert "torchrun --standalone --nproc_per_node 2 -m hf_elmo.pretrain --train-file 'my corpus.txt' " \
+    assert "torchrun --standalone --nproc_per_node 2 -m hf_elmo.cli pretrain --train-file 'my corpus.txt' " \
            "--output-dir run --threads 1" in advice
     assert data_parallel_advice({"WORLD_SIZE": "2"}, 2, argv) is None  # already data-parallel
     assert data_parallel_advice({}, 1, argv) is None
@@ -400,7 +409,7 @@ def test_unsegmented_text_is_named_first_whatever_the_min_count(tmp_path, capsys
     corpus.write_text("".join(f"{line}{n}\n" for n in range(10) for line in RAW_CHINESE), encoding="utf-8")
     argv = ["pretrain", "--train-file", str(corpus), "--output-dir", str(tmp_path / "out"), "--max-steps", "1",
             *(["--min-count", min_count] if min_count else []), *TINY_ARGS]
-    assert commands.main(argv) == 2
+    assert cli.main(argv) == 2
     err = capsys.readouterr().err.strip()
     assert err.startswith("hf-elmo: error: --train-file") and "\n" not in err, err
     assert "of its CJK characters stand in runs of 8 or more without a space (unsegmented text)" in err
@@ -412,7 +421,7 @@ def test_text_partly_unsegmented_names_it_beside_the_vocabulary_problem(tmp_path
     corpus = tmp_path / "half.txt"
     words = "我们 在 北京 读 书"
     corpus.write_text("".join(f"{words} {RAW_CHINESE[n % 4][:12]}{n}\n" for n in range(20)), encoding="utf-8")
-    assert commands.main(["pretrain", "--train-file", str(corpus), "--output-dir", str(tmp_path / "out"),
+    assert cli.main(["pretrain", "--train-file", str(corpus), "--output-dir", str(tmp_path / "out"),
                           "--min-count", "100", *TINY_ARGS]) == 2
     err = capsys.readouterr().err.strip()
     assert "(unsegmented text)" in err and "no word occurs at least 100 times" in err and "\n" not in err, err

@@ -13,9 +13,9 @@ import shutil
 import pytest
 
 from hf_elmo import cli
-from hf_elmo.configuration_elmo import ElmoConfig
-from hf_elmo.modeling_elmo import ElmoModel
-from hf_elmo.tokenization_elmo import ElmoTokenizer
+from hf_elmo.models.elmo.configuration_elmo import ElmoConfig
+from hf_elmo.models.elmo.modeling_elmo import ElmoModel
+from hf_elmo.models.elmo.tokenization_elmo import ElmoTokenizer
 from helpers_embed import save_tiny_model
 from small_models import tiny_config_kwargs
 

@@ -16,8 +16,8 @@ import sys
 import pytest
 import torch
 
-from hf_elmo.modeling_elmo import ElmoForTokenClassification
-from hf_elmo.tokenization_elmo import ElmoTokenizer
+from hf_elmo.models.elmo.modeling_elmo import ElmoForTokenClassification
+from hf_elmo.models.elmo.tokenization_elmo import ElmoTokenizer
 from paths import REPO_ROOT
 from small_models import tiny_config
 
@@ -91,7 +91,7 @@ def test_the_python_entry_point_leaves_ctrl_c_alone(tagger):
 
 
 def test_output_is_an_option_of_every_command_that_writes(tmp_path, tagger):
-    from hf_elmo.commands import build_parser
+    from hf_elmo.cli import build_parser
 
     parser = build_parser()
     for argv, attribute in (
@@ -133,8 +133,8 @@ PRETRAIN = ["pretrain", "--train-file", str(REPO_ROOT / "tests" / "fixtures" / "
 
 
 def test_pretraining_draws_no_bar_per_checkpoint_and_no_tip_when_nothing_was_trained(tmp_path, monkeypatch, capsys):
-    from hf_elmo import commands
-    from hf_elmo.commands import pretrain
+    from hf_elmo import cli
+    from hf_elmo.cli import pretrain
 
     from transformers.utils import logging as hf_logging
 
@@ -144,14 +144,14 @@ def test_pretraining_draws_no_bar_per_checkpoint_and_no_tip_when_nothing_was_tra
     bars_were_on = hf_logging.is_progress_bar_enabled()
     hf_logging.enable_progress_bar()  # as in a fresh process (other commands run in this one may have turned them off)
     try:
-        assert commands.main(argv) == 0
+        assert cli.main(argv) == 0
     finally:
         if not bars_were_on:
             hf_logging.disable_progress_bar()
     err = capsys.readouterr().err
     assert "Writing model shards" not in err and "Loading weights" not in err, err[-3000:]
     assert "torchrun" in err  # a run that trained: the tip for the next one
-    assert commands.main(argv) == 0  # finished already: nothing to train, so no advice about training faster
+    assert cli.main(argv) == 0  # finished already: nothing to train, so no advice about training faster
     err = capsys.readouterr().err
     assert "nothing more to train" in err and "torchrun" not in err, err[-3000:]
 
@@ -163,8 +163,8 @@ def test_the_interrupt_messages_start_a_line_after_the_progress_bar(tmp_path, mo
 
     from transformers.utils import logging as hf_logging
 
-    from hf_elmo import commands
-    from hf_elmo.lm_trainer import LanguageModelTrainer
+    from hf_elmo import cli
+    from hf_elmo.pretraining.trainer import LanguageModelTrainer
     from test_interruption import signalled_at_step
 
     argv = list(PRETRAIN)
@@ -175,7 +175,7 @@ def test_the_interrupt_messages_start_a_line_after_the_progress_bar(tmp_path, mo
     bars_were_on = hf_logging.is_progress_bar_enabled()
     hf_logging.enable_progress_bar()
     try:
-        assert commands.main([*argv, "--output-dir", str(tmp_path / "run")]) == 130
+        assert cli.main([*argv, "--output-dir", str(tmp_path / "run")]) == 130
     finally:
         if not bars_were_on:
             hf_logging.disable_progress_bar()

@@ -107,7 +107,7 @@ def test_converted_tokenizer_reads_raw_text_as_allennlp_did(converted, capsys):
     folder's tokenizer now splits raw text on whitespace, as the model's training text was: the raw sentences of the
     fixture give AllenNLP's tokens, and, with the state carried from batch to batch as AllenNLP did, its vectors for
     all 30 sentences; `hf-elmo info` names the segmenter."""
-    from hf_elmo.commands import main as hf_elmo
+    from hf_elmo.cli import main as hf_elmo
 
     model = AutoModel.from_pretrained(converted).eval()
     tokenizer = AutoTokenizer.from_pretrained(converted)
@@ -138,7 +138,7 @@ def test_converted_tokenizer_reads_raw_text_as_allennlp_did(converted, capsys):
 def test_a_chinese_bilm_tf_model_gets_the_segmenter_asked_for(segmenter, tmp_path, capsys):
     """Issue 45: a Chinese bilm-tf model trained on jieba words (or single characters) keeps that segmentation with
     `--segmenter`; `hf-elmo info` shows it."""
-    from hf_elmo.commands import main as hf_elmo
+    from hf_elmo.cli import main as hf_elmo
 
     code, _ = run_cli(capsys, "--options", OPTIONS, "--weights", WEIGHTS, "--output", tmp_path / "zh",
                       "--segmenter", segmenter)
@@ -153,8 +153,8 @@ def test_a_chinese_bilm_tf_model_gets_the_segmenter_asked_for(segmenter, tmp_pat
 
 
 def test_hf_elmo_convert_and_the_python_converter_default_to_whitespace(tmp_path):
-    from hf_elmo.bilm_format import convert_bilm_to_folder
-    from hf_elmo.commands import main as hf_elmo
+    from hf_elmo.convert.bilm_hdf5 import convert_bilm_to_folder
+    from hf_elmo.cli import main as hf_elmo
 
     assert hf_elmo(["convert", str(tmp_path / "cli"), "--from", "allennlp", "--options", str(OPTIONS), "--weights",
                     str(WEIGHTS)]) == 0
@@ -210,7 +210,7 @@ def test_folder_to_hdf5_to_folder_is_exact(tmp_path, capsys):
     assert sorted(original_state) == sorted(back_state)
     for name, value in original_state.items():
         assert torch.equal(value, back_state[name]), name
-    from hf_elmo.bilm_format import allennlp_options as architecture
+    from hf_elmo.convert.bilm_hdf5 import allennlp_options as architecture
 
     assert architecture(back.config) == architecture(model.config)
     assert back.config.cell_clip is None and back.config.use_skip_connections is False

@@ -19,7 +19,7 @@ from transformers import AutoModel, AutoTokenizer, pipeline
 
 import hf_elmo  # noqa: F401  (registers the Auto classes)
 from hf_elmo import ElmoConfig, ElmoModel, ElmoTokenizer
-from hf_elmo.elmoformanylangs_format import (
+from hf_elmo.convert.elmoformanylangs import (
     PACKAGED_MODEL_CONFIGS,
     convert_elmoformanylangs_to_folder,
     load_model_from_elmoformanylangs,
@@ -356,7 +356,7 @@ def test_convert_function_writes_a_loadable_folder(tmp_path):
 
 
 def test_export_to_bilm_tf_names_what_the_format_cannot_hold(converted, tmp_path):
-    from hf_elmo.bilm_format import export_folder_to_bilm
+    from hf_elmo.convert.bilm_hdf5 import export_folder_to_bilm
 
     with pytest.raises(ValueError, match="byte-scheme models without a word embedding.*ELMoForManyLangs"):
         export_folder_to_bilm(converted, tmp_path / "bilm")
@@ -388,7 +388,7 @@ def test_collator_gives_word_ids_like_the_tokenizer(model_and_tokenizer, sentenc
 
 @pytest.mark.parametrize("extra", [[], ["--token-features"], ["--no-freeze"]])
 def test_finetune_tags_with_a_word_embedding_model(converted, tmp_path, extra, capsys):
-    from hf_elmo.finetune import main as finetune_main
+    from hf_elmo.finetuning.run import main as finetune_main
 
     sentences = [[("张三", "B-PER"), ("在", "O"), ("北京", "B-LOC")], [("李四", "B-PER"), ("去", "O"), ("上海", "B-LOC")]]
     data = tmp_path / "train.txt"

@@ -1,4 +1,4 @@
-from hf_elmo.char_words import (
+from hf_elmo.finetuning.character_words import (
     WORD_POSITIONS,
     character_labelled_decision,
     is_one_character,
@@ -7,7 +7,7 @@ from hf_elmo.char_words import (
     group_tokens,
     words_and_positions,
 )
-from hf_elmo.tagging import tag_spans
+from hf_elmo.finetuning.predict import tag_spans
 
 
 def fixed_segmenter(words):

@@ -5,7 +5,7 @@ import logging
 import pytest
 from finetune_helpers import NOT_UTF8, write_conll
 
-from hf_elmo.conll import (
+from hf_elmo.finetuning.conll import (
     DataError, TaggedSentence, encode_tags, label_list, read_classification_file, read_conll, read_text_lines,
     sentences_from_dataset, sentences_from_pairs,
 )
@@ -74,7 +74,7 @@ def test_unseen_labels_error_or_map_to_o(tmp_path, caplog):
     label2id = {"O": 0, "B-PER": 1}
     with pytest.raises(DataError, match=r"test.txt:3: label 'B-MISC' does not occur in the training data"):
         encode_tags(sentences, label2id)
-    with caplog.at_level(logging.WARNING, logger="hf_elmo.conll"):
+    with caplog.at_level(logging.WARNING, logger="hf_elmo.finetuning.conll"):
         examples = encode_tags(sentences, label2id, unseen_label="O", split="test")
     assert examples[0]["labels"] == [1, 0, 0]
     assert "B-MISC" in caplog.text
@@ -88,7 +88,7 @@ def test_jsonl_reader_reports_non_utf8_bytes(tmp_path):
 
 
 def test_a_few_hand_written_examples_may_each_have_their_own_label():
-    from hf_elmo.conll import check_classification_labels
+    from hf_elmo.finetuning.conll import check_classification_labels
 
     check_classification_labels([("好吃", "food"), ("好用", "phone"), ("好看", "film")])  # no error
     many = [(f"text {i}", f"label {i % 12}") for i in range(20)]
@@ -124,8 +124,8 @@ def test_a_deeply_nested_jsonl_line_is_one_error_naming_the_line(tmp_path):
     """Issue 37 #11: json.loads raised RecursionError (a traceback) on such a line."""
     import pytest
 
-    from hf_elmo.conll import read_jsonl
-    from hf_elmo.conll import DataError
+    from hf_elmo.finetuning.conll import read_jsonl
+    from hf_elmo.finetuning.conll import DataError
 
     path = tmp_path / "deep.jsonl"
     path.write_text('{"words": ["a"], "tags": ["O"]}\n' + "[" * 100_000 + "]" * 100_000 + "\n", encoding="utf-8")

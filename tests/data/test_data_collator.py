@@ -62,7 +62,7 @@ def test_bad_examples_are_named(collate):
 def test_label_columns_named_like_datasets_and_regression_targets(collate):
     import numpy as np
 
-    from hf_elmo.finetune import precompute_elmo_layers
+    from hf_elmo.finetuning.run import precompute_elmo_layers
     from hf_elmo import ElmoConfig, ElmoModel
 
     for key in ("label", "label_ids"):  # the usual datasets column names

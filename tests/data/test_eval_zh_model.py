@@ -12,7 +12,7 @@ import pytest
 import torch
 
 from hf_elmo import ElmoTokenizer
-from hf_elmo.elmo_language_model import ElmoForPreTraining
+from hf_elmo.pretraining.language_model import ElmoForPreTraining
 from paths import REPO_ROOT
 from small_models import tiny_config
 
@@ -135,7 +135,7 @@ def test_polysemy_file_is_read_by_word_and_refuses_bad_lines(evaluation, tmp_pat
 def test_shopping_split_is_seeded_skips_empty_reviews_and_reads_the_byte_order_mark(evaluation, tmp_path):
     path = write_shopping_csv(tmp_path / "shopping.csv")
     train, test = evaluation._shopping_split(path)
-    from hf_elmo.zh_corpora import shopping_review_part
+    from hf_elmo.pretraining.chinese_corpora import shopping_review_part
 
     assert (train, test) == evaluation._shopping_split(path)
     assert 0 < len(test) < len(train) and len(train) + len(test) <= 64  # the dev part left out, the empty review skipped

@@ -10,12 +10,12 @@ import textwrap
 
 import pytest
 
-from hf_elmo.file_io import AtomicDirectory, atomic_file, remove_stale_temporaries, temporary_name
+from hf_elmo.utils.io import AtomicDirectory, atomic_file, remove_stale_temporaries, temporary_name
 
 LEAVE_A_TEMPORARY = textwrap.dedent(
     """
     import os, sys, time
-    from hf_elmo.file_io import temporary_name
+    from hf_elmo.utils.io import temporary_name
     folder, kind = sys.argv[1], sys.argv[2]
     path = os.path.join(folder, temporary_name("out.hdf5"))
     if kind == "dir":
@@ -113,7 +113,7 @@ def test_temporaries_of_unknown_origin_are_left(tmp_path):
 KILLED_BETWEEN_THE_STEPS = textwrap.dedent(
     """
     import os, shutil, sys
-    from hf_elmo import file_io
+    from hf_elmo.utils import io as file_io
     target, step = sys.argv[1], sys.argv[2]
     if step == "between the two renames":
         file_io.exchange_paths = lambda first, second: False  # a system without renameat2
@@ -132,7 +132,7 @@ KILLED_BETWEEN_THE_STEPS = textwrap.dedent(
 
 @pytest.mark.parametrize("step", ["between the two renames", "after the exchange"])
 def test_overwrite_killed_between_its_steps_keeps_the_previous_output_recoverable(tmp_path, step):
-    from hf_elmo.file_io import exchange_paths, restore_interrupted_overwrite
+    from hf_elmo.utils.io import exchange_paths, restore_interrupted_overwrite
 
     target = tmp_path / "model"
     target.mkdir()

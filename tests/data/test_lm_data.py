@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from folder_listing import leftovers
-from hf_elmo.lm_data import LineDataset, build_vocabulary, load_vocabulary, save_vocabulary
+from hf_elmo.pretraining.data import LineDataset, build_vocabulary, load_vocabulary, save_vocabulary
 import paths
 
 DATA = str(paths.FIXTURES / "bilm_tf" / "train" / "data.txt")
@@ -48,7 +48,7 @@ def test_long_sentences_are_cut_into_pieces(tmp_path):
 
 def test_a_byte_order_mark_is_not_part_of_the_first_word(tmp_path, capsys):
     from hf_elmo.cli import main as cli_main
-    from hf_elmo.lm_data import LineDataset, build_vocabulary
+    from hf_elmo.pretraining.data import LineDataset, build_vocabulary
 
     raw = tmp_path / "raw.txt"
     raw.write_bytes("\ufeff小米 发布 了\r\n这家 小米\r\n".encode("utf-8"))

@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 from transformers import EvalPrediction
 
-from hf_elmo.tag_metrics import seqeval_scores, tag_metrics_function
+from hf_elmo.finetuning.metrics import seqeval_scores, tag_metrics_function
 
 ID2LABEL = {0: "O", 1: "B-PER", 2: "I-PER", 3: "B-LOC"}
 

@@ -1,6 +1,6 @@
 """From word tags to entity spans (tagging.py): split_tag, tag_spans, word_offsets, entities_from_tags."""
 
-from hf_elmo.tagging import entities_from_tags, split_tag, tag_spans, word_offsets
+from hf_elmo.finetuning.predict import entities_from_tags, split_tag, tag_spans, word_offsets
 
 
 def test_tag_spans_bio_bioes_and_stray_inside_tags():

@@ -2,7 +2,7 @@
 
 import pytest
 
-from hf_elmo.zh_corpora import bmes_to_bio, msra_official_split, peoples_daily_sentences, pos_to_entity_bio, reviews, split_peoples_daily
+from hf_elmo.pretraining.chinese_corpora import bmes_to_bio, msra_official_split, peoples_daily_sentences, pos_to_entity_bio, reviews, split_peoples_daily
 
 
 def test_peoples_daily_sentences_and_fixed_split():
@@ -41,17 +41,17 @@ def test_msra_official_split():
 def test_write_pretraining_corpus_leaves_user_files_named_like_its_temporaries_alone(tmp_path, monkeypatch):
     """The writer once used the fixed names train.txt.tmp / dev.txt.tmp and so replaced a user's own files of
     those names; a failed write must also leave neither a half-written file nor a stray temporary behind."""
-    import hf_elmo.lm_data
-    from hf_elmo import zh_corpora
+    import hf_elmo.pretraining.data
+    from hf_elmo.pretraining import chinese_corpora
 
     # Tiny stand-ins for the real corpora (reading and segmenting them takes minutes).
     monkeypatch.setattr(zh_corpora, "split_peoples_daily", lambda seed: {"train": [(["我", "们"], ["r", "r"])], "dev": [(["好"], ["a"])], "test": []})
     monkeypatch.setattr(zh_corpora, "reviews", lambda: [("很 好", 1)])
     monkeypatch.setattr(zh_corpora, "msra_official_split", lambda: {"train": [(["中", "国"], ["B-LOC", "E-LOC"])], "test": []})
-    monkeypatch.setattr(hf_elmo.lm_data, "segment_raw_text", lambda lines, segmenter: (" ".join(text.split()) for text in lines))
+    monkeypatch.setattr(hf_elmo.pretraining.data, "segment_raw_text", lambda lines, segmenter: (" ".join(text.split()) for text in lines))
     for name in ("train.txt.tmp", "dev.txt.tmp"):
         (tmp_path / name).write_text("notes\n", encoding="utf-8")
-    assert zh_corpora.write_pretraining_corpus(tmp_path) == {"train.txt": 3, "dev.txt": 1}
+    assert chinese_corpora.write_pretraining_corpus(tmp_path) == {"train.txt": 3, "dev.txt": 1}
     assert (tmp_path / "train.txt").read_text(encoding="utf-8") == "我 们\n很 好\n中国\n"
     for name in ("train.txt.tmp", "dev.txt.tmp"):
         assert (tmp_path / name).read_text(encoding="utf-8") == "notes\n"
@@ -62,13 +62,13 @@ def test_write_pretraining_corpus_leaves_user_files_named_like_its_temporaries_a
     monkeypatch.setattr(zh_corpora, "reviews", broken_reviews)
     (tmp_path / "train.txt").unlink()
     with pytest.raises(OSError, match="disk gone"):
-        zh_corpora.write_pretraining_corpus(tmp_path)
+        chinese_corpora.write_pretraining_corpus(tmp_path)
     assert sorted(path.name for path in tmp_path.iterdir()) == ["dev.txt", "dev.txt.tmp", "train.txt.tmp"]
     assert (tmp_path / "train.txt.tmp").read_text(encoding="utf-8") == "notes\n"
 
 
 def test_write_pretraining_corpus_refuses_an_output_that_is_a_file(tmp_path):
-    from hf_elmo.zh_corpora import write_pretraining_corpus
+    from hf_elmo.pretraining.chinese_corpora import write_pretraining_corpus
 
     (tmp_path / "afile").write_text("mine\n", encoding="utf-8")
     with pytest.raises(ValueError, match="afile is a file, not a folder"):
@@ -86,7 +86,7 @@ SHOPPING_CSV = (
 
 
 def test_shopping_review_part_is_a_fixed_hash_of_the_text():
-    from hf_elmo.zh_corpora import shopping_review_part
+    from hf_elmo.pretraining.chinese_corpora import shopping_review_part
 
     # Pinned values: a change of the hash would silently move reviews between pretraining and test.
     texts = ("苹果烂了", "小米手机,拍照好", "很好", "房间干净", "一般")
@@ -97,7 +97,7 @@ def test_shopping_review_part_is_a_fixed_hash_of_the_text():
 
 
 def test_online_shopping_split_reads_labels_and_keeps_duplicates_together(tmp_path):
-    from hf_elmo.zh_corpora import online_shopping_reviews, shopping_review_part, split_online_shopping
+    from hf_elmo.pretraining.chinese_corpora import online_shopping_reviews, shopping_review_part, split_online_shopping
 
     path = tmp_path / "shop.csv"
     path.write_text(SHOPPING_CSV, encoding="utf-8")
@@ -112,7 +112,7 @@ def test_online_shopping_split_reads_labels_and_keeps_duplicates_together(tmp_pa
 
 
 def test_online_shopping_refuses_a_file_that_is_not_the_csv(tmp_path):
-    from hf_elmo.zh_corpora import online_shopping_reviews
+    from hf_elmo.pretraining.chinese_corpora import online_shopping_reviews
 
     path = tmp_path / "bad.csv"
     path.write_text("label,text\n1,好\n", encoding="utf-8")
@@ -124,15 +124,15 @@ def test_online_shopping_refuses_a_file_that_is_not_the_csv(tmp_path):
 
 
 def test_corpus_shopping_command_writes_labelled_parts_and_train_only_pretraining_text(tmp_path, monkeypatch, capsys):
-    import hf_elmo.lm_data
-    from hf_elmo import zh_corpora
+    import hf_elmo.pretraining.data
+    from hf_elmo.pretraining import chinese_corpora
 
-    monkeypatch.setattr(hf_elmo.lm_data, "segment_raw_text", lambda lines, segmenter: (" ".join(text) for text in lines))
+    monkeypatch.setattr(hf_elmo.pretraining.data, "segment_raw_text", lambda lines, segmenter: (" ".join(text) for text in lines))
     path = tmp_path / "shop.csv"
     path.write_text(SHOPPING_CSV, encoding="utf-8")
     out = tmp_path / "out"
-    assert hf_elmo.lm_data.main(["shopping", "--input", str(path), "--output-dir", str(out)]) == 0
-    parts = zh_corpora.split_online_shopping(path)
+    assert hf_elmo.pretraining.data.main(["shopping", "--input", str(path), "--output-dir", str(out)]) == 0
+    parts = chinese_corpora.split_online_shopping(path)
     for name, rows in parts.items():
         sentiment = (out / f"{name}.sentiment.tsv").read_text(encoding="utf-8").splitlines()
         assert sentiment == [f"{row['label']}\t{row['text']}" for row in rows]
@@ -141,22 +141,22 @@ def test_corpus_shopping_command_writes_labelled_parts_and_train_only_pretrainin
     pretrain = (out / "pretrain.txt").read_text(encoding="utf-8").splitlines()
     assert pretrain == [" ".join(row["text"]) for row in parts["train"]]
     assert f"pretrain.txt={len(parts['train'])}" in capsys.readouterr().out
-    assert hf_elmo.lm_data.main(["shopping", "--input", str(tmp_path / "missing.csv"), "--output-dir", str(out)]) == 2
+    assert hf_elmo.pretraining.data.main(["shopping", "--input", str(tmp_path / "missing.csv"), "--output-dir", str(out)]) == 2
 
 def test_split_reviews_is_seeded_and_its_test_part_stays_out_of_the_pretraining_corpus(tmp_path, monkeypatch):
-    import hf_elmo.lm_data
-    from hf_elmo import zh_corpora
+    import hf_elmo.pretraining.data
+    from hf_elmo.pretraining import chinese_corpora
 
     fake_reviews = [(f"评论{i}", i % 2) for i in range(40)]
     monkeypatch.setattr(zh_corpora, "reviews", lambda: list(fake_reviews))
-    split = zh_corpora.split_reviews(seed=7)
-    assert split == zh_corpora.split_reviews(seed=7)
-    assert split != zh_corpora.split_reviews(seed=8)
+    split = chinese_corpora.split_reviews(seed=7)
+    assert split == chinese_corpora.split_reviews(seed=7)
+    assert split != chinese_corpora.split_reviews(seed=8)
     assert len(split["test"]) == 4 and sorted(split["train"] + split["test"]) == sorted(fake_reviews)
     monkeypatch.setattr(zh_corpora, "split_peoples_daily", lambda seed: {"train": [], "dev": [(["好"], ["a"])], "test": []})
     monkeypatch.setattr(zh_corpora, "msra_official_split", lambda: {"train": [], "test": []})
-    monkeypatch.setattr(hf_elmo.lm_data, "segment_raw_text", lambda lines, segmenter: iter(list(lines)))
-    zh_corpora.write_pretraining_corpus(tmp_path, seed=7)
+    monkeypatch.setattr(hf_elmo.pretraining.data, "segment_raw_text", lambda lines, segmenter: iter(list(lines)))
+    chinese_corpora.write_pretraining_corpus(tmp_path, seed=7)
     written = set((tmp_path / "train.txt").read_text(encoding="utf-8").split())
     assert written == {text for text, _ in split["train"]}
     assert not written & {text for text, _ in split["test"]}
@@ -168,16 +168,16 @@ def test_split_reviews_is_seeded_and_its_test_part_stays_out_of_the_pretraining_
 @pytest.fixture
 def shopping(tmp_path, monkeypatch):
     """A CSV, an output folder holding a complete earlier split (salt "old"), and a fake jieba."""
-    import hf_elmo.lm_data
-    from hf_elmo import zh_corpora
+    import hf_elmo.pretraining.data
+    from hf_elmo.pretraining import chinese_corpora
 
-    monkeypatch.setattr(hf_elmo.lm_data, "segment_raw_text", lambda lines, segmenter: (" ".join(text) for text in lines))
+    monkeypatch.setattr(hf_elmo.pretraining.data, "segment_raw_text", lambda lines, segmenter: (" ".join(text) for text in lines))
     path = tmp_path / "shop.csv"
     rows = "".join(f"类{i % 3},{i % 2},评论{i}号\n" for i in range(200))
     path.write_text("cat,label,review\n" + rows, encoding="utf-8")
     out = tmp_path / "out"
-    zh_corpora.write_online_shopping(path, out, salt="old")
-    return path, out, {name: (out / name).read_text(encoding="utf-8") for name in zh_corpora.SHOPPING_FILES}
+    chinese_corpora.write_online_shopping(path, out, salt="old")
+    return path, out, {name: (out / name).read_text(encoding="utf-8") for name in chinese_corpora.SHOPPING_FILES}
 
 
 def snapshot(out):
@@ -185,13 +185,13 @@ def snapshot(out):
 
 
 def test_shopping_refuses_to_replace_results_without_overwrite(shopping, capsys):
-    import hf_elmo.lm_data
+    import hf_elmo.pretraining.data
 
     path, out, before = shopping
-    assert hf_elmo.lm_data.main(["shopping", "--input", str(path), "--output-dir", str(out), "--salt", "new"]) == 2
+    assert hf_elmo.pretraining.data.main(["shopping", "--input", str(path), "--output-dir", str(out), "--salt", "new"]) == 2
     assert "--overwrite" in capsys.readouterr().err
     assert snapshot(out) == before
-    assert hf_elmo.lm_data.main(["shopping", "--input", str(path), "--output-dir", str(out), "--salt", "new",
+    assert hf_elmo.pretraining.data.main(["shopping", "--input", str(path), "--output-dir", str(out), "--salt", "new",
                                  "--overwrite"]) == 0
     after = snapshot(out)
     assert set(after) == set(before) and after != before
@@ -199,7 +199,7 @@ def test_shopping_refuses_to_replace_results_without_overwrite(shopping, capsys)
 
 @pytest.mark.parametrize("fault", [KeyboardInterrupt, lambda: OSError(28, "No space left on device")])
 def test_an_interrupted_or_failed_shopping_run_leaves_the_previous_set_whole(shopping, monkeypatch, fault):
-    import hf_elmo.lm_data
+    import hf_elmo.pretraining.data
 
     path, out, before = shopping
 
@@ -207,8 +207,8 @@ def test_an_interrupted_or_failed_shopping_run_leaves_the_previous_set_whole(sho
         yield "一 句"
         raise fault() if not isinstance(fault, type) else fault
 
-    monkeypatch.setattr(hf_elmo.lm_data, "segment_raw_text", segment_then_fail)
-    status = hf_elmo.lm_data.main(["shopping", "--input", str(path), "--output-dir", str(out), "--salt", "new",
+    monkeypatch.setattr(hf_elmo.pretraining.data, "segment_raw_text", segment_then_fail)
+    status = hf_elmo.pretraining.data.main(["shopping", "--input", str(path), "--output-dir", str(out), "--salt", "new",
                                    "--overwrite"])
     assert status == (130 if fault is KeyboardInterrupt else 2)
     assert snapshot(out) == before  # pretrain.txt is still the one of the same split as the test files
@@ -216,9 +216,10 @@ def test_an_interrupted_or_failed_shopping_run_leaves_the_previous_set_whole(sho
 
 KILLED_SHOPPING = """
 import os, sys
-import hf_elmo.lm_data
-from hf_elmo import file_io, zh_corpora
-hf_elmo.lm_data.segment_raw_text = lambda lines, segmenter: (" ".join(text) for text in lines)
+import hf_elmo.pretraining.data
+from hf_elmo.utils import io as file_io
+from hf_elmo.pretraining import chinese_corpora
+hf_elmo.pretraining.data.segment_raw_text = lambda lines, segmenter: (" ".join(text) for text in lines)
 csv, out, moment = sys.argv[1:]
 if moment == "while writing":
     real_open = open
@@ -226,7 +227,7 @@ if moment == "while writing":
         if str(path).endswith("pretrain.txt"):
             os._exit(9)
         return real_open(path, *args, **kwargs)
-    zh_corpora.open = open_then_die
+    chinese_corpora.open = open_then_die
 else:  # while moving the complete set in
     moved = []
     real_replace = os.replace
@@ -236,7 +237,7 @@ else:  # while moving the complete set in
         if len(moved) == 4:
             os._exit(9)
     file_io.os.replace = replace_then_die
-zh_corpora.write_online_shopping(csv, out, salt="new", overwrite=True)
+chinese_corpora.write_online_shopping(csv, out, salt="new", overwrite=True)
 """
 
 
@@ -245,18 +246,18 @@ def test_a_killed_shopping_run_is_finished_or_undone_by_the_next(shopping, tmp_p
     import subprocess
     import sys
 
-    from hf_elmo import zh_corpora
-    from hf_elmo.file_io import remove_stale_temporaries
+    from hf_elmo.pretraining import chinese_corpora
+    from hf_elmo.utils.io import remove_stale_temporaries
 
     path, out, before = shopping
     killed = subprocess.run([sys.executable, "-c", KILLED_SHOPPING, str(path), str(out), moment])
     assert killed.returncode == 9
     assert [p.name for p in out.iterdir() if p.name.startswith(".")]  # what the killed run left
     expected = tmp_path / "expected"
-    zh_corpora.write_online_shopping(path, expected, salt="new")
-    zh_corpora.write_online_shopping(path, tmp_path / "rerun", salt="other")  # another folder is not swept
+    chinese_corpora.write_online_shopping(path, expected, salt="new")
+    chinese_corpora.write_online_shopping(path, tmp_path / "rerun", salt="other")  # another folder is not swept
     assert [p.name for p in out.iterdir() if p.name.startswith(".")]
     remove_stale_temporaries(out / "online_shopping")  # what the next run does first
     assert snapshot(out) == (before if moment == "while writing" else snapshot(expected))
-    zh_corpora.write_online_shopping(path, out, salt="new", overwrite=True)
+    chinese_corpora.write_online_shopping(path, out, salt="new", overwrite=True)
     assert snapshot(out) == snapshot(expected)

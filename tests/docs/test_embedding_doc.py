@@ -107,7 +107,7 @@ ELMO_ARGUMENTS = ("num_output_representations", "dropout", "do_layer_norm", "req
 
 @pytest.fixture(scope="module")
 def converted_allennlp_fixture(tmp_path_factory):
-    from hf_elmo.bilm_format import convert_bilm_to_folder
+    from hf_elmo.convert.bilm_hdf5 import convert_bilm_to_folder
     from reference_fixtures import ALLENNLP
 
     folder = tmp_path_factory.mktemp("allennlp") / "elmo"

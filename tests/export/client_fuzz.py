@@ -5,7 +5,7 @@ from __future__ import annotations
 import random
 import unicodedata
 
-from hf_elmo.export.client_config import bert_split_tables
+from hf_elmo.convert.onnx.client_config import bert_split_tables
 
 _POOLS = {
     "ascii": [chr(c) for c in range(32, 127)],

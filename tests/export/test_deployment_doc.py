@@ -19,7 +19,7 @@ pytest.importorskip("onnxruntime")
 
 import hf_elmo  # noqa: E402
 from hf_elmo import ElmoTokenizer, Embedder  # noqa: E402
-from hf_elmo.export import export_onnx  # noqa: E402
+from hf_elmo.convert.onnx import export_onnx  # noqa: E402
 from paths import REPO_ROOT  # noqa: E402
 from test_onnx_export import random_model  # noqa: E402
 

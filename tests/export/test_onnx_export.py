@@ -1,4 +1,4 @@
-"""The ONNX export (hf_elmo.export): onnxruntime's layers against the PyTorch ElmoModel's reference path.
+"""The ONNX export (hf_elmo.convert.onnx): onnxruntime's layers against the PyTorch ElmoModel's reference path.
 
 Every comparison uses the derived float32 tolerance of tests/utils/numerics.py on random batches (1-64 sentences,
 1-100 words, random lengths, so padding falls in every position), on tiny models of every architecture the
@@ -22,10 +22,10 @@ ort = pytest.importorskip("onnxruntime")
 
 import hf_elmo  # noqa: E402
 from hf_elmo import ElmoConfig, ElmoModel, ElmoTokenizer  # noqa: E402
-from hf_elmo.bilm_format import load_model_from_bilm, write_bilm_files  # noqa: E402
+from hf_elmo.convert.bilm_hdf5 import load_model_from_bilm, write_bilm_files  # noqa: E402
 from hf_elmo.cli import main as cli_main  # noqa: E402
-from hf_elmo.export import export_onnx  # noqa: E402
-from hf_elmo.export.onnx_graph import elmo_onnx_model  # noqa: E402
+from hf_elmo.convert.onnx import export_onnx  # noqa: E402
+from hf_elmo.convert.onnx.graph import elmo_onnx_model  # noqa: E402
 from numerics import bilm_tolerance  # noqa: E402
 from paths import FIXTURES, REPO_ROOT  # noqa: E402
 
@@ -199,7 +199,7 @@ def test_empty_sentences_give_zeros():
 
 def test_word_embedding_model_takes_word_ids(tmp_path):
     """ELMoForManyLangs models (word embedding + dictionary characters, forget bias 0) get a `word_ids` input."""
-    from hf_elmo.elmoformanylangs_format import load_model_from_elmoformanylangs
+    from hf_elmo.convert.elmoformanylangs import load_model_from_elmoformanylangs
 
     model, tokenizer = load_model_from_elmoformanylangs(FIXTURES / "elmoformanylangs" / "model", segmenter="whitespace")
     use_reference_lstm(model)

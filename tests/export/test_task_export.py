@@ -26,13 +26,13 @@ from task_models import TEXTS  # noqa: E402
 
 from hf_elmo import ElmoForTokenClassification, ElmoModel, ElmoTokenizer  # noqa: E402
 from hf_elmo.cli import main as cli_main  # noqa: E402
-from hf_elmo.elmo_text import without_surrogates  # noqa: E402
-from hf_elmo.export import export_onnx  # noqa: E402
-from hf_elmo.export.client import ElmoClient, Tokenizer  # noqa: E402
-from hf_elmo.export.client_config import tokenizer_options  # noqa: E402
-from hf_elmo.export.onnx_heads import ExportRefused  # noqa: E402
-from hf_elmo.finetune import classify  # noqa: E402
-from hf_elmo.tagging import tag  # noqa: E402
+from hf_elmo.models.elmo.text_elmo import without_surrogates  # noqa: E402
+from hf_elmo.convert.onnx import export_onnx  # noqa: E402
+from hf_elmo.convert.onnx.client import ElmoClient, Tokenizer  # noqa: E402
+from hf_elmo.convert.onnx.client_config import tokenizer_options  # noqa: E402
+from hf_elmo.convert.onnx.heads import ExportRefused  # noqa: E402
+from hf_elmo.finetuning.run import classify  # noqa: E402
+from hf_elmo.finetuning.predict import tag  # noqa: E402
 
 BLOCKED = ("torch", "transformers", "tokenizers", "hf_elmo")
 RUN_CLIENT = """

@@ -73,7 +73,7 @@ def test_push_then_pull_main_pinned_revision_and_offline(hub, tmp_path):
     assert hub.head("org/elmo-zh") == commits["v2"]
     files = hub.files("org/elmo-zh")
     assert {"config.json", "model.safetensors", "tokenizer_config.json"} <= set(files)
-    package = Path(hf_elmo.__file__).resolve().parent
+    package = Path(hf_elmo.__file__).resolve().parent / "models" / "elmo"
     for name in ("configuration_elmo.py", "modeling_elmo.py", "tokenization_elmo.py"):  # remote code travels along
         assert files[name] == (package / name).read_bytes(), name
     assert files["model.safetensors"] == (tmp_path / "v2" / "model.safetensors").read_bytes()
@@ -94,7 +94,7 @@ def test_push_then_pull_main_pinned_revision_and_offline(hub, tmp_path):
 
 def test_convert_allennlp_push_to_hub_uploads_folder_with_model_card(hub, tmp_path):
     from hf_elmo import ElmoModel
-    from hf_elmo.bilm_format import load_model_from_bilm
+    from hf_elmo.convert.bilm_hdf5 import load_model_from_bilm
 
     output = tmp_path / "converted"
     stdout = run_command(

@@ -9,7 +9,7 @@ import pytest
 import yaml
 from huggingface_hub import ModelCard
 
-from hf_elmo.model_card import builtin_specs, converted_model_card, load_results, make_model_card
+from hf_elmo.utils.model_card import builtin_specs, converted_model_card, load_results, make_model_card
 from paths import REPO_ROOT
 
 CARDS = REPO_ROOT / "model_cards"
@@ -149,7 +149,7 @@ def test_ner_card_reports_the_committed_experiment_on_the_whole_test_split():
 
 
 def test_cards_name_the_packages_their_code_needs():
-    from hf_elmo.model_card import builtin_specs
+    from hf_elmo.utils.model_card import builtin_specs
 
     for name, spec in builtin_specs().items():
         usage = spec.usage

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 import hf_elmo
-from hf_elmo.embedder import Embedder
+from hf_elmo.integrations.embedder import Embedder
 from small_models import tiny_config
 from hub_helpers import tiny_model
 

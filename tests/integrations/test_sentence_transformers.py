@@ -24,7 +24,7 @@ except ImportError:
                 "pip install -e '.[sentence-transformers]'", pytrace=False)
 from sentence_transformers import SentenceTransformer
 
-from hf_elmo.embedder import Embedder
+from hf_elmo.integrations.embedder import Embedder
 from hf_elmo.integrations import elmo_sentence_encoder
 from hf_elmo.integrations.sentence_transformers import (
     DEFAULT_LAYERS,
@@ -198,7 +198,7 @@ def test_pooling_modes_are_those_sentence_transformers_knows():
 
 def test_the_export_command_writes_the_folder(tmp_path):
     """`hf-elmo export --format sentence-transformers` writes what save_sentence_transformer does."""
-    from hf_elmo.commands import main as command
+    from hf_elmo.cli import main as command
 
     assert command(["export", "--format", "sentence-transformers", "--model", "default", "--output",
                     str(tmp_path / "st"), "--layers", "top"]) == 0

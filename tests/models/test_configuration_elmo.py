@@ -9,11 +9,11 @@ from pathlib import Path
 import pytest
 
 import hf_elmo
-import hf_elmo.modeling_elmo as modeling_elmo
+import hf_elmo.models.elmo.modeling_elmo as modeling_elmo
 from hf_elmo import ElmoConfig, ElmoForTokenClassification, ElmoModel
-from hf_elmo.bilm_format import allennlp_options, config_from_allennlp_options
-from hf_elmo.configuration_elmo import HEAD_FIELDS
-from hf_elmo.transformers_versions import TRANSFORMERS_MAJOR
+from hf_elmo.convert.bilm_hdf5 import allennlp_options, config_from_allennlp_options
+from hf_elmo.models.elmo.configuration_elmo import HEAD_FIELDS
+from hf_elmo.utils.transformers_versions import TRANSFORMERS_MAJOR
 from reference_fixtures import ALLENNLP, BILM_TF, FIXTURES
 from small_models import tiny_config, tiny_config_kwargs
 from transformers import AutoConfig

@@ -1,4 +1,4 @@
-"""Tagging characters over a biLM of words (`ElmoForCharacterTagging`, hf_elmo/elmo_tagging.py):
+"""Tagging characters over a biLM of words (`ElmoForCharacterTagging`, hf_elmo/models/elmo/pipeline_elmo.py):
 each character gets its word's vectors and its S/B/M/E position; the collator makes those inputs."""
 
 import json
@@ -12,9 +12,9 @@ from transformers import AutoModelForTokenClassification
 
 import hf_elmo
 from hf_elmo import ElmoForCharacterTagging, ElmoForTokenClassification, ElmoModel, ElmoTokenizer
-from hf_elmo.data_collator import ElmoCharacterTaggingCollator, ElmoDataCollator
-from hf_elmo.char_words import characters_as_words
-from hf_elmo.elmo_tagging import WORD_POSITIONS, character_vectors
+from hf_elmo.finetuning.collator import ElmoCharacterTaggingCollator, ElmoDataCollator
+from hf_elmo.finetuning.character_words import characters_as_words
+from hf_elmo.models.elmo.modeling_elmo import WORD_POSITIONS, character_vectors
 
 
 def test_each_character_gets_its_words_vector_and_its_position():
@@ -228,10 +228,10 @@ def test_a_character_tagger_saves_its_own_module_and_auto_map_and_reloads(tmp_pa
     config = json.loads((tmp_path / "tagger" / "config.json").read_text())
     assert config["architectures"] == ["ElmoForCharacterTagging"]
     assert config["auto_map"]["AutoModelForTokenClassification"] == (
-        "elmo_tagging.ElmoForCharacterTagging"
+        "modeling_elmo.ElmoForCharacterTagging"
     )
-    saved = (tmp_path / "tagger" / "elmo_tagging.py").read_bytes()
-    assert saved == (Path(hf_elmo.__file__).parent / "elmo_tagging.py").read_bytes()
+    saved = (tmp_path / "tagger" / "pipeline_elmo.py").read_bytes()
+    assert saved == (Path(hf_elmo.__file__).parent / "models" / "elmo" / "pipeline_elmo.py").read_bytes()
     # The head's non-default fields stay in its config.json (an encoder's would leave them out).
     assert (config["task_token_features"], config["task_character_features"], config["use_crf"]) == (True, True, True)
     assert "freeze_elmo" not in config  # the default
@@ -273,10 +273,10 @@ def test_each_entity_start_and_end_give_its_words_in_the_text(tmp_path, capsys, 
     offsets: searching the words in the text went wrong after a lowercase of another length (İ -> i̇)."""
     from transformers import pipeline
 
-    import hf_elmo.elmo_tagging
-    import hf_elmo.tagging
-    from hf_elmo.elmo_tagging import TASK
-    from hf_elmo.finetune import main
+    import hf_elmo.models.elmo.pipeline_elmo
+    import hf_elmo.finetuning.predict
+    from hf_elmo.models.elmo.pipeline_elmo import TASK
+    from hf_elmo.finetuning.run import main
 
     labels = {0: "B-X", 1: "I-X", 2: "O", 3: "S-Y"}
     model = tagger_class(tiny_config(num_labels=4, id2label=labels, label2id={v: k for k, v in labels.items()}))
@@ -285,13 +285,13 @@ def test_each_entity_start_and_end_give_its_words_in_the_text(tmp_path, capsys, 
     tokenizer.save_pretrained(tmp_path)
 
     def cycling_tags(model, batch, with_scores=True):  # entities of one and of several units, every few units
-        positions = torch.arange(hf_elmo.elmo_tagging.tagged_mask(model, batch).shape[1]).expand(len(batch["input_ids"]), -1)
+        positions = torch.arange(hf_elmo.models.elmo.pipeline_elmo.tagged_mask(model, batch).shape[1]).expand(len(batch["input_ids"]), -1)
         best = torch.tensor([0, 1, 1, 2, 3, 0, 2])[positions % 7]
         return best, torch.ones(best.shape) if with_scores else None
 
-    for module in (hf_elmo.elmo_tagging, hf_elmo.tagging):
+    for module in (hf_elmo.models.elmo.pipeline_elmo, hf_elmo.finetuning.predict):
         monkeypatch.setattr(module, "best_tags", cycling_tags)
-    results = [hf_elmo.tagging.tag(model, tokenizer, SPANS_TEXT)[0],
+    results = [hf_elmo.finetuning.predict.tag(model, tokenizer, SPANS_TEXT)[0],
                pipeline(TASK, model=model, tokenizer=tokenizer)(SPANS_TEXT, return_tags=True)]
     if tagger_class is ElmoForTokenClassification:  # what `finetune predict` takes, raw or split text
         assert main(["predict", "--model", str(tmp_path), SPANS_TEXT]) == 0

@@ -1,4 +1,4 @@
-"""elmo_text.py: the character schemes, their constants and vocabulary files, the segmenters, and that the
+"""text_elmo.py: the character schemes, their constants and vocabulary files, the segmenters, and that the
 module needs nothing beyond the standard library to import."""
 
 import json
@@ -9,8 +9,8 @@ import pytest
 
 import hf_elmo
 from hf_elmo import ElmoConfig, ElmoTokenizer
-from hf_elmo import elmo_text
-from hf_elmo.elmo_text import (
+from hf_elmo.models.elmo import text_elmo
+from hf_elmo.models.elmo.text_elmo import (
     BEGINNING_OF_SENTENCE,
     BEGINNING_OF_SENTENCE_BYTE,
     CHAR_SCHEMES,
@@ -107,7 +107,7 @@ def test_the_module_imports_with_the_standard_library_only():
 import importlib.util, sys
 for name in ("torch", "transformers", "tokenizers", "jieba", "numpy", "hf_elmo"):
     sys.modules[name] = None
-spec = importlib.util.spec_from_file_location("elmo_text", {elmo_text.__file__!r})
+spec = importlib.util.spec_from_file_location("elmo_text", {text_elmo.__file__!r})
 module = importlib.util.module_from_spec(spec)
 spec.loader.exec_module(module)
 print(module.ByteScheme(5).word_ids("a"), module.byte_boundary_char_ids("<S>", 5),

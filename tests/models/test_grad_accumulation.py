@@ -6,7 +6,7 @@ from small_models import tiny_config
 from transformers import Trainer, TrainingArguments
 
 from hf_elmo import ElmoDataCollator, ElmoForSequenceClassification, ElmoForTokenClassification, ElmoTokenizer
-from hf_elmo.transformers_versions import TRANSFORMERS_MAJOR
+from hf_elmo.utils.transformers_versions import TRANSFORMERS_MAJOR
 
 # Unequal sentence lengths: averaging micro-batch means would weight words differently.
 EXAMPLES = [

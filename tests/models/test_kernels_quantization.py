@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from hf_elmo.modeling_elmo import ElmoModel
+from hf_elmo.models.elmo.modeling_elmo import ElmoModel
 from numerics import float32_tolerance
 from small_models import encode, max_diff, small_model
 

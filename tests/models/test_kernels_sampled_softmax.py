@@ -7,8 +7,8 @@ import pytest
 import torch
 
 from hf_elmo.kernels.sampled_softmax import accidental_hits, sampled_softmax_losses
-from hf_elmo.elmo_language_model import log_uniform_samples
-from hf_elmo.elmo_language_model import sampled_softmax_losses as sampled_softmax_losses_reference
+from hf_elmo.pretraining.language_model import log_uniform_samples
+from hf_elmo.pretraining.language_model import sampled_softmax_losses as sampled_softmax_losses_reference
 
 pytestmark = pytest.mark.numerics  # also run under forced AVX2 kernels by .ci/run
 

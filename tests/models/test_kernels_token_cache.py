@@ -13,8 +13,8 @@ from safetensors.torch import load_file
 
 import hf_elmo.kernels as kernels
 from hf_elmo.kernels import build_token_cache, token_cache_of
-from hf_elmo.modeling_elmo import ElmoModel
-from hf_elmo.tokenization_elmo import ElmoTokenizer
+from hf_elmo.models.elmo.modeling_elmo import ElmoModel
+from hf_elmo.models.elmo.tokenization_elmo import ElmoTokenizer
 from numerics import bilm_tolerance
 from small_models import cached_model, count_cnn_tokens, encode, max_diff, small_model
 

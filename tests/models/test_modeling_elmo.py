@@ -5,9 +5,9 @@ import inspect
 import pytest
 import torch
 
-import hf_elmo.modeling_elmo as modeling_elmo
+import hf_elmo.models.elmo.modeling_elmo as modeling_elmo
 from hf_elmo import ElmoModel, ElmoTokenizer
-from hf_elmo.transformers_versions import TRANSFORMERS_MAJOR
+from hf_elmo.utils.transformers_versions import TRANSFORMERS_MAJOR
 from modeling_helpers import SENTENCES, encode, make_model, run
 from small_models import SIZE_MISMATCH, tiny_config
 from transformers import AutoModel
@@ -216,7 +216,7 @@ def test_float64_and_bfloat16(model, tmp_path):
 def test_no_cpu_only_code():
     """No hard-coded device in the modelling files: every tensor they create follows its inputs or weights (host
     values a torch API wants, such as pack_padded_sequence's lengths, are read with `.tolist()`)."""
-    import hf_elmo.elmo_tagging as character_tagging
+    import hf_elmo.models.elmo.pipeline_elmo as character_tagging
 
     for module in (modeling_elmo, character_tagging):
         source = inspect.getsource(module)
@@ -401,8 +401,8 @@ def test_weights_damaged_into_nan_are_refused_and_rewritten_weights_are_not(mode
 def test_a_resumed_checkpoint_and_a_conversion_check_the_weights(model, tmp_path):
     import h5py
 
-    from hf_elmo.bilm_format import convert_bilm_to_folder, write_bilm_files
-    from hf_elmo.pretrain import check_checkpoint_readable
+    from hf_elmo.convert.bilm_hdf5 import convert_bilm_to_folder, write_bilm_files
+    from hf_elmo.pretraining.run import check_checkpoint_readable
 
     checkpoint = tmp_path / "checkpoint-5"
     model.save_pretrained(checkpoint)

@@ -17,10 +17,10 @@ from hf_elmo import ElmoForPreTraining, ElmoForTokenClassification, ElmoModel
 import hf_elmo.kernels as kernels
 from hf_elmo.kernels import build_token_cache
 from hf_elmo.kernels import token_cache_of
-from hf_elmo.modeling_elmo import ALL_LSTM_FUNCTIONS, ElmoKernelFunctions, ElmoKernelInterface
+from hf_elmo.models.elmo.modeling_elmo import ALL_LSTM_FUNCTIONS, ElmoKernelFunctions, ElmoKernelInterface
 
 LSTM_IMPLEMENTATIONS = ("auto", "reference", "fast", "int8")
-from hf_elmo.tokenization_elmo import ElmoTokenizer
+from hf_elmo.models.elmo.tokenization_elmo import ElmoTokenizer
 from numerics import bilm_tolerance
 from small_models import max_diff, small_model, tiny_config
 

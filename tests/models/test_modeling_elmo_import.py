@@ -1,6 +1,6 @@
 """Importing the model changes nothing outside it (issue 34): no global optimizer or module hooks, no torch settings,
 no random numbers drawn; the only registrations are the package's own Auto classes and pipeline for ELMo. Checked
-in a fresh interpreter, before and after `import hf_elmo.modeling_elmo`, and after a model has run and trained."""
+in a fresh interpreter, before and after `import hf_elmo.models.elmo.modeling_elmo`, and after a model has run and trained."""
 
 from __future__ import annotations
 
@@ -53,7 +53,7 @@ def snapshot():
 
 
 before = snapshot()
-import hf_elmo.modeling_elmo
+import hf_elmo.models.elmo.modeling_elmo
 after_import = snapshot()
 """
 

@@ -10,7 +10,7 @@ from small_models import tiny_config
 from head_helpers import batch, tagger
 
 from hf_elmo import ElmoForSequenceClassification
-from hf_elmo.modeling_elmo import classification_loss, tagging_loss
+from hf_elmo.models.elmo.modeling_elmo import classification_loss, tagging_loss
 
 
 def test_loss_ignores_minus_100_positions():

@@ -7,7 +7,7 @@ import pytest
 import torch
 
 from hf_elmo import ElmoTokenizer
-from hf_elmo.bilm_format import load_model_from_bilm
+from hf_elmo.convert.bilm_hdf5 import load_model_from_bilm
 from numerics import bilm_tolerance, float32_tolerance, magnitude
 from reference_fixtures import ALLENNLP, REFERENCES
 

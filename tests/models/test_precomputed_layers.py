@@ -5,8 +5,8 @@ import torch
 from finetune_helpers import LEARNABLE, save_tiny_base, toy_sentences
 
 from hf_elmo import ElmoDataCollator, ElmoForSequenceClassification, ElmoForTokenClassification, ElmoTokenizer
-from hf_elmo.conll import sentences_from_pairs
-from hf_elmo.finetune import FinetuneOptions, precompute_elmo_layers, train_classifier, train_tagger
+from hf_elmo.finetuning.conll import sentences_from_pairs
+from hf_elmo.finetuning.run import FinetuneOptions, precompute_elmo_layers, train_classifier, train_tagger
 
 
 def _examples(sentences, label2id):

@@ -26,7 +26,7 @@ from hub_helpers import (
     tiny_tokenizer,
 )
 
-PACKAGE = Path(hf_elmo.__file__).resolve().parent
+PACKAGE = Path(hf_elmo.__file__).resolve().parent / "models" / "elmo"
 
 
 def expected_auto_map() -> dict[str, str]:
@@ -36,7 +36,7 @@ def expected_auto_map() -> dict[str, str]:
     for auto_class, class_name in hf_elmo.AUTO_MODEL_CLASSES.items():
         if auto_class == "AutoModelForPreTraining":
             continue
-        if hasattr(hf_elmo.modeling_elmo, class_name):
+        if hasattr(hf_elmo.models.elmo.modeling_elmo, class_name):
             auto_map[auto_class] = f"modeling_elmo.{class_name}"
     return auto_map
 
@@ -44,7 +44,7 @@ def expected_auto_map() -> dict[str, str]:
 def test_auto_model_classes_cover_every_head_and_are_registered():
     assert hf_elmo.AUTO_MODEL_CLASSES["AutoModel"] == "ElmoModel"
     for auto_class, class_name in hf_elmo.AUTO_MODEL_CLASSES.items():
-        model_class = getattr(hf_elmo.modeling_elmo, class_name, None)
+        model_class = getattr(hf_elmo.models.elmo.modeling_elmo, class_name, None)
         if model_class is None:
             continue
         assert model_class._auto_class == auto_class
@@ -52,11 +52,11 @@ def test_auto_model_classes_cover_every_head_and_are_registered():
     # A head class added to modeling_elmo.py without an AUTO_MODEL_CLASSES entry would be missing from auto_map.
     heads = {
         name
-        for name, value in vars(hf_elmo.modeling_elmo).items()
+        for name, value in vars(hf_elmo.models.elmo.modeling_elmo).items()
         if isinstance(value, type)
         and issubclass(value, hf_elmo.ElmoPreTrainedModel)
         and value is not hf_elmo.ElmoPreTrainedModel
-        and value.__module__ == hf_elmo.modeling_elmo.__name__
+        and value.__module__ == hf_elmo.models.elmo.modeling_elmo.__name__
         and "forward" in vars(value)  # not the heads' shared bases (ElmoHeadModel, ElmoTagger)
     }
     assert heads <= set(hf_elmo.AUTO_MODEL_CLASSES.values()), heads - set(hf_elmo.AUTO_MODEL_CLASSES.values())
@@ -107,7 +107,7 @@ def test_saved_folders_carry_few_short_code_files(tmp_path):
         for path in files:
             assert path.read_bytes() == (PACKAGE / path.name).read_bytes(), path.name
     tagger_map = json.loads((tmp_path / "3" / "config.json").read_text())["auto_map"]
-    assert tagger_map["AutoModelForTokenClassification"] == "elmo_tagging.ElmoForCharacterTagging"
+    assert tagger_map["AutoModelForTokenClassification"] == "modeling_elmo.ElmoForCharacterTagging"
 
 
 def test_remote_code_loads_without_the_package(hub, tmp_path):
@@ -169,7 +169,7 @@ def test_auto_map_lists_every_head_registered_for_remote_code(tmp_path, monkeypa
             self.post_init()
 
     monkeypatch.setattr(ElmoForTestHead, "_auto_class", "AutoModelForSequenceClassification", raising=False)
-    monkeypatch.setattr(hf_elmo.modeling_elmo, "ElmoForTestHead", ElmoForTestHead, raising=False)
+    monkeypatch.setattr(hf_elmo.models.elmo.modeling_elmo, "ElmoForTestHead", ElmoForTestHead, raising=False)
     tiny_model(seed=0).save_pretrained(tmp_path)
     auto_map = json.loads((tmp_path / "config.json").read_text())["auto_map"]
     assert auto_map["AutoModelForSequenceClassification"] == "modeling_elmo.ElmoForTestHead"
@@ -184,7 +184,7 @@ def test_saved_taggers_tag_text_through_their_pipeline_without_the_package(hub, 
     trust_remote_code=True)` gives entity spans where hf-elmo is not installed: the same words, tags and entities as
     the package's `tag`, for a word tagger (BiLSTM + CRF) and a character tagger with its characters' own x_k."""
     from hf_elmo import ElmoConfig, ElmoForCharacterTagging, ElmoForTokenClassification, ElmoTokenizer
-    from hf_elmo.tagging import tag
+    from hf_elmo.finetuning.predict import tag
 
     base = ElmoConfig.to_dict(tiny_model(seed=0).config)
     labels = ["O", "B-PER", "I-PER", "B-LOC", "I-LOC"]
@@ -205,7 +205,7 @@ def test_saved_taggers_tag_text_through_their_pipeline_without_the_package(hub, 
         tokenizer.save_pretrained(tmp_path / name)
         saved = json.loads((tmp_path / name / "config.json").read_text())
         assert saved["custom_pipelines"] == {"elmo-token-classification": {
-            "impl": "elmo_tagging.ElmoTokenClassificationPipeline", "pt": ["AutoModelForTokenClassification"],
+            "impl": "pipeline_elmo.ElmoTokenClassificationPipeline", "pt": ["AutoModelForTokenClassification"],
             "type": "text"}}
         expected[name] = [{key: result[key] for key in ("words", "tags", "entities")}
                           for result in tag(model, tokenizer, TAGGING_TEXTS)]

@@ -7,9 +7,9 @@ import pytest
 import torch
 
 import hf_elmo
-import hf_elmo.elmo_text as elmo_text
+import hf_elmo.models.elmo.text_elmo as elmo_text
 from hf_elmo import ElmoConfig, ElmoModel, ElmoTokenizer
-from hf_elmo.transformers_versions import TRANSFORMERS_MAJOR
+from hf_elmo.utils.transformers_versions import TRANSFORMERS_MAJOR
 from small_models import tiny_config_kwargs
 from transformers import AutoTokenizer
 
@@ -262,7 +262,7 @@ def test_offsets_give_each_word_in_its_text_for_every_segmenter_and_scheme():
         assert len(words) == len(offsets) > 5 and offsets == sorted(offsets) and encoded["offset_mapping"][1] == [
             (0, 1), (2, 3)]
         for word, (start, end) in zip(words, offsets):
-            piece = elmo_text.without_surrogates(text[start:end])
+            piece = text_elmo.without_surrogates(text[start:end])
             assert (piece.lower() if tokenizer.do_lower_case else piece) == word
         padded = tokenizer([text, "a b"], return_offsets_mapping=True, padding=True, return_tensors="pt")
         assert padded["offset_mapping"].shape == (2, len(words), 2) and padded["offset_mapping"][1, 2:].eq(0).all()
@@ -295,12 +295,12 @@ def test_a_failed_vocabulary_save_keeps_the_old_file_and_leaves_no_temporary(tmp
         real_dump(dict(list(value.items())[:10]), handle, **kwargs)
         raise OSError(28, "No space left on device")
 
-    monkeypatch.setattr(elmo_text.json, "dump", dump_half_then_fail)
+    monkeypatch.setattr(text_elmo.json, "dump", dump_half_then_fail)
     with pytest.raises(OSError, match="No space left"):
         tokenizer.save_vocabulary(str(tmp_path))
     assert (tmp_path / "char_vocab.json").read_bytes() == before
     assert sorted(path.name for path in tmp_path.iterdir() if path.name.startswith(".")) == []
-    monkeypatch.setattr(elmo_text.json, "dump", real_dump)
+    monkeypatch.setattr(text_elmo.json, "dump", real_dump)
     assert tokenizer.save_vocabulary(str(tmp_path)) == (str(tmp_path / "char_vocab.json"),)
     assert (tmp_path / "char_vocab.json").read_bytes() == before
 
@@ -430,7 +430,7 @@ def test_a_jieba_tokenizer_and_its_collator_pickle_and_copy():
     import copy
     import pickle
 
-    from hf_elmo.data_collator import ElmoDataCollator
+    from hf_elmo.finetuning.collator import ElmoDataCollator
 
     jieba_tokenizer = ElmoTokenizer(segmenter="jieba")
     texts = ["小米发布了新手机。", "我爱北京天安门"]
@@ -574,10 +574,10 @@ def test_text_mostly_unknown_to_a_dictionary_model_is_warned_of_once_with_the_sh
     """Issue 45 #5: English text to a Chinese model ran without a word."""
     import logging
 
-    from hf_elmo.data_collator import ElmoDataCollator
+    from hf_elmo.finetuning.collator import ElmoDataCollator
 
     tokenizer = dictionary_tokenizer()  # knows 我 and 爱
-    with caplog.at_level(logging.WARNING, logger=elmo_text.__name__):
+    with caplog.at_level(logging.WARNING, logger=text_elmo.__name__):
         tokenizer("我爱")
         assert not caplog.records
         tokenizer(["I love it", "我"])
@@ -588,7 +588,7 @@ def test_text_mostly_unknown_to_a_dictionary_model_is_warned_of_once_with_the_sh
     for encode in (lambda tokenizer: tokenizer.batch_to_ids([["Привет", "мир"]]),  # embed, similar
                    lambda tokenizer: ElmoDataCollator(tokenizer)([{"text": "Привет мир"}])):  # tag, training
         caplog.clear()
-        with caplog.at_level(logging.WARNING, logger=elmo_text.__name__):
+        with caplog.at_level(logging.WARNING, logger=text_elmo.__name__):
             encode(ElmoTokenizer.from_pretrained(hf_elmo.DEFAULT_MODEL))
         assert "100% of the characters are unknown to this Chinese model" in caplog.records[-1].getMessage()
 

@@ -8,8 +8,8 @@ import sys
 import pytest
 import transformers
 
-from hf_elmo import transformers_versions
-from hf_elmo.transformers_versions import TRANSFORMERS_MAJOR, transformers_5_needed
+from hf_elmo.utils import transformers_versions
+from hf_elmo.utils.transformers_versions import TRANSFORMERS_MAJOR, transformers_5_needed
 
 
 def test_the_installed_major_is_read_without_importing_transformers():

@@ -33,9 +33,9 @@ from paths import REPO_ROOT  # noqa: E402
 from task_models import TEXTS  # noqa: E402
 
 from hf_elmo import Embedder  # noqa: E402
-from hf_elmo.export import export_onnx  # noqa: E402
-from hf_elmo.finetune import classify  # noqa: E402
-from hf_elmo.tagging import tag  # noqa: E402
+from hf_elmo.convert.onnx import export_onnx  # noqa: E402
+from hf_elmo.finetuning.run import classify  # noqa: E402
+from hf_elmo.finetuning.predict import tag  # noqa: E402
 
 STARTUP_SECONDS = 180
 

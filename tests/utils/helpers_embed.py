@@ -10,7 +10,7 @@ import numpy as np
 import torch
 
 from hf_elmo import ElmoModel, ElmoTokenizer
-from hf_elmo.bilm_format import load_model_from_bilm
+from hf_elmo.convert.bilm_hdf5 import load_model_from_bilm
 import paths
 from small_models import tiny_config
 

@@ -4,7 +4,7 @@ import re
 
 from paths import REPO_ROOT
 
-PACKAGE = REPO_ROOT / "hf_elmo"
+PACKAGE = REPO_ROOT / "hf_elmo" / "models" / "elmo"
 
 # The three files transformers looks for; saving copies them and, transitively, what they import relatively.
 _ENTRY_FILES = ("configuration_elmo.py", "modeling_elmo.py", "tokenization_elmo.py")
@@ -24,7 +24,7 @@ def _with_relative_imports(names) -> tuple[str, ...]:
 
 
 #: What `save_pretrained` of any model and its tokenizer writes beside the weights (modeling_elmo.py imports
-#: elmo_tagging.py, the character tagger and the tagging pipeline, where a tagger saves itself).
+#: pipeline_elmo.py, the character tagger and the tagging pipeline, where a tagger saves itself).
 CODE_FILES = _with_relative_imports(_ENTRY_FILES)
 #: Issue 34: at most this many modelling files of at most this many lines together in any saved folder (issue 43:
 #: +44 for the transformers 4.x shims at the top of configuration_elmo.py, modeling_elmo.py, tokenization_elmo.py).

@@ -6,10 +6,10 @@ from __future__ import annotations
 
 import torch
 
-from hf_elmo.configuration_elmo import ElmoConfig
-from hf_elmo.modeling_elmo import ElmoModel
-from hf_elmo.tokenization_elmo import ElmoTokenizer
-from hf_elmo.transformers_versions import TRANSFORMERS_MAJOR
+from hf_elmo.models.elmo.configuration_elmo import ElmoConfig
+from hf_elmo.models.elmo.modeling_elmo import ElmoModel
+from hf_elmo.models.elmo.tokenization_elmo import ElmoTokenizer
+from hf_elmo.utils.transformers_versions import TRANSFORMERS_MAJOR
 
 CELL_CLIP, PROJ_CLIP = 0.5, 0.3
 

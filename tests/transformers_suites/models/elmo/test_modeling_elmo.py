@@ -24,9 +24,9 @@ if is_torch_available():
         ElmoForTokenClassification,
         ElmoModel,
     )
-    from hf_elmo.elmo_tagging import character_places
+    from hf_elmo.models.elmo.pipeline_elmo import character_places
 
-# Character ids in the manner of the dictionary scheme (hf_elmo/elmo_text.py) with a small character vocabulary: 0
+# Character ids in the manner of the dictionary scheme (hf_elmo/models/elmo/text_elmo.py) with a small character vocabulary: 0
 # marks a padded word position, 1-5 are special characters, the rest real characters. A word's row is
 # [<eow>, its characters, <bow>, <pad>...], as ELMoForManyLangs writes it. The `<S>` / `</S>` rows use only the
 # lowest ids (the sentence-boundary character, then <pad>), so that they stay valid in the 4-character vocabulary

@@ -1,5 +1,0 @@
-"""Exports of an ELMo encoder to other runtimes (package code only, not shipped as Hub remote code)."""
-
-from .onnx_export import export_onnx
-
-__all__ = ["export_onnx"]
