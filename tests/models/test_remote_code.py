@@ -60,7 +60,7 @@ def test_auto_model_classes_cover_every_head_and_are_registered():
         and "forward" in vars(value)  # not the heads' shared bases (ElmoHeadModel, ElmoTagger)
     }
     # The character tagger shares AutoModelForTokenClassification with the word tagger: register_auto_classes names it
-    # in the auto_map of the character taggers saved (test_elmo_tagging.py), and the package picks it by `architectures`.
+    # in the auto_map of the character taggers saved (test_pipeline_elmo.py), and the package picks it by `architectures`.
     registered = {*hf_elmo.AUTO_MODEL_CLASSES.values(), "ElmoForCharacterTagging"}
     assert heads <= registered, heads - registered
 
