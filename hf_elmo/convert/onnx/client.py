@@ -1,5 +1,6 @@
 """elmo_client.py: run an `hf-elmo export --format onnx` folder with numpy and onnxruntime alone (and jieba, for a
-model that segments Chinese with it). No torch, transformers, tokenizers or hf-elmo.
+model that segments Chinese with it). No torch, transformers, tokenizers or hf-elmo: from the model's own files, only
+its text_elmo.py, which the export writes beside this one, for the entity spans of tags.
 
     import sys; sys.path.insert(0, "ner-onnx")      # the export folder holds this file
     from elmo_client import ElmoClient
@@ -26,6 +27,11 @@ from bisect import bisect_right
 from pathlib import Path
 
 import numpy as np
+
+try:  # in an export folder: the model's text_elmo.py, which the tokenizer saved beside this file
+    from text_elmo import tag_spans
+except ImportError:  # inside the hf_elmo package
+    from ...models.elmo.text_elmo import tag_spans
 
 CLIENT_FILE, CLIENT_CONFIG = "elmo_client.py", "client.json"
 FORMAT_VERSION = 1
@@ -502,32 +508,6 @@ def crf_marginals(emissions, start_transitions, end_transitions, transitions, be
     betas = betas[::-1]
     log_z = _logsumexp(alphas[-1] + end_transitions, axis=0)
     return [float(math.exp(alphas[t][tag] + betas[t][tag] - log_z)) for t, tag in enumerate(best)]
-
-
-def _split_tag(tag: str):
-    prefix, sep, entity = tag.partition("-")
-    if sep and prefix in ("B", "I", "E", "S", "M") and entity:
-        return prefix, entity
-    return "O", None
-
-
-def tag_spans(tags) -> list[tuple[str, int, int]]:
-    """Entities as (type, first word, end word exclusive): BIO, IOB1, BIOES and BMES read as conlleval does
-    (`pipeline_elmo.tag_spans`)."""
-    spans, current = [], None
-    for index, tag in enumerate(tags):
-        prefix, entity = _split_tag(tag)
-        if current is not None and (entity != current[0] or prefix in ("B", "S") or entity is None):
-            spans.append((current[0], current[1], index))
-            current = None
-        if entity is not None and current is None:
-            current = [entity, index]
-        if current is not None and prefix in ("E", "S"):
-            spans.append((current[0], current[1], index + 1))
-            current = None
-    if current is not None:
-        spans.append((current[0], current[1], len(tags)))
-    return spans
 
 
 def _entities(text, units, offsets, tags, scores) -> list[dict]:

@@ -12,6 +12,8 @@ from collections.abc import Sequence
 import torch
 from transformers import Pipeline
 
+from .text_elmo import split_tag, tag_spans
+
 TASK = "elmo-token-classification"
 
 # 1. Characters of words --------------------------------------------------------------------------------------------
@@ -27,35 +29,6 @@ def character_places(words: Sequence[Sequence[str]]) -> tuple[list[str], list[in
 
 
 # 2. From tags to entity spans --------------------------------------------------------------------------------------
-# BIO (IOB2) is the main scheme; IOB1, BIOES/IOBES and BMES tags are read leniently, the way conlleval does: an
-# `I-`/`M-`/`E-` tag after a different type starts a new entity, `S-`/`E-` close one.
-def split_tag(tag: str) -> tuple[str, str | None]:
-    """`"B-PER"` -> (`"B"`, `"PER"`); `"O"` (or anything without a known prefix) -> (`"O"`, None)."""
-    prefix, sep, entity = tag.partition("-")
-    if sep and prefix in ("B", "I", "E", "S", "M") and entity:
-        return prefix, entity
-    return "O", None
-
-
-def tag_spans(tags: Sequence[str]) -> list[tuple[str, int, int]]:
-    """Entities as (type, first word, end word exclusive)."""
-    spans: list[tuple[str, int, int]] = []
-    current: list | None = None  # [type, start]
-    for index, tag in enumerate(tags):
-        prefix, entity = split_tag(tag)
-        if current is not None and (entity != current[0] or prefix in ("B", "S") or entity is None):
-            spans.append((current[0], current[1], index))
-            current = None
-        if entity is not None and current is None:
-            current = [entity, index]
-        if current is not None and prefix in ("E", "S"):
-            spans.append((current[0], current[1], index + 1))
-            current = None
-    if current is not None:
-        spans.append((current[0], current[1], len(tags)))
-    return spans
-
-
 def word_offsets(text: str, words: Sequence[str], lowercase: bool = False) -> list[tuple[int, int] | None]:
     """Character (start, end) of each word in `text`, searching left to right; None if a word is not found."""
     haystack = text.lower() if lowercase else text

@@ -13,7 +13,7 @@ import re
 import stat
 import unicodedata
 import uuid
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import ClassVar
 
 logger = logging.getLogger(__name__)
@@ -451,3 +451,33 @@ def make_segmenter(name: str, user_dict: str | os.PathLike | None = None) -> Wor
         logger.warning("segmenter='auto' without jieba installed: Chinese text is split into single characters")
         return CharacterSegmenter()
     return _SEGMENTER_CLASSES[name]()
+
+
+# Tags of words -> entity spans, for the tagging pipeline and the ONNX export's client (which reads this file in the
+# export folder). BIO (IOB2) is the main scheme; IOB1, BIOES/IOBES and BMES tags are read leniently, the way conlleval
+# does: an `I-`/`M-`/`E-` tag after a different type starts a new entity, `S-`/`E-` close one.
+def split_tag(tag: str) -> tuple[str, str | None]:
+    """`"B-PER"` -> (`"B"`, `"PER"`); `"O"` (or anything without a known prefix) -> (`"O"`, None)."""
+    prefix, sep, entity = tag.partition("-")
+    if sep and prefix in ("B", "I", "E", "S", "M") and entity:
+        return prefix, entity
+    return "O", None
+
+
+def tag_spans(tags: Sequence[str]) -> list[tuple[str, int, int]]:
+    """Entities as (type, first word, end word exclusive)."""
+    spans: list[tuple[str, int, int]] = []
+    current: list | None = None  # [type, start]
+    for index, tag in enumerate(tags):
+        prefix, entity = split_tag(tag)
+        if current is not None and (entity != current[0] or prefix in ("B", "S") or entity is None):
+            spans.append((current[0], current[1], index))
+            current = None
+        if entity is not None and current is None:
+            current = [entity, index]
+        if current is not None and prefix in ("E", "S"):
+            spans.append((current[0], current[1], index + 1))
+            current = None
+    if current is not None:
+        spans.append((current[0], current[1], len(tags)))
+    return spans
