@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from ..models.elmo.modeling_elmo import WORD_POSITIONS
-from ..models.elmo.pipeline_elmo import character_places
+from ..models.elmo.text_elmo import character_places
 
 
 def group_tokens(tokens: Sequence[str], segment=None) -> list[tuple[int, int]]:

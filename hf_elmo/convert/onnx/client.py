@@ -1,6 +1,6 @@
 """elmo_client.py: run an `hf-elmo export --format onnx` folder with numpy and onnxruntime alone (and jieba, for a
 model that segments Chinese with it). No torch, transformers, tokenizers or hf-elmo: from the model's own files, only
-its text_elmo.py, which the export writes beside this one, for the entity spans of tags.
+its text_elmo.py, which the export writes beside this one, for the entity spans of tags and a character tagger's units.
 
     import sys; sys.path.insert(0, "ner-onnx")      # the export folder holds this file
     from elmo_client import ElmoClient
@@ -29,9 +29,9 @@ from pathlib import Path
 import numpy as np
 
 try:  # in an export folder: the model's text_elmo.py, which the tokenizer saved beside this file
-    from text_elmo import tag_spans
+    from text_elmo import character_places, tag_spans
 except ImportError:  # inside the hf_elmo package
-    from ...models.elmo.text_elmo import tag_spans
+    from ...models.elmo.text_elmo import character_places, tag_spans
 
 CLIENT_FILE, CLIENT_CONFIG = "elmo_client.py", "client.json"
 FORMAT_VERSION = 1
@@ -274,8 +274,8 @@ class ElmoClient:
         return feeds
 
     def _character_inputs(self, sentences: list[list[str]]) -> dict:
-        """Each character's word and its place in it (`pipeline_elmo.character_places`)."""
-        places = [_character_places(words) for words in sentences]
+        """Each character's word and its place in it (`text_elmo.character_places`)."""
+        places = [character_places(words) for words in sentences]
         longest = max([len(characters) for characters, _, _ in places] + [1])
         word_index = np.full((len(sentences), longest), -1, np.int64)
         positions = np.zeros((len(sentences), longest), np.int64)
@@ -454,15 +454,6 @@ def _texts(texts) -> list[str]:
         if not isinstance(text, str):
             raise TypeError(f"text {index} must be a string, got {type(text).__name__}")
     return texts
-
-
-def _character_places(words: list[str]) -> tuple[list[str], list[int], list[int]]:
-    characters, word_index, positions = [], [], []
-    for number, word in enumerate(words):
-        characters += word
-        word_index += [number] * len(word)
-        positions += [0] if len(word) == 1 else [1] + [2] * (len(word) - 2) + [3]
-    return characters, word_index, positions
 
 
 def _units(words: list[Word], text: str) -> tuple[list[str], list[tuple[int, int]]]:

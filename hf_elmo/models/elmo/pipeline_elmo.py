@@ -12,23 +12,12 @@ from collections.abc import Sequence
 import torch
 from transformers import Pipeline
 
-from .text_elmo import split_tag, tag_spans
+from .text_elmo import character_places, split_tag, tag_spans
 
 TASK = "elmo-token-classification"
 
-# 1. Characters of words --------------------------------------------------------------------------------------------
-def character_places(words: Sequence[Sequence[str]]) -> tuple[list[str], list[int], list[int]]:
-    """The characters of `words` (strings, or lists of tokens), the word of each, and the index of its place in that
-    word in the character tagger's `WORD_POSITIONS` (S, B, M, E)."""
-    characters, word_index, positions = [], [], []
-    for number, word in enumerate(words):
-        characters += word
-        word_index += [number] * len(word)
-        positions += [0] if len(word) == 1 else [1] + [2] * (len(word) - 2) + [3]
-    return characters, word_index, positions
 
-
-# 2. From tags to entity spans --------------------------------------------------------------------------------------
+# 1. From tags to entity spans --------------------------------------------------------------------------------------
 def word_offsets(text: str, words: Sequence[str], lowercase: bool = False) -> list[tuple[int, int] | None]:
     """Character (start, end) of each word in `text`, searching left to right; None if a word is not found."""
     haystack = text.lower() if lowercase else text
@@ -80,7 +69,7 @@ def entities_from_tags(words: Sequence[str], tags: Sequence[str], text: str | No
     return entities
 
 
-# 3. Tagging: the best tags of a batch, one input's result, and the pipeline ------------------------------------------
+# 2. Tagging: the best tags of a batch, one input's result, and the pipeline ------------------------------------------
 def tagged_mask(model, batch) -> torch.Tensor:
     """(batch, positions) bool: the words a tagger labels, or the characters a character tagger labels."""
     return batch["token_word_index"] >= 0 if model.labels_characters else batch["attention_mask"].bool()

@@ -453,6 +453,18 @@ def make_segmenter(name: str, user_dict: str | os.PathLike | None = None) -> Wor
     return _SEGMENTER_CLASSES[name]()
 
 
+# A character tagger's units: the characters of words, for the tagging pipeline and the ONNX export's client.
+def character_places(words: Sequence[Sequence[str]]) -> tuple[list[str], list[int], list[int]]:
+    """The characters of `words` (strings, or lists of tokens), the word of each, and the index of its place in that
+    word in the character tagger's `WORD_POSITIONS` (S, B, M, E)."""
+    characters, word_index, positions = [], [], []
+    for number, word in enumerate(words):
+        characters += word
+        word_index += [number] * len(word)
+        positions += [0] if len(word) == 1 else [1] + [2] * (len(word) - 2) + [3]
+    return characters, word_index, positions
+
+
 # Tags of words -> entity spans, for the tagging pipeline and the ONNX export's client (which reads this file in the
 # export folder). BIO (IOB2) is the main scheme; IOB1, BIOES/IOBES and BMES tags are read leniently, the way conlleval
 # does: an `I-`/`M-`/`E-` tag after a different type starts a new entity, `S-`/`E-` close one.

@@ -24,7 +24,7 @@ if is_torch_available():
         ElmoForTokenClassification,
         ElmoModel,
     )
-    from hf_elmo.models.elmo.pipeline_elmo import character_places
+    from hf_elmo.models.elmo.text_elmo import character_places
 
 # Character ids in the manner of the dictionary scheme (hf_elmo/models/elmo/text_elmo.py) with a small character vocabulary: 0
 # marks a padded word position, 1-5 are special characters, the rest real characters. A word's row is
