@@ -6,7 +6,8 @@ the files themselves, `DataFiles` and `HubDataset`, only exist on the command li
 (`TrainingOptions`) and where and how the run writes (`RunArguments`). The library takes `FinetuneOptions`, all
 of them in one object; the command line is transformers' `HfArgumentParser` over the dataclasses of each
 sub-command (`hf_elmo/cli/finetune.py`), which passes each field's metadata to `add_argument`: the metadata holds
-`help`, `aliases` (the short spellings, the first one named in errors) and argparse keywords, nothing else.
+`help`, `aliases` (the short spellings, the first one named in errors) and argparse keywords, nothing else; a
+dataclass's `_argument_group_name` is its --help section.
 
 - Range checks: each dataclass's `__post_init__`, so a `FinetuneOptions` out of range is never made; the error
   (`OptionError`) names the command-line spelling.
@@ -94,7 +95,7 @@ class _Checked:
 class ModelArguments(_Checked):
     """The pretrained biLM and the head put on it (both commands)."""
 
-    _argument_group_name = "the biLM and the head"  # the --help section (HfArgumentParser)
+    _argument_group_name = "the biLM and the head"
 
     model: str = _option(
         "default", "pretrained ELMo folder or Hub name; 'default' (the default) is the Chinese model shipped with "
@@ -123,7 +124,7 @@ class ModelArguments(_Checked):
 class TaggerArguments(_Checked):
     """The tagger's head and labels (`train` only)."""
 
-    _argument_group_name = "the tagger"  # the --help section (HfArgumentParser)
+    _argument_group_name = "the tagger"
 
     task_encoder: Literal["linear", "bilstm"] = _option("bilstm", "the task encoder over the ELMo mix")
     task_encoder_hidden_size: int | None = _option(
@@ -151,7 +152,7 @@ class TaggerArguments(_Checked):
 class ClassifierArguments(_Checked):
     """The sentence classifier's head (`train-classifier` only)."""
 
-    _argument_group_name = "the sentence classifier"  # the --help section (HfArgumentParser)
+    _argument_group_name = "the sentence classifier"
 
     classifier_hidden_size: int | None = _option(None, "MLP hidden size (0 = linear)")
 
@@ -166,7 +167,7 @@ class ClassifierArguments(_Checked):
 class DataArguments(_Checked):
     """How the examples are read."""
 
-    _argument_group_name = "reading the examples"  # the --help section (HfArgumentParser)
+    _argument_group_name = "reading the examples"
 
     max_words: int | None = _option(None, "cut training sentences to this many words")
 
@@ -179,7 +180,7 @@ class DataArguments(_Checked):
 class TrainingOptions(_Checked):
     """The training knobs: `transformers.TrainingArguments` fields of the same names, with hf-elmo's defaults."""
 
-    _argument_group_name = "training"  # the --help section (HfArgumentParser)
+    _argument_group_name = "training"
 
     num_train_epochs: float | None = _option(
         None, "passes over the training data (> 0; default: 10 for train, 3 for train-classifier)",
@@ -215,7 +216,7 @@ class TrainingOptions(_Checked):
 class RunArguments(_Checked):
     """Where and how the run writes: the options a killed run may be resumed with changed (not its identity)."""
 
-    _argument_group_name = "output"  # the --help section (HfArgumentParser)
+    _argument_group_name = "output"
 
     # None (the library only): the model is kept in memory, nothing is written.
     output_dir: str | None = _option(None, "folder to write the fine-tuned model into", aliases=["--output"],
@@ -286,7 +287,7 @@ def run_identity_names() -> tuple[str, ...]:
 class DataFiles:
     """Where the examples come from (command line only: the library takes the examples themselves)."""
 
-    _argument_group_name = "data"  # the --help section (HfArgumentParser)
+    _argument_group_name = "data"
 
     train: str | None = _option(None, "training file: CoNLL-style (word<TAB>tag) or .jsonl; for train-classifier, "
                                 "label<TAB>text lines (required)")
@@ -298,7 +299,7 @@ class DataFiles:
 class HubDataset:
     """A `datasets` dataset instead of --train/--dev/--test files (`train` only)."""
 
-    _argument_group_name = "a datasets dataset instead of files"  # the --help section (HfArgumentParser)
+    _argument_group_name = "a datasets dataset instead of files"
 
     dataset: str | None = _option(None, "a `datasets` dataset (local path or cached name) with train/validation/test, "
                                   "instead of --train")
