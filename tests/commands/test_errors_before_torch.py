@@ -25,7 +25,8 @@ import sys
 class TorchImported(BaseException):
     pass
 
-HEAVY = ("torch",) if sys.argv[1:3] in (["finetune", "train"], ["finetune", "train-classifier"]) else ("torch", "transformers")
+TRAINING = (["finetune", "train"], ["finetune", "train-classifier"])
+HEAVY = ("torch",) if sys.argv[1:3] in TRAINING else ("torch", "transformers")
 
 class RefuseHeavyImports:
     def find_spec(self, name, path=None, target=None):
