@@ -80,7 +80,7 @@ def prepare(work: Path) -> tuple[Path, Path, float]:
         subprocess.run([sys.executable, "-m", "hf_elmo.pretraining.chinese_corpora", "--output", str(corpus)], check=True, cwd=REPO)
     vocab = corpus / "vocab.txt"
     if not vocab.exists():
-        subprocess.run([sys.executable, "-m", "hf_elmo.pretraining.data", "vocab", "--corpus", str(corpus / "train.txt"),
+        subprocess.run([sys.executable, "-m", "hf_elmo.cli", "corpus", "vocab", "--corpus", str(corpus / "train.txt"),
                         "--output", str(vocab), "--min-count", "5"], check=True, cwd=REPO)
     words = pieces = 0
     max_words = 50

@@ -45,7 +45,7 @@ def profile_steps(train: Path, vocab: Path, output: Path, steps: int, batch: int
     from torch.profiler import ProfilerActivity, profile, schedule
 
     from hf_elmo.pretraining import trainer
-    from hf_elmo.pretraining import run
+    from hf_elmo import cli
 
     torch.set_num_threads(1)
     profiler = profile(activities=[ProfilerActivity.CPU],
@@ -62,7 +62,7 @@ def profile_steps(train: Path, vocab: Path, output: Path, steps: int, batch: int
     shutil.rmtree(output, ignore_errors=True)  # a fresh run, never a resumed one
     profiler.start()
     try:
-        run.main(arguments)
+        cli.main(["pretrain", *arguments])
     finally:
         profiler.stop()
         trainer.LanguageModelTrainer.training_step = training_step

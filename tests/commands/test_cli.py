@@ -476,20 +476,6 @@ def test_convert_elmoformanylangs_hook(tmp_path, monkeypatch, capsys):
                "--config-path", tmp_path / "cnn_50_100.json") == 0
     assert calls == [((str(tmp_path / "zhs.model"), str(tmp_path / "out")),
                       {"overwrite": False, "config_path": str(tmp_path / "cnn_50_100.json")})]
-    monkeypatch.setitem(sys.modules, "hf_elmo.convert.elmoformanylangs", None)
-    assert run("convert", tmp_path / "out", "--from", "elmoformanylangs", "--model-dir", tmp_path / "zhs.model") == 2
-    assert "no ELMoForManyLangs converter" in capsys.readouterr().err
-
-
-@pytest.mark.parametrize("module, name", [("pretrain", "pretrain"), ("finetune", "finetune"), ("lm_data", "corpus")])
-def test_module_entry_points_are_the_same_front_end(module, name, capsys):
-    """`python -m hf_elmo.cli pretrain ...` and the others run `hf-elmo pretrain ...`: same options, same errors."""
-    import importlib
-
-    with pytest.raises(SystemExit) as exit_info:
-        importlib.import_module(f"hf_elmo.{module}").main(["--help"])
-    assert exit_info.value.code == 0
-    assert f"usage: hf-elmo {name}" in capsys.readouterr().out
 
 
 @pytest.mark.parametrize("command", ["embed", "similar", "convert", "info"])
@@ -515,9 +501,14 @@ UNWRITABLE = Path("/sys")
 @pytest.mark.skipif(not UNWRITABLE.is_dir(), reason="needs Linux's /sys as a folder nobody can write into")
 def test_an_unwritable_output_folder_is_named_before_any_work(tmp_path, corpus, model_dir, capsys, monkeypatch):
     from hf_elmo.convert import bilm_hdf5
-    from hf_elmo.finetuning.run import main as finetune_main
-    from hf_elmo.pretraining.data import main as corpus_main
-    from hf_elmo.pretraining.run import main as pretrain_main
+    def finetune_main(argv):
+        return cli.main(["finetune", *argv])
+
+    def corpus_main(argv):
+        return cli.main(["corpus", *argv])
+
+    def pretrain_main(argv):
+        return cli.main(["pretrain", *argv])
 
     conll = tmp_path / "train.txt"
     conll.write_text("张三\tB-PER\n在\tO\n\n北京\tB-LOC\n", encoding="utf-8")
@@ -536,7 +527,7 @@ def test_an_unwritable_output_folder_is_named_before_any_work(tmp_path, corpus, 
     def no_work(*args, **kwargs):
         raise AssertionError("the conversion started before the output folder was checked")
 
-    monkeypatch.setattr(bilm_format, "load_model_from_bilm", no_work)
+    monkeypatch.setattr(bilm_hdf5, "load_model_from_bilm", no_work)
     for number, attempt in enumerate(attempts):
         assert attempt() == 2, number
         assert f"cannot write to {UNWRITABLE}" in capsys.readouterr().err, number

@@ -257,7 +257,7 @@ def test_a_training_run_says_which_weights_are_new_in_one_line(tmp_path):
     repo = REPO_ROOT
     env = {**os.environ, "PYTHONPATH": str(repo), "OMP_NUM_THREADS": "1", "HF_HUB_OFFLINE": "1"}
     run = subprocess.run(
-        [sys.executable, "-m", "hf_elmo.finetuning.run", "train", "--model", base, "--train", data, "--max-steps", "1",
+        [sys.executable, "-m", "hf_elmo.cli", "finetune", "train", "--model", base, "--train", data, "--max-steps", "1",
          "--output-dir", str(tmp_path / "tagger")],
         env=env, capture_output=True, text=True, timeout=300,
     )

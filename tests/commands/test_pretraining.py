@@ -320,7 +320,7 @@ def test_init_from_a_folder_without_weights_or_config_is_refused(tmp_path, capsy
 
 def _command(output_dir: Path, *extra: str) -> list[str]:
     return [
-        sys.executable, "-m", "hf_elmo.pretraining.run", "--train-file", str(TRAIN / "data.txt"), "--vocab", str(TRAIN / "vocab.txt"),
+        sys.executable, "-m", "hf_elmo.cli", "pretrain", "--train-file", str(TRAIN / "data.txt"), "--vocab", str(TRAIN / "vocab.txt"),
         "--output-dir", str(output_dir), "--batch-size", "2", "--lr", "5e-3", "--seed", "7", *TINY_ARGS, *extra,
     ]
 

@@ -388,7 +388,10 @@ def test_collator_gives_word_ids_like_the_tokenizer(model_and_tokenizer, sentenc
 
 @pytest.mark.parametrize("extra", [[], ["--token-features"], ["--no-freeze"]])
 def test_finetune_tags_with_a_word_embedding_model(converted, tmp_path, extra, capsys):
-    from hf_elmo.finetuning.run import main as finetune_main
+    from hf_elmo.cli import main as hf_elmo_main
+
+    def finetune_main(argv):
+        return hf_elmo_main(["finetune", *argv])
 
     sentences = [[("张三", "B-PER"), ("在", "O"), ("北京", "B-LOC")], [("李四", "B-PER"), ("去", "O"), ("上海", "B-LOC")]]
     data = tmp_path / "train.txt"

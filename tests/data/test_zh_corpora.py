@@ -2,6 +2,8 @@
 
 import pytest
 
+import hf_elmo.cli
+
 from hf_elmo.pretraining.chinese_corpora import bmes_to_bio, msra_official_split, peoples_daily_sentences, pos_to_entity_bio, reviews, split_peoples_daily
 
 
@@ -45,9 +47,9 @@ def test_write_pretraining_corpus_leaves_user_files_named_like_its_temporaries_a
     from hf_elmo.pretraining import chinese_corpora
 
     # Tiny stand-ins for the real corpora (reading and segmenting them takes minutes).
-    monkeypatch.setattr(zh_corpora, "split_peoples_daily", lambda seed: {"train": [(["我", "们"], ["r", "r"])], "dev": [(["好"], ["a"])], "test": []})
-    monkeypatch.setattr(zh_corpora, "reviews", lambda: [("很 好", 1)])
-    monkeypatch.setattr(zh_corpora, "msra_official_split", lambda: {"train": [(["中", "国"], ["B-LOC", "E-LOC"])], "test": []})
+    monkeypatch.setattr(chinese_corpora, "split_peoples_daily", lambda seed: {"train": [(["我", "们"], ["r", "r"])], "dev": [(["好"], ["a"])], "test": []})
+    monkeypatch.setattr(chinese_corpora, "reviews", lambda: [("很 好", 1)])
+    monkeypatch.setattr(chinese_corpora, "msra_official_split", lambda: {"train": [(["中", "国"], ["B-LOC", "E-LOC"])], "test": []})
     monkeypatch.setattr(hf_elmo.pretraining.data, "segment_raw_text", lambda lines, segmenter: (" ".join(text.split()) for text in lines))
     for name in ("train.txt.tmp", "dev.txt.tmp"):
         (tmp_path / name).write_text("notes\n", encoding="utf-8")
@@ -59,7 +61,7 @@ def test_write_pretraining_corpus_leaves_user_files_named_like_its_temporaries_a
     def broken_reviews():
         raise OSError("disk gone")
 
-    monkeypatch.setattr(zh_corpora, "reviews", broken_reviews)
+    monkeypatch.setattr(chinese_corpora, "reviews", broken_reviews)
     (tmp_path / "train.txt").unlink()
     with pytest.raises(OSError, match="disk gone"):
         chinese_corpora.write_pretraining_corpus(tmp_path)
@@ -131,7 +133,7 @@ def test_corpus_shopping_command_writes_labelled_parts_and_train_only_pretrainin
     path = tmp_path / "shop.csv"
     path.write_text(SHOPPING_CSV, encoding="utf-8")
     out = tmp_path / "out"
-    assert hf_elmo.pretraining.data.main(["shopping", "--input", str(path), "--output-dir", str(out)]) == 0
+    assert hf_elmo.cli.main(["corpus", "shopping", "--input", str(path), "--output-dir", str(out)]) == 0
     parts = chinese_corpora.split_online_shopping(path)
     for name, rows in parts.items():
         sentiment = (out / f"{name}.sentiment.tsv").read_text(encoding="utf-8").splitlines()
@@ -141,20 +143,20 @@ def test_corpus_shopping_command_writes_labelled_parts_and_train_only_pretrainin
     pretrain = (out / "pretrain.txt").read_text(encoding="utf-8").splitlines()
     assert pretrain == [" ".join(row["text"]) for row in parts["train"]]
     assert f"pretrain.txt={len(parts['train'])}" in capsys.readouterr().out
-    assert hf_elmo.pretraining.data.main(["shopping", "--input", str(tmp_path / "missing.csv"), "--output-dir", str(out)]) == 2
+    assert hf_elmo.cli.main(["corpus", "shopping", "--input", str(tmp_path / "missing.csv"), "--output-dir", str(out)]) == 2
 
 def test_split_reviews_is_seeded_and_its_test_part_stays_out_of_the_pretraining_corpus(tmp_path, monkeypatch):
     import hf_elmo.pretraining.data
     from hf_elmo.pretraining import chinese_corpora
 
     fake_reviews = [(f"评论{i}", i % 2) for i in range(40)]
-    monkeypatch.setattr(zh_corpora, "reviews", lambda: list(fake_reviews))
+    monkeypatch.setattr(chinese_corpora, "reviews", lambda: list(fake_reviews))
     split = chinese_corpora.split_reviews(seed=7)
     assert split == chinese_corpora.split_reviews(seed=7)
     assert split != chinese_corpora.split_reviews(seed=8)
     assert len(split["test"]) == 4 and sorted(split["train"] + split["test"]) == sorted(fake_reviews)
-    monkeypatch.setattr(zh_corpora, "split_peoples_daily", lambda seed: {"train": [], "dev": [(["好"], ["a"])], "test": []})
-    monkeypatch.setattr(zh_corpora, "msra_official_split", lambda: {"train": [], "test": []})
+    monkeypatch.setattr(chinese_corpora, "split_peoples_daily", lambda seed: {"train": [], "dev": [(["好"], ["a"])], "test": []})
+    monkeypatch.setattr(chinese_corpora, "msra_official_split", lambda: {"train": [], "test": []})
     monkeypatch.setattr(hf_elmo.pretraining.data, "segment_raw_text", lambda lines, segmenter: iter(list(lines)))
     chinese_corpora.write_pretraining_corpus(tmp_path, seed=7)
     written = set((tmp_path / "train.txt").read_text(encoding="utf-8").split())
@@ -188,10 +190,10 @@ def test_shopping_refuses_to_replace_results_without_overwrite(shopping, capsys)
     import hf_elmo.pretraining.data
 
     path, out, before = shopping
-    assert hf_elmo.pretraining.data.main(["shopping", "--input", str(path), "--output-dir", str(out), "--salt", "new"]) == 2
+    assert hf_elmo.cli.main(["corpus", "shopping", "--input", str(path), "--output-dir", str(out), "--salt", "new"]) == 2
     assert "--overwrite" in capsys.readouterr().err
     assert snapshot(out) == before
-    assert hf_elmo.pretraining.data.main(["shopping", "--input", str(path), "--output-dir", str(out), "--salt", "new",
+    assert hf_elmo.cli.main(["corpus", "shopping", "--input", str(path), "--output-dir", str(out), "--salt", "new",
                                  "--overwrite"]) == 0
     after = snapshot(out)
     assert set(after) == set(before) and after != before
@@ -208,7 +210,7 @@ def test_an_interrupted_or_failed_shopping_run_leaves_the_previous_set_whole(sho
         raise fault() if not isinstance(fault, type) else fault
 
     monkeypatch.setattr(hf_elmo.pretraining.data, "segment_raw_text", segment_then_fail)
-    status = hf_elmo.pretraining.data.main(["shopping", "--input", str(path), "--output-dir", str(out), "--salt", "new",
+    status = hf_elmo.cli.main(["corpus", "shopping", "--input", str(path), "--output-dir", str(out), "--salt", "new",
                                    "--overwrite"])
     assert status == (130 if fault is KeyboardInterrupt else 2)
     assert snapshot(out) == before  # pretrain.txt is still the one of the same split as the test files

@@ -7,7 +7,7 @@ import pytest
 import torch
 
 import hf_elmo
-import hf_elmo.models.elmo.text_elmo as elmo_text
+import hf_elmo.models.elmo.text_elmo as text_elmo
 from hf_elmo import ElmoConfig, ElmoModel, ElmoTokenizer
 from hf_elmo.utils.transformers_versions import TRANSFORMERS_MAJOR
 from small_models import tiny_config_kwargs
@@ -348,7 +348,7 @@ def test_chinese_characters_fallback(monkeypatch):
     assert chars.chinese_segmentation == "chars"
     assert chars.tokenize("我爱北京，NLP和Python3") == ["我", "爱", "北", "京", "，", "NLP", "和", "Python3"]
     # Without jieba installed, "auto" falls back to one word per CJK character and "jieba" refuses.
-    monkeypatch.setattr(elmo_text, "_load_jieba", lambda: None)
+    monkeypatch.setattr(text_elmo, "_load_jieba", lambda: None)
     auto = ElmoTokenizer()
     assert auto.chinese_segmentation == "chars"
     assert auto.tokenize("我爱北京") == ["我", "爱", "北", "京"]
@@ -802,6 +802,6 @@ def test_user_dictionaries_and_vocabularies_must_be_regular_files_of_a_readable_
             ElmoTokenizer(char_scheme="dictionary", char_vocab_file=str(path))
     big = tmp_path / "big.txt"
     big.write_text("张伟 10 nr\n" * 10, encoding="utf-8")
-    monkeypatch.setattr(elmo_text, "MAX_TEXT_FILE_BYTES", 50)
+    monkeypatch.setattr(text_elmo, "MAX_TEXT_FILE_BYTES", 50)
     with pytest.raises(ValueError, match=r"big.txt holds 130 bytes, more than the 50 read whole"):
         ElmoTokenizer(segmenter="jieba", user_dict=big)

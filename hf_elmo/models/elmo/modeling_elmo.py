@@ -396,14 +396,14 @@ class ElmoPreTrainedModel(PreTrainedModel):
 
 
 def _remote_code_auto_map(model_class: type) -> dict[str, str]:
-    """`{auto class: "module.Class"}` for the ELMo classes of this file (and of `model_class`'s own file) registered
-    for remote code."""
-    auto_map = {}  # the saved class's own file last: its entry wins (the character tagger's token-classification)
-    for module in dict.fromkeys([sys.modules[__name__], sys.modules[model_class.__module__]]):
-        for value in list(vars(module).values()):
-            auto_class = value.__dict__.get("_auto_class") if isinstance(value, type) else None
-            if auto_class is not None and issubclass(value, ElmoPreTrainedModel):
-                auto_map[auto_class] = f"{module.__name__.rsplit('.', 1)[-1]}.{value.__name__}"
+    """`{auto class: "modeling_elmo.Class"}` for the ELMo classes of this file registered for remote code: the first
+    class of each auto class, or the saved class (a character tagger's token classification)."""
+    auto_map = {}
+    for value in vars(sys.modules[__name__]).values():
+        auto_class = value.__dict__.get("_auto_class") if isinstance(value, type) else None
+        if auto_class is not None and issubclass(value, ElmoPreTrainedModel) and (
+                value is model_class or auto_class not in auto_map):
+            auto_map[auto_class] = f"{__name__.rsplit('.', 1)[-1]}.{value.__name__}"
     return auto_map
 
 

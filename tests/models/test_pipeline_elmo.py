@@ -276,7 +276,10 @@ def test_each_entity_start_and_end_give_its_words_in_the_text(tmp_path, capsys, 
     import hf_elmo.models.elmo.pipeline_elmo
     import hf_elmo.finetuning.predict
     from hf_elmo.models.elmo.pipeline_elmo import TASK
-    from hf_elmo.finetuning.run import main
+    from hf_elmo.cli import main as hf_elmo_main
+
+    def main(argv):
+        return hf_elmo_main(["finetune", *argv])
 
     labels = {0: "B-X", 1: "I-X", 2: "O", 3: "S-Y"}
     model = tagger_class(tiny_config(num_labels=4, id2label=labels, label2id={v: k for k, v in labels.items()}))
