@@ -4,65 +4,34 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import dataclasses
 import os
-import typing
 
 from ..finetuning.options import COMMAND_OPTIONS, FIELDS, FinetuneOptions, OptionError, check_batch_size
-from .common import add_user_dict_argument, check_input_file, check_model_folder, check_output_apart, check_user_dict
+from .common import (
+    add_dataclass_options,
+    add_user_dict_argument,
+    check_input_file,
+    check_model_folder,
+    check_output_apart,
+    check_user_dict,
+)
 
 HELP = "fine-tune ELMo with a task head"
 DESCRIPTION = "Fine-tune ELMo on word-level tagging (NER, POS, ...) or sentence classification with the `Trainer`."
 
 
-def add_options(parser: argparse.ArgumentParser, dataclass_types) -> None:
-    """The options of `dataclass_types`, made by transformers' `HfArgumentParser` (`--field_name`, `--field-name`,
-    the field's `aliases`; `--no-...` for a switch on by default), plus `--no-` for the aliases of such a switch and
-    for a switch whose default None means "decided from the data"."""
-    from transformers import HfArgumentParser
-
-    parser._add_container_actions(HfArgumentParser(dataclass_types, add_help=False))  # what `parents=` does
-    sections = {group.title: group for group in parser._action_groups}
-    for dataclass_type in dataclass_types:
-        section = sections.get(getattr(dataclass_type, "_argument_group_name", None), parser)
-        hints = typing.get_type_hints(dataclass_type)
-        for item in dataclasses.fields(dataclass_type):
-            if hints[item.name] not in (bool, bool | None) or item.default is False:
-                continue
-            spellings = item.metadata.get("aliases", []) + (["--" + item.name.replace("_", "-")]
-                                                            if item.default is None else [])
-            if spellings:
-                section.add_argument(*("--no-" + spelling[2:] for spelling in spellings), dest=item.name,
-                                    action="store_false", help=f"the opposite of {spellings[0]}")
-
-
-class OptionsParser(argparse.ArgumentParser):
-    """A sub-command's parser whose options `add_options` makes from `dataclass_types` when the sub-command is
-    parsed (also for its --help): `hf-elmo --help` and the other commands do not import transformers (the package
-    takes most of a second)."""
-
-    def __init__(self, *args, dataclass_types=(), **kwargs):
-        super().__init__(*args, **kwargs)
-        self.dataclass_types = dataclass_types
-
-    def parse_known_args(self, args=None, namespace=None):
-        if self.dataclass_types:
-            add_options(self, self.dataclass_types)
-            self.dataclass_types = ()
-        return super().parse_known_args(args, namespace)
-
-
 def add_arguments(parser) -> None:
-    commands = parser.add_subparsers(dest="finetune_command", required=True, parser_class=OptionsParser)
-    commands.add_parser("train", help="fine-tune a tagger (NER, POS, ...)", dataclass_types=COMMAND_OPTIONS["train"])
-    commands.add_parser(
+    commands = parser.add_subparsers(dest="finetune_command", required=True)
+    add_dataclass_options(commands.add_parser("train", help="fine-tune a tagger (NER, POS, ...)"),
+                          *COMMAND_OPTIONS["train"])
+    classify = commands.add_parser(
         "train-classifier",
         help="fine-tune a sentence classifier (label<TAB>text files)",
         description="Fine-tune a sentence classifier on label<TAB>text lines. Training data with one label, or "
         "(from 20 examples on) with more distinct labels than half the examples or than distinct texts, is "
         "refused: that is what a word<TAB>tag (CoNLL) file looks like, and those are for `train`.",
-        dataclass_types=COMMAND_OPTIONS["train-classifier"],
     )
+    add_dataclass_options(classify, *COMMAND_OPTIONS["train-classifier"])
 
     predict = commands.add_parser(
         "predict",

@@ -4,10 +4,11 @@ As in transformers' `run_ner.py`, one dataclass per role: the biLM and the head 
 options of one head only: `TaggerArguments`, `ClassifierArguments`), how the examples are read (`DataArguments`;
 the files themselves, `DataFiles` and `HubDataset`, only exist on the command line), the training knobs
 (`TrainingOptions`) and where and how the run writes (`RunArguments`). The library takes `FinetuneOptions`, all
-of them in one object; the command line is transformers' `HfArgumentParser` over the dataclasses of each
-sub-command (`hf_elmo/cli/finetune.py`), which passes each field's metadata to `add_argument`: the metadata holds
-`help`, `aliases` (the short spellings, the first one named in errors) and argparse keywords, nothing else; a
-dataclass's `_argument_group_name` is its --help section.
+of them in one object. The command line is made from the dataclasses of each sub-command (`COMMAND_OPTIONS`) by
+`hf_elmo.cli.common.add_dataclass_options`, which reads the fields as transformers' `HfArgumentParser` does and
+stays checked against it (tests/commands/test_finetune_options.py): a field's metadata goes to `add_argument`, so
+it holds `help`, `aliases` (the short spellings, the first one named in errors) and argparse keywords, nothing
+else; a dataclass's `_argument_group_name` is its --help section.
 
 - Range checks: each dataclass's `__post_init__`, so a `FinetuneOptions` out of range is never made; the error
   (`OptionError`) names the command-line spelling.

@@ -16,29 +16,17 @@ from paths import REPO_ROOT
 
 # The console script's `main`, in a process where importing torch or transformers fails loudly (an exception no
 # command catches, so the run ends in a traceback, not in an error line).
-# `finetune train` / `train-classifier` build their options with transformers' HfArgumentParser: there the
-# transformers package is imported (it looks torch up, but does not import it).
 WITHOUT_TORCH = """
-import importlib.machinery
 import sys
 
 class TorchImported(BaseException):
     pass
 
-TRAINING = (["finetune", "train"], ["finetune", "train-classifier"])
-HEAVY = ("torch",) if sys.argv[1:3] in TRAINING else ("torch", "transformers")
-
 class RefuseHeavyImports:
     def find_spec(self, name, path=None, target=None):
-        if name.split(".")[0] in HEAVY:
-            return importlib.machinery.ModuleSpec(name, self)  # found, so that looking it up is no import
+        if name.split(".")[0] in ("torch", "transformers"):
+            raise TorchImported(f"{name} was imported")
         return None
-
-    def create_module(self, spec):
-        raise TorchImported(f"{spec.name} was imported")
-
-    def exec_module(self, module):
-        pass
 
 sys.meta_path.insert(0, RefuseHeavyImports())
 sys.argv = ["/somewhere/bin/hf-elmo", *sys.argv[1:]]

@@ -1,6 +1,6 @@
-"""The fine-tuning options are written once: the command line is transformers' `HfArgumentParser` over the options
-dataclasses, the ranges are checked where the options are made, and the training knobs are `TrainingArguments`
-fields of the same names."""
+"""The fine-tuning options are written once: the command line is made from the options dataclasses (and gives the
+values transformers' `HfArgumentParser` gives from them), the ranges are checked where the options are made, and
+the training knobs are `TrainingArguments` fields of the same names."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import dataclasses
 
 import pytest
 
-from hf_elmo.cli.finetune import add_options
+from hf_elmo.cli.common import add_dataclass_options
 from hf_elmo.finetuning.options import (
     COMMAND_OPTIONS,
     FIELDS,
@@ -24,13 +24,89 @@ from hf_elmo.finetuning.options import (
 
 def parser_for(command: str) -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog=command, exit_on_error=False)
-    add_options(parser, COMMAND_OPTIONS[command])
+    add_dataclass_options(parser, *COMMAND_OPTIONS[command])
     return parser
 
 
 def options_from(parser, argv) -> FinetuneOptions:
     args = parser.parse_args(argv)
     return FinetuneOptions(**{name: getattr(args, name) for name in FIELDS if name in args})
+
+
+# Command lines that transformers' HfArgumentParser also reads: every spelling kind (the field's, an alias), every
+# value kind (number, choice, switch alone, switch with a value, None by default), the last of two spellings.
+SAME_AS_HF_ARGUMENT_PARSER = {
+    "train": [
+        ["--train", "t.txt", "--output-dir", "out"],
+        ["--train", "t.txt", "--dev", "d.txt", "--test", "e.txt", "--output", "out", "--epochs", "2.5", "--lr", "0.01",
+         "--batch-size", "7", "--eval-batch-size", "5", "--grad-accum", "3", "--max-steps", "10", "--weight-decay",
+         "0.1", "--seed", "9", "--threads", "2", "--logging-steps", "5", "--max-words", "40", "--dropout", "0.2"],
+        ["--train", "t.txt", "--output-dir", "out", "--freeze", "--random-init", "--token-features", "--use-crf",
+         "--label-characters", "--character-features", "--overwrite", "--task-encoder", "linear", "--hidden-size",
+         "8", "--unseen-label", "O", "--model", "m"],
+        ["--train", "t.txt", "--output-dir", "out", "--freeze", "false", "--use-crf", "true", "--label-characters",
+         "false", "--select-best", "no", "--precompute-elmo", "0"],
+        ["--dataset", "conll2003", "--dataset-config", "c", "--words-column", "w", "--tags-column", "t",
+         "--output-dir", "out", "--no-freeze", "--no-precompute-elmo"],
+        ["--train", "t.txt", "--output-dir", "out", "--no-freeze", "--freeze", "--num-train-epochs", "4",
+         "--learning-rate", "0.5", "--per-device-train-batch-size", "3", "--load-best-model-at-end", "false",
+         "--task-token-features", "--task-encoder-hidden-size", "16"],
+    ],
+    "train-classifier": [
+        ["--train", "t.tsv", "--output-dir", "out"],
+        ["--train", "t.tsv", "--output", "out", "--classifier-hidden-size", "0", "--no-freeze", "--dropout", "0.5",
+         "--epochs", "1", "--token-features", "--select-best", "false", "--seed", "3"],
+        ["--train", "t.tsv", "--dev", "d.tsv", "--test", "e.tsv", "--output-dir", "out", "--model", "m",
+         "--random-init", "--no-precompute-elmo", "--max-words", "9", "--max-steps", "4", "--lr", "0.1",
+         "--weight-decay", "0.01", "--batch-size", "2", "--eval-batch-size", "3", "--grad-accum", "2", "--overwrite",
+         "--threads", "1", "--logging-steps", "1"],
+    ],
+}
+
+
+def values_from_ours(command: str, argv: list[str]) -> tuple:
+    args = parser_for(command).parse_args(argv)
+    return tuple(dataclass_type(**{item.name: getattr(args, item.name) for item in dataclasses.fields(dataclass_type)})
+                 for dataclass_type in COMMAND_OPTIONS[command])
+
+
+def values_from_hf_argument_parser(command: str, argv: list[str]) -> tuple:
+    from transformers import HfArgumentParser
+
+    parser = HfArgumentParser(COMMAND_OPTIONS[command])
+    return tuple(parser.parse_args_into_dataclasses(argv, look_for_args_file=False))
+
+
+@pytest.mark.parametrize("command", SAME_AS_HF_ARGUMENT_PARSER)
+def test_the_command_line_gives_the_values_hf_argument_parser_gives(command):
+    """`add_dataclass_options` is a torch- and transformers-free stand-in for `HfArgumentParser`, checked here."""
+    changed = set()
+    for argv in SAME_AS_HF_ARGUMENT_PARSER[command]:
+        ours = values_from_ours(command, argv)
+        assert ours == values_from_hf_argument_parser(command, argv), argv
+        for options in ours:
+            changed |= {item.name for item in dataclasses.fields(options)
+                        if getattr(options, item.name) != getattr(type(options)(), item.name)}
+    every = {item.name for dataclass_type in COMMAND_OPTIONS[command] for item in dataclasses.fields(dataclass_type)}
+    assert every == changed, "every option is given a value other than its default above"
+
+
+@pytest.mark.parametrize("argv", [["--task-encoder", "gru"], ["--use-crf", "maybe"], ["--epochs", "many"],
+                                  ["--train", "t.txt"]])
+def test_what_hf_argument_parser_refuses_is_refused(argv):
+    argv = argv + (["--output-dir", "out"] if argv != ["--train", "t.txt"] else [])
+    with pytest.raises(SystemExit):
+        values_from_hf_argument_parser("train", argv)
+    with pytest.raises((SystemExit, argparse.ArgumentError)):
+        values_from_ours("train", argv)
+
+
+def test_a_value_out_of_range_is_refused_by_both_in_the_same_words():
+    from transformers import HfArgumentParser  # noqa: F401  (imported before the comparison below)
+
+    for parse in (values_from_ours, values_from_hf_argument_parser):
+        with pytest.raises(OptionError, match="--epochs must be a positive number, got 0.0"):
+            parse("train", ["--train", "t.txt", "--output-dir", "out", "--epochs", "0"])
 
 
 def test_the_training_knobs_are_training_arguments_fields_of_the_same_type():
