@@ -1,10 +1,14 @@
-"""What several commands share: reading the input lines, splitting them into words, the model options."""
+"""What several commands share: reading the input lines, splitting them into words, the model options, the
+options of a command built from dataclasses."""
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import os
 import sys
+import types
+import typing
 from collections.abc import Sequence
 
 from ..utils.io import read_input_bytes, remove_stale_temporaries, restore_interrupted_overwrite, split_text_lines
@@ -178,6 +182,60 @@ def add_model_arguments(parser: argparse.ArgumentParser, batch: bool = True) -> 
     group.add_argument("--dtype", choices=["float32", "bfloat16", "float16"], help="compute dtype (default float32)")
     if batch:
         group.add_argument("--batch-size", type=int, default=64, help="sentences per forward pass (default 64)")
+
+
+def _true_or_false(text: str) -> bool:
+    """A switch's optional value, read as transformers' `string_to_bool` reads it."""
+    if text.lower() in ("yes", "true", "t", "y", "1", "no", "false", "f", "n", "0"):
+        return text.lower() in ("yes", "true", "t", "y", "1")
+    raise argparse.ArgumentTypeError(f"true or false expected, got {text}")
+
+
+def add_dataclass_options(parser: argparse.ArgumentParser, *dataclass_types) -> None:
+    """Add to `parser` an option for each field of `dataclass_types`, made from the field as transformers'
+    `HfArgumentParser` makes it, so that the dataclasses stay HfArgumentParser's to parse: the parsed namespace
+    holds each field under its name, with the value HfArgumentParser gives (tests/commands/test_finetune_options.py
+    parses the same command lines with both). HfArgumentParser itself is not used because importing it imports the
+    transformers package: 0.7-2 s more for `--help` and for the errors answered before any model is loaded.
+
+    Read as HfArgumentParser reads them: the spellings `--field-name` and the metadata's `aliases` (a list; shown
+    first, as the spellings --help and error messages use); the rest of the metadata (`help`, `required`, `nargs`,
+    ...) goes to `add_argument` as it is; `X | None` is `X`; `Literal[...]` gives the choices, `list[X]` takes one
+    or more values; a field without a default is required; a dataclass's `_argument_group_name` is its --help
+    section. A `bool` field is a switch (`--x` alone is True, `--x false` False); one that is on by default, or
+    None (decided later), also gets `--no-` before each of its spellings (HfArgumentParser: `--no-x` for one on by
+    default). HfArgumentParser's `--field_name` spellings are left out of --help's way.
+    """
+    for dataclass_type in dataclass_types:
+        title = getattr(dataclass_type, "_argument_group_name", None)
+        section = parser.add_argument_group(title) if title else parser
+        hints = typing.get_type_hints(dataclass_type)
+        for item in dataclasses.fields(dataclass_type):
+            if not item.init:
+                continue
+            value_type = hints[item.name]
+            if typing.get_origin(value_type) in (typing.Union, types.UnionType):  # X | None
+                value_type = next(kind for kind in typing.get_args(value_type) if kind is not type(None))
+            default = item.default if item.default_factory is dataclasses.MISSING else item.default_factory()
+            keywords = {"dest": item.name, "type": value_type, "default": default}
+            if value_type is bool:
+                keywords.update(type=_true_or_false, default=False if default is dataclasses.MISSING else default)
+                if default is not None:
+                    keywords.update(nargs="?", const=True)
+            elif default is dataclasses.MISSING:
+                keywords.update(default=None, required=True)
+            if typing.get_origin(value_type) is typing.Literal:
+                names = {str(choice): choice for choice in typing.get_args(value_type)}
+                keywords.update(choices=list(names.values()), type=lambda text, names=names: names.get(text, text))
+            elif typing.get_origin(value_type) is list:
+                keywords.update(type=typing.get_args(value_type)[0], nargs="+")
+            metadata = dict(item.metadata)
+            spellings = list(dict.fromkeys([*metadata.pop("aliases", []), "--" + item.name.replace("_", "-")]))
+            section.add_argument(*spellings, **{**keywords, **metadata})
+            if value_type is bool and keywords["default"] is not False:
+                section.add_argument(*("--no-" + spelling[2:] for spelling in spellings), dest=item.name,
+                                     action="store_false", default=keywords["default"],
+                                     help=f"the opposite of {spellings[0]}")
 
 
 def add_user_dict_argument(parser: argparse.ArgumentParser) -> None:

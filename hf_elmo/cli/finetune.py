@@ -6,8 +6,15 @@ import argparse
 import contextlib
 import os
 
-from ..finetuning.options import add_finetune_arguments, check_batch_size, options_from_arguments
-from .common import add_user_dict_argument, check_input_file, check_model_folder, check_output_apart, check_user_dict
+from ..finetuning.options import COMMAND_OPTIONS, FIELDS, FinetuneOptions, OptionError, check_batch_size
+from .common import (
+    add_dataclass_options,
+    add_user_dict_argument,
+    check_input_file,
+    check_model_folder,
+    check_output_apart,
+    check_user_dict,
+)
 
 HELP = "fine-tune ELMo with a task head"
 DESCRIPTION = "Fine-tune ELMo on word-level tagging (NER, POS, ...) or sentence classification with the `Trainer`."
@@ -15,9 +22,8 @@ DESCRIPTION = "Fine-tune ELMo on word-level tagging (NER, POS, ...) or sentence 
 
 def add_arguments(parser) -> None:
     commands = parser.add_subparsers(dest="finetune_command", required=True)
-
-    add_finetune_arguments(commands.add_parser("train", help="fine-tune a tagger (NER, POS, ...)"), "train")
-
+    add_dataclass_options(commands.add_parser("train", help="fine-tune a tagger (NER, POS, ...)"),
+                          *COMMAND_OPTIONS["train"])
     classify = commands.add_parser(
         "train-classifier",
         help="fine-tune a sentence classifier (label<TAB>text files)",
@@ -25,7 +31,7 @@ def add_arguments(parser) -> None:
         "(from 20 examples on) with more distinct labels than half the examples or than distinct texts, is "
         "refused: that is what a word<TAB>tag (CoNLL) file looks like, and those are for `train`.",
     )
-    add_finetune_arguments(classify, "train-classifier")
+    add_dataclass_options(classify, *COMMAND_OPTIONS["train-classifier"])
 
     predict = commands.add_parser(
         "predict",
@@ -84,8 +90,13 @@ def format_scores(title: str, scores: dict[str, float]) -> str:
     return "\n".join(rows)
 
 
-def _options(args: argparse.Namespace):
-    options = options_from_arguments(args)
+def _options(args: argparse.Namespace) -> FinetuneOptions:
+    """The library's options from the parsed command line (their ranges checked), the output folder checked."""
+    if not args.train and not getattr(args, "dataset", None):
+        raise OptionError("give the training data: --train FILE" + (" or --dataset NAME" if "dataset" in args else ""))
+    if args.train and getattr(args, "dataset", None):
+        raise OptionError("give --train or --dataset, not both")
+    options = FinetuneOptions(**{name: getattr(args, name) for name in FIELDS if name in args})
     options.check()  # before any file is read or model loaded
     return options
 

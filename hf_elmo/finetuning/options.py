@@ -1,44 +1,102 @@
 """The options of `hf-elmo finetune train` / `train-classifier` and of `hf_elmo.finetuning.run`, written once.
 
-As in transformers' `run_ner.py`: the model and head options (`ModelArguments`), how the data is read
-(`DataArguments`; the files themselves, `DataFiles`, only exist on the command line) and the training knobs
-(`TrainingKnobs`), whose names are `transformers.TrainingArguments` fields, so they pass to it one for one.
-The command line's parser is built from these dataclasses (`add_dataclass_arguments`); the library takes
-`FinetuneOptions`, all of them in one object.
+As in transformers' `run_ner.py`, one dataclass per role: the biLM and the head (`ModelArguments`, and the
+options of one head only: `TaggerArguments`, `ClassifierArguments`), how the examples are read (`DataArguments`;
+the files themselves, `DataFiles` and `HubDataset`, only exist on the command line), the training knobs
+(`TrainingOptions`) and where and how the run writes (`RunArguments`). The library takes `FinetuneOptions`, all
+of them in one object. The command line is made from the dataclasses of each sub-command (`COMMAND_OPTIONS`) by
+`hf_elmo.cli.common.add_dataclass_options`, which reads the fields as transformers' `HfArgumentParser` does and
+stays checked against it (tests/commands/test_finetune_options.py): a field's metadata goes to `add_argument`, so
+it holds `help`, `aliases` (the short spellings, the first one named in errors) and argparse keywords, nothing
+else; a dataclass's `_argument_group_name` is its --help section.
 
-This module imports neither torch nor transformers: `hf-elmo finetune --help` reads it. transformers'
-`HfArgumentParser` would do the building but imports the transformers package (most of a second).
+- Range checks: each dataclass's `__post_init__`, so a `FinetuneOptions` out of range is never made; the error
+  (`OptionError`) names the command-line spelling.
+- Run identity (what a killed run must be resumed with): every option but `RunArguments`'.
+- The training knobs are `transformers.TrainingArguments` fields of the same names and meaning, passed to it by
+  name (`run._training_arguments`: every option that is a `TrainingArguments` field), the rest of
+  `TrainingArguments` fixed by how hf-elmo fine-tunes. `TrainingOptions` declares only the knobs the command
+  offers, with hf-elmo's defaults and spellings (32 sentences a batch, not 8; epochs and rate per task); it is not
+  `TrainingArguments` itself because importing that imports torch (3 s), which `--help` and the checks made
+  before any work must not.
 
-Field metadata read here: `help`; `flags` (the command-line spellings, default `--field-name`; a default-on
-switch spelled `--no-x` has that spelling only, others get `--x` and `--no-x`); `choices`;
-`required`; `commands` (the sub-commands that have the option, default every one); `one_of` (a required
-choice between the options of that group); `cli: False` (Python only); `trainer: False` (a `TrainingKnobs`
-field that is not a `TrainingArguments` one); `run_identity: False` (may change when a killed run is resumed).
+This module imports neither torch nor transformers.
 """
 
 from __future__ import annotations
 
-import argparse
 import math
 import os
 import typing
-from dataclasses import MISSING, dataclass, field, fields
-
-COMMANDS = ("train", "train-classifier")
-TAGGER = {"commands": ("train",)}
-CLASSIFIER = {"commands": ("train-classifier",)}
+from dataclasses import dataclass, field, fields
+from typing import Literal
 
 
-def _option(default, help: str = "", **metadata):
-    """A dataclass field with its command-line description."""
+def _option(default, help: str, **metadata):
+    """A dataclass field with its command-line description (`metadata` goes to `add_argument` as it is)."""
     if isinstance(default, dict):
         return field(default_factory=dict, metadata={"help": help, **metadata})
     return field(default=default, metadata={"help": help, **metadata})
 
 
+# A switch whose default None means "decided from the data": `--x` alone turns it on (`--no-x` off).
+_SWITCH = {"nargs": "?", "const": True}
+
+
+class OptionError(ValueError):
+    """An option out of its range, or a `--model` of the wrong kind; the message names the command-line flag."""
+
+
+def flag(name: str) -> str:
+    """The command-line spelling of the option `name` (a field of `FinetuneOptions`)."""
+    aliases = FIELDS[name].metadata.get("aliases") if name in FIELDS else None
+    return aliases[0] if aliases else "--" + name.replace("_", "-")
+
+
+def _is_int(value) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _is_number(value) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+
+
+def _require(options, name: str, holds: bool, rule: str) -> None:
+    if not holds:
+        raise OptionError(f"{flag(name)} must be {rule}, got {getattr(options, name)}")
+
+
+def _positive_integers(options, *names: str, optional: bool = False) -> None:
+    for name in names:
+        value = getattr(options, name)
+        _require(options, name, (optional and value is None) or (_is_int(value) and value >= 1), "a positive integer")
+
+
+def check_batch_size(value, flag: str = "--batch-size") -> None:
+    """`OptionError` unless `value` is a positive integer."""
+    if not _is_int(value) or value < 1:
+        raise OptionError(f"{flag} must be a positive integer, got {value}")
+
+
+class _Checked:
+    """The end of every options dataclass's `__post_init__` chain: switches are True or False (or None where that
+    means "decided from the data"), choices one of their `Literal`'s values."""
+
+    def __post_init__(self):
+        for name, hint in typing.get_type_hints(type(self)).items():
+            value = getattr(self, name)
+            if hint is bool or hint == bool | None:
+                _require(self, name, isinstance(value, bool) or (value is None and hint is not bool), "True or False")
+            elif typing.get_origin(hint) is Literal:
+                _require(self, name, value in typing.get_args(hint),
+                         " or ".join(repr(choice) for choice in typing.get_args(hint)))
+
+
 @dataclass
-class ModelArguments:
-    """The pretrained biLM and the head put on it."""
+class ModelArguments(_Checked):
+    """The pretrained biLM and the head put on it (both commands)."""
+
+    _argument_group_name = "the biLM and the head"
 
     model: str = _option(
         "default", "pretrained ELMo folder or Hub name; 'default' (the default) is the Chinese model shipped with "
@@ -48,156 +106,151 @@ class ModelArguments:
     # The head's own trainable word vectors x_k beside the ELMo mix (the paper's [x_k; ELMo_k]).
     task_token_features: bool = _option(
         False, "give the head its own trainable word vectors x_k (a character CNN started from the biLM's layer 0) "
-        "and feed it [x_k; ELMo_k], as the paper adds ELMo to a task model", flags=("--token-features",))
+        "and feed it [x_k; ELMo_k], as the paper adds ELMo to a task model", aliases=["--token-features"])
     dropout: float | None = _option(
         None, "dropout on the ELMo mix and in the head (default: 0.3 for train, 0.5 for train-classifier)")
-    task_encoder: str = _option("bilstm", "the task encoder over the ELMo mix", choices=("linear", "bilstm"), **TAGGER)
-    task_encoder_hidden_size: int | None = _option(
-        None, "task BiLSTM size per direction (default 200)", flags=("--hidden-size",), **TAGGER)
-    use_crf: bool = _option(False, "CRF layer with Viterbi decoding", **TAGGER)
-    # Character-labelled data read as words by the biLM (config.label_characters); None: decided from the data.
-    label_characters: bool | None = _option(
-        None, "the file labels single characters (MSRA, most Chinese NER sets): the biLM reads the jieba words they "
-        "form and each character gets its word's vectors plus its place in the word (S/B/M/E); tags stay per "
-        "character. Default: on when 90%% of the training tokens are one character each (of any script: letters, "
-        "digits, punctuation and emoji count) and the model reads jieba words",
-        **TAGGER)
-    # With label_characters and task_token_features: x_k of each character alone too; None: on whenever both are.
-    task_character_features: bool | None = _option(
-        None, "with --label-characters and --token-features: each character also gets the head's own vector x_k of "
-        "the character alone (the characters of one jieba word otherwise share the word's vectors). Default: on "
-        "whenever both are", flags=("--character-features",), **TAGGER)
-    classifier_hidden_size: int | None = _option(None, "MLP hidden size (0 = linear)", **CLASSIFIER)
     # With a frozen biLM its layers are computed once for the training and dev data, so each epoch
     # trains only the head (the paper's setting; same numbers as running the biLM every step).
     precompute_elmo: bool = _option(
         True, "compute the frozen biLM's layers once (default; --no-precompute-elmo runs it at every step: less "
         "memory)")
-    head_config: dict = _option({}, "further config values of the head", cli=False)
+
+    def __post_init__(self):
+        value = self.dropout
+        _require(self, "dropout", value is None or (_is_number(value) and 0 <= value < 1), "a probability in [0, 1)")
+        super().__post_init__()
 
 
 @dataclass
-class DataArguments:
+class TaggerArguments(_Checked):
+    """The tagger's head and labels (`train` only)."""
+
+    _argument_group_name = "the tagger"
+
+    task_encoder: Literal["linear", "bilstm"] = _option("bilstm", "the task encoder over the ELMo mix")
+    task_encoder_hidden_size: int | None = _option(
+        None, "task BiLSTM size per direction (default 200)", aliases=["--hidden-size"])
+    use_crf: bool = _option(False, "CRF layer with Viterbi decoding")
+    # Character-labelled data read as words by the biLM (config.label_characters); None: decided from the data.
+    label_characters: bool | None = _option(
+        None, "the file labels single characters (MSRA, most Chinese NER sets): the biLM reads the jieba words they "
+        "form and each character gets its word's vectors plus its place in the word (S/B/M/E); tags stay per "
+        "character. Default: on when 90%% of the training tokens are one character each (of any script: letters, "
+        "digits, punctuation and emoji count) and the model reads jieba words", **_SWITCH)
+    # With label_characters and task_token_features: x_k of each character alone too; None: on whenever both are.
+    task_character_features: bool | None = _option(
+        None, "with --label-characters and --token-features: each character also gets the head's own vector x_k of "
+        "the character alone (the characters of one jieba word otherwise share the word's vectors). Default: on "
+        "whenever both are", aliases=["--character-features"], **_SWITCH)
+    unseen_label: Literal["error", "O"] = _option("error", "dev/test labels unseen in training")
+
+    def __post_init__(self):
+        _positive_integers(self, "task_encoder_hidden_size", optional=True)
+        super().__post_init__()
+
+
+@dataclass
+class ClassifierArguments(_Checked):
+    """The sentence classifier's head (`train-classifier` only)."""
+
+    _argument_group_name = "the sentence classifier"
+
+    classifier_hidden_size: int | None = _option(None, "MLP hidden size (0 = linear)")
+
+    def __post_init__(self):
+        value = self.classifier_hidden_size
+        _require(self, "classifier_hidden_size", value is None or (_is_int(value) and value >= 0),
+                 "0 (a linear classifier) or a positive integer")
+        super().__post_init__()
+
+
+@dataclass
+class DataArguments(_Checked):
     """How the examples are read."""
 
+    _argument_group_name = "reading the examples"
+
     max_words: int | None = _option(None, "cut training sentences to this many words")
-    unseen_label: str = _option("error", "dev/test labels unseen in training", choices=("error", "O"), **TAGGER)
+
+    def __post_init__(self):
+        _positive_integers(self, "max_words", optional=True)
+        super().__post_init__()
 
 
 @dataclass
-class DataFiles:
-    """Where the examples come from (the library takes the examples themselves)."""
+class TrainingOptions(_Checked):
+    """The training knobs: `transformers.TrainingArguments` fields of the same names, with hf-elmo's defaults."""
 
-    train: str | None = _option(None, "training file: CoNLL-style (word<TAB>tag) or .jsonl; for train-classifier, "
-                                "label<TAB>text lines", one_of="source")
-    dataset: str | None = _option(
-        None, "a `datasets` dataset (local path or cached name) with train/validation/test", one_of="source", **TAGGER)
-    dev: str | None = _option(None, "development file (model selection on it)")
-    test: str | None = _option(None, "test file (scored once at the end)")
-    dataset_config: str | None = _option(None, "the --dataset's configuration name", **TAGGER)
-    words_column: str = _option("tokens", "the --dataset's column of words", **TAGGER)
-    tags_column: str = _option("ner_tags", "the --dataset's column of tags", **TAGGER)
+    _argument_group_name = "training"
 
-
-@dataclass
-class TrainingKnobs:
-    """The training knobs, named as `transformers.TrainingArguments` names them."""
-
-    output_dir: str | None = _option(None, "folder to write the fine-tuned model into", required=True,
-                                     run_identity=False, flags=("--output-dir", "--output"))
-    overwrite: bool = _option(False, "replace an existing output folder", trainer=False, run_identity=False)
     num_train_epochs: float | None = _option(
-        None, "passes over the training data (> 0; default: 10 for train, 3 for train-classifier)", flags=("--epochs",))
+        None, "passes over the training data (> 0; default: 10 for train, 3 for train-classifier)",
+        aliases=["--epochs"])
     max_steps: int = _option(-1, "stop after this many optimiser steps (overrides --epochs; -1, the default, = use "
                                  "--epochs)")
     learning_rate: float | None = _option(
         None, "learning rate (AdamW, linear decay; default: 5e-3 for train with the biLM frozen, otherwise 1e-3)",
-        flags=("--lr",))
+        aliases=["--lr"])
     weight_decay: float = _option(0.0, "AdamW weight decay")
-    per_device_train_batch_size: int = _option(32, "sentences per training step", flags=("--batch-size",))
-    per_device_eval_batch_size: int = _option(64, "sentences per evaluation batch", flags=("--eval-batch-size",))
-    gradient_accumulation_steps: int = _option(1, "gradient accumulation steps", flags=("--grad-accum",))
+    per_device_train_batch_size: int = _option(32, "sentences per training step", aliases=["--batch-size"])
+    per_device_eval_batch_size: int = _option(64, "sentences per evaluation batch", aliases=["--eval-batch-size"])
+    gradient_accumulation_steps: int = _option(1, "gradient accumulation steps", aliases=["--grad-accum"])
     seed: int = _option(42, "initialisation and data order")
-    logging_steps: int = _option(50, "log the loss every this many steps", cli=False, run_identity=False)
     load_best_model_at_end: bool = _option(
-        True, "keep the last epoch, not the best on dev", flags=("--no-select-best",))
-    threads: int | None = _option(None, "torch CPU threads", trainer=False, run_identity=False)
+        True, "keep the model of the best epoch on dev (default; --no-select-best keeps the last epoch's)",
+        aliases=["--select-best"])
+
+    def __post_init__(self):
+        _positive_integers(self, "per_device_train_batch_size", "per_device_eval_batch_size",
+                           "gradient_accumulation_steps")
+        _require(self, "max_steps", _is_int(self.max_steps) and (self.max_steps >= 1 or self.max_steps == -1),
+                 "a positive integer (or -1: train for --epochs)")
+        for name in ("num_train_epochs", "learning_rate"):
+            value = getattr(self, name)
+            _require(self, name, value is None or (_is_number(value) and value > 0), "a positive number")
+        _require(self, "weight_decay", _is_number(self.weight_decay) and self.weight_decay >= 0, "a number >= 0")
+        _require(self, "seed", _is_int(self.seed) and 0 <= self.seed < 2**32, "an integer in [0, 2**32)")
+        super().__post_init__()
 
 
 @dataclass
-class FinetuneOptions(TrainingKnobs, DataArguments, ModelArguments):
-    """Options of `train_tagger` / `train_classifier`: the model, data and training options in one object."""
+class RunArguments(_Checked):
+    """Where and how the run writes: the options a killed run may be resumed with changed (not its identity)."""
+
+    _argument_group_name = "output"
+
+    # None (the library only): the model is kept in memory, nothing is written.
+    output_dir: str | None = _option(None, "folder to write the fine-tuned model into", aliases=["--output"],
+                                     required=True)
+    overwrite: bool = _option(False, "replace an existing output folder")
+    threads: int | None = _option(None, "torch CPU threads")
+    logging_steps: int = _option(50, "log the loss every this many steps")
+
+    def __post_init__(self):
+        _positive_integers(self, "threads", optional=True)
+        _positive_integers(self, "logging_steps")
+        super().__post_init__()
+
+
+@dataclass
+class FinetuneOptions(RunArguments, TrainingOptions, DataArguments, ClassifierArguments, TaggerArguments,
+                      ModelArguments):
+    """Options of `train_tagger` / `train_classifier`: every role's options in one object (a role's options the
+    task does not use keep their defaults)."""
+
+    head_config: dict = _option({}, "further config values of the head (Python only)")
+
+    def __post_init__(self):
+        super().__post_init__()
+        if self.task_character_features is True and (not self.task_token_features or self.label_characters is False):
+            raise OptionError("--character-features gives each character the head's own vector x_k of its words: it "
+                              "needs --token-features and character-labelled data (not --no-label-characters)")
 
     def check(self) -> None:
-        """Raise `OptionError` (naming the command-line flag) for a value out of range; run before any work."""
-        check_options(self)
-
-
-class OptionError(ValueError):
-    """An option out of its range, or a `--model` of the wrong kind; the message names the command-line flag."""
-
-
-def _is_int(value) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool)
-
-
-def check_batch_size(value, flag: str = "--batch-size") -> None:
-    """`OptionError` unless `value` is a positive integer."""
-    if not _is_int(value) or value < 1:
-        raise OptionError(f"{flag} must be a positive integer, got {value}")
-
-
-def flag(name: str) -> str:
-    """The command-line spelling of the option `name` (a field of `FinetuneOptions`)."""
-    spellings = FIELDS[name].metadata.get("flags") if name in FIELDS else None
-    return spellings[0] if spellings else "--" + name.replace("_", "-")
-
-
-def check_options(options: FinetuneOptions) -> None:
-    """Raise `OptionError` naming the flag of the first option out of its range."""
-
-    def refuse(name: str, rule: str):
-        raise OptionError(f"{flag(name)} must be {rule}, got {getattr(options, name)}")
-
-    for name in ("per_device_train_batch_size", "per_device_eval_batch_size", "gradient_accumulation_steps",
-                 "logging_steps"):
-        if not _is_int(getattr(options, name)) or getattr(options, name) < 1:
-            refuse(name, "a positive integer")
-    for name in ("max_words", "task_encoder_hidden_size", "threads"):
-        value = getattr(options, name)
-        if value is not None and (not _is_int(value) or value < 1):
-            refuse(name, "a positive integer")
-    value = options.classifier_hidden_size
-    if value is not None and (not _is_int(value) or value < 0):
-        refuse("classifier_hidden_size", "0 (a linear classifier) or a positive integer")
-    if not _is_int(options.max_steps) or (options.max_steps < 1 and options.max_steps != -1):
-        refuse("max_steps", "a positive integer (or -1: train for --epochs)")
-    for name in ("num_train_epochs", "learning_rate"):
-        value = getattr(options, name)
-        if value is not None and (not isinstance(value, (int, float)) or not math.isfinite(value) or value <= 0):
-            refuse(name, "a positive number")
-    value = options.weight_decay
-    if not isinstance(value, (int, float)) or not math.isfinite(value) or value < 0:
-        refuse("weight_decay", "a number >= 0")
-    value = options.dropout
-    if value is not None and (not isinstance(value, (int, float)) or not 0 <= value < 1):
-        refuse("dropout", "a probability in [0, 1)")
-    if not _is_int(options.seed) or not 0 <= options.seed < 2**32:
-        refuse("seed", "an integer in [0, 2**32)")
-    for name, item in FIELDS.items():
-        choices = item.metadata.get("choices")
-        if choices and getattr(options, name) not in choices:
-            refuse(name, " or ".join(repr(choice) for choice in choices))
-    for name in ("freeze", "random_init", "task_token_features", "use_crf", "precompute_elmo", "load_best_model_at_end",
-                 "overwrite"):
-        if not isinstance(getattr(options, name), bool):
-            refuse(name, "True or False")
-    if options.task_character_features is True and (not options.task_token_features
-                                                    or options.label_characters is False):
-        raise OptionError("--character-features gives each character the head's own vector x_k of its words: it "
-                          "needs --token-features and character-labelled data (not --no-label-characters)")
-    if options.output_dir:
-        _check_output_dir(options)
+        """Raise `OptionError` for an output folder that cannot be written (the ranges are checked when the options
+        are made); run before any work."""
+        if self.output_dir:
+            _check_output_dir(self)
 
 
 def _check_output_dir(options: FinetuneOptions) -> None:
@@ -205,8 +258,8 @@ def _check_output_dir(options: FinetuneOptions) -> None:
     one whose parent takes new files (it is built beside its final place)."""
     from pathlib import Path
 
-    from ..utils.io import check_output_folder, refuse_output_over_inputs
     from ..loading import resolve_model_name
+    from ..utils.io import check_output_folder, refuse_output_over_inputs
 
     if isinstance(options.model, (str, os.PathLike)):  # (a model object passed to the library is no path)
         refuse_output_over_inputs(options.output_dir, "--output-dir",
@@ -225,84 +278,45 @@ def _check_output_dir(options: FinetuneOptions) -> None:
 FIELDS = {item.name: item for item in fields(FinetuneOptions)}
 
 
-def training_argument_names() -> tuple[str, ...]:
-    """The `TrainingKnobs` that are `transformers.TrainingArguments` fields of the same name and meaning."""
-    return tuple(item.name for item in fields(TrainingKnobs) if item.metadata.get("trainer", True))
-
-
 def run_identity_names() -> tuple[str, ...]:
     """The options that define a run: a killed run is resumed only with the same values."""
-    return tuple(name for name, item in FIELDS.items() if item.metadata.get("run_identity", True))
+    outside = {item.name for item in fields(RunArguments)}
+    return tuple(name for name in FIELDS if name not in outside)
 
 
-# Building the command line -------------------------------------------------------------------------------
+@dataclass
+class DataFiles:
+    """Where the examples come from (command line only: the library takes the examples themselves)."""
+
+    _argument_group_name = "data"
+
+    train: str | None = _option(None, "training file: CoNLL-style (word<TAB>tag) or .jsonl; for train-classifier, "
+                                "label<TAB>text lines (required)")
+    dev: str | None = _option(None, "development file (model selection on it)")
+    test: str | None = _option(None, "test file (scored once at the end)")
 
 
-def _argument_type(annotation) -> type:
-    """The value type of a field annotation such as `int | None` (None is such a field's default)."""
-    arguments = [item for item in typing.get_args(annotation) if item is not type(None)]
-    return arguments[0] if arguments else annotation
+@dataclass
+class HubDataset:
+    """A `datasets` dataset instead of --train/--dev/--test files (`train` only)."""
+
+    _argument_group_name = "a datasets dataset instead of files"
+
+    dataset: str | None = _option(None, "a `datasets` dataset (local path or cached name) with train/validation/test, "
+                                  "instead of --train")
+    dataset_config: str | None = _option(None, "the --dataset's configuration name")
+    words_column: str = _option("tokens", "the --dataset's column of words")
+    tags_column: str = _option("ner_tags", "the --dataset's column of tags")
 
 
-def add_dataclass_arguments(parser: argparse.ArgumentParser, dataclass_type, command: str) -> None:
-    """Add an option to `parser` for each field of `dataclass_type` that `command` has (see the module's docstring
-    for the metadata read); its `dest` is the field's name, so `FinetuneOptions(**...)` takes the parsed values."""
-    hints = typing.get_type_hints(dataclass_type)
-    groups: dict[str, argparse._MutuallyExclusiveGroup] = {}
-    for item in fields(dataclass_type):
-        metadata = item.metadata
-        if not metadata.get("cli", True) or command not in metadata.get("commands", COMMANDS):
-            continue
-        value_type = _argument_type(hints[item.name])
-        spellings = list(metadata.get("flags") or ["--" + item.name.replace("_", "-")])
-        keywords = {"dest": item.name, "help": metadata.get("help")}
-        default = None if item.default is MISSING else item.default
-        if value_type is bool:
-            # A switch: --x on; a default-on option spelled --no-x: off; otherwise --x and --no-x, not both at once.
-            keywords["default"] = default
-            if default is True and spellings[0].startswith("--no-"):
-                keywords["action"] = "store_false"
-            else:
-                keywords["action"] = "store_true"
-            if default is not False and not spellings[0].startswith("--no-"):
-                both = parser.add_mutually_exclusive_group()
-                both.add_argument(*spellings, **keywords)
-                both.add_argument("--no-" + spellings[0][2:], dest=item.name, action="store_false", default=default,
-                                  help=f"the opposite of {spellings[0]}")
-                continue
-        else:
-            keywords.update(type=value_type, default=default)
-            if "choices" in metadata:
-                keywords["choices"] = metadata["choices"]
-            else:
-                keywords["metavar"] = spellings[0][2:].replace("-", "_").upper()
-        target = parser
-        if "one_of" in metadata:
-            group_name = metadata["one_of"]
-            others = [other for other in fields(dataclass_type) if other.metadata.get("one_of") == group_name
-                      and command in other.metadata.get("commands", COMMANDS)]
-            if len(others) > 1:
-                if group_name not in groups:
-                    groups[group_name] = parser.add_mutually_exclusive_group(required=True)
-                target = groups[group_name]
-            else:
-                keywords["required"] = True
-        elif metadata.get("required"):
-            keywords["required"] = True
-        target.add_argument(*spellings, **keywords)
+# The options of each sub-command, in the order --help lists them.
+COMMAND_OPTIONS = {
+    "train": (DataFiles, HubDataset, ModelArguments, TaggerArguments, DataArguments, TrainingOptions, RunArguments),
+    "train-classifier": (DataFiles, ModelArguments, ClassifierArguments, DataArguments, TrainingOptions,
+                         RunArguments),
+}
 
 
-def add_finetune_arguments(parser: argparse.ArgumentParser, command: str) -> None:
-    """Every option of `hf-elmo finetune <command>` (train or train-classifier)."""
-    for dataclass_type in (DataFiles, ModelArguments, DataArguments, TrainingKnobs):
-        add_dataclass_arguments(parser, dataclass_type, command)
-
-
-def options_from_arguments(args: argparse.Namespace) -> FinetuneOptions:
-    """The `FinetuneOptions` of parsed command-line options (options the command lacks keep their defaults)."""
-    return FinetuneOptions(**{name: getattr(args, name) for name in FIELDS if hasattr(args, name)})
-
-
-__all__ = ["DataArguments", "DataFiles", "FinetuneOptions", "ModelArguments", "OptionError", "TrainingKnobs",
-           "add_dataclass_arguments", "add_finetune_arguments", "check_batch_size", "flag", "options_from_arguments",
-           "run_identity_names", "training_argument_names"]
+__all__ = ["COMMAND_OPTIONS", "ClassifierArguments", "DataArguments", "DataFiles", "FinetuneOptions", "HubDataset",
+           "ModelArguments", "OptionError", "RunArguments", "TaggerArguments", "TrainingOptions", "check_batch_size",
+           "flag", "run_identity_names"]

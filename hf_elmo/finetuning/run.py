@@ -50,7 +50,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Sequence
-from dataclasses import asdict, replace
+from dataclasses import asdict, fields, replace
 from pathlib import Path
 
 import torch
@@ -80,7 +80,6 @@ from .options import (  # noqa: F401  (re-exported: the options are part of the 
     check_batch_size,
     flag,
     run_identity_names,
-    training_argument_names,
 )
 from ..utils.checkpoints import (  # noqa: F401  (checkpoint_folder_for: re-exported)
     RUN_IDENTITY_FILE,
@@ -367,10 +366,12 @@ def _maybe_precompute(model, collator, options: FinetuneOptions, *example_lists)
 
 
 def _training_arguments(options: FinetuneOptions, checkpoint_dir: str, has_dev: bool, metric: str):
-    """The run's `TrainingArguments`: its knobs as given (same names), the rest fixed by how hf-elmo fine-tunes."""
+    """The run's `TrainingArguments`: every option that is one of its fields, by name; the rest fixed by how hf-elmo
+    fine-tunes."""
     from transformers import TrainingArguments
 
-    knobs = {name: getattr(options, name) for name in training_argument_names()}
+    theirs = {item.name for item in fields(TrainingArguments)}
+    knobs = {item.name: getattr(options, item.name) for item in fields(options) if item.name in theirs}
     select_best = options.load_best_model_at_end and has_dev
     return TrainingArguments(**{
         **knobs,
@@ -462,7 +463,7 @@ def _start_training(options: FinetuneOptions | None, task: str) -> FinetuneOptio
     task's defaults, name the shipped model for `"default"`, set the thread count and the seed. Returns the
     options to train with."""
     from transformers import set_seed
-    options = options or FinetuneOptions()
+    options = options or FinetuneOptions()  # (its ranges were checked when it was made)
     options.check()
     defaults = TASK_DEFAULTS[task]
     learning_rate = defaults["learning_rate"][options.freeze] if options.learning_rate is None else options.learning_rate

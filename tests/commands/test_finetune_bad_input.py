@@ -246,12 +246,13 @@ def test_predict_names_an_empty_input_file(folders, tmp_path, capsys):
     assert fails(["predict", "--model", folders["tagger"]], capsys).endswith("nothing to tag: give texts as arguments or --input FILE")
 
 
-def test_freeze_and_no_freeze_together_are_refused(folders, tmp_path, capsys):
-    with pytest.raises(SystemExit) as exit_info:
-        main(["train", "--model", folders["base"], "--train", folders["conll"], "--output-dir", str(tmp_path / "out"),
-              "--freeze", "--no-freeze"])
-    assert exit_info.value.code == 2
-    assert "not allowed with argument" in capsys.readouterr().err and not (tmp_path / "out").exists()
+def test_training_data_given_twice_or_not_at_all_is_one_line(folders, tmp_path, capsys):
+    out = ["--model", folders["base"], "--output-dir", str(tmp_path / "out")]
+    assert fails(["train", *out], capsys).endswith("give the training data: --train FILE or --dataset NAME")
+    assert fails(["train-classifier", *out], capsys).endswith("give the training data: --train FILE")
+    assert fails(["train", *out, "--train", folders["conll"], "--dataset", "x"], capsys).endswith(
+        "give --train or --dataset, not both")
+    assert not (tmp_path / "out").exists()
 
 
 @pytest.mark.parametrize("command", ["predict", "train-classifier", "train", "evaluate"])
