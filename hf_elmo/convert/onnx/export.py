@@ -91,13 +91,9 @@ def _architecture_class(name: str):
     if not known:
         raise ExportRefused(f"cannot export {name} to ONNX: its config.json names {', '.join(architectures)}, which "
                             f"the exporter does not know ({', '.join(KINDS)})")
-    if known[0] in ("ElmoModel", "ElmoForPreTraining"):
-        from ...models.elmo.modeling_elmo import ElmoModel
+    from ...models.elmo import modeling_elmo
 
-        return ElmoModel
-    import hf_elmo
-
-    return getattr(hf_elmo, known[0])
+    return getattr(modeling_elmo, "ElmoModel" if known[0] == "ElmoForPreTraining" else known[0])  # its encoder
 
 
 def _model_and_tokenizer(model_or_path, tokenizer):
