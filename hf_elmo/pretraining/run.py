@@ -1,6 +1,7 @@
-"""Pretraining an ELMo biLM on `transformers.Trainer`: the work behind `hf-elmo pretrain` (its options and usage
-are in hf_elmo/cli/pretrain.py). Runs unchanged under torchrun (DDP; gloo on CPU), resumes from the newest
-complete checkpoint, and writes the final model, tokenizer and `pretraining_summary.json`.
+"""Pretraining an ELMo biLM on `transformers.Trainer`: the work behind `hf-elmo pretrain` (its options are
+`PretrainingArguments`, hf_elmo/pretraining/options.py; its usage is in hf_elmo/cli/pretrain.py). Runs unchanged
+under torchrun (DDP; gloo on CPU), resumes from the newest complete checkpoint, and writes the final model, tokenizer
+and `pretraining_summary.json`.
 """
 
 from __future__ import annotations
@@ -47,56 +48,36 @@ from ..utils.checkpoints import (  # noqa: F401  (TRAIN_LOSS_FILE, check_checkpo
     write_run_identity,
 )
 from ..utils.interruption import SaveOnInterrupt, TrainingInterrupted, next_checkpoint_step
+from .options import (
+    ARCHITECTURE_OPTIONS,
+    CONFIG_FIELDS,
+    FIELDS,
+    OPTIONS_ADDED_LATER,
+    TRAINER_FIELDS,
+    PretrainingArguments,
+    default_value,
+    flag,
+    run_identity,
+)
 from .trainer import LanguageModelTrainer, TimeBudget, exact_perplexity  # noqa: F401 (exact_perplexity: public)
 
-# Fields that define the architecture: a checkpoint must agree on all of them to be resumed.
+# Fields that define the architecture: a checkpoint must agree on all of them to be resumed (those the architecture
+# options set, and those no option sets).
 ARCHITECTURE_FIELDS = (
+    *(item.metadata["config"].name for item in ARCHITECTURE_OPTIONS.values()),
     "char_vocab_size",
-    "char_embedding_dim",
-    "char_cnn_filters",
-    "num_highway_layers",
     "char_cnn_activation",
-    "max_characters_per_token",
-    "char_scheme",
-    "projection_dim",
-    "lstm_cell_dim",
-    "num_lstm_layers",
-    "use_skip_connections",
     "lm_vocab",
 )
 
 
-def check_arguments(args) -> None:
+def check_arguments(options: PretrainingArguments) -> None:
     """Refuse out-of-range numeric options with one ValueError naming them all, before anything is written.
 
     (The model options are checked by `ElmoConfig` itself, also before anything is written.)"""
-    problems = []
-
-    def at_least(flag: str, value, minimum) -> None:
-        if value is not None and not value >= minimum:  # `not >=` also catches nan
-            problems.append(f"{flag} must be at least {minimum}, got {value}")
-
-    def positive(flag: str, value) -> None:
-        if value is not None and not (0 < value < math.inf):
-            problems.append(f"{flag} must be above 0, got {value}")
-
-    def fraction(flag: str, value) -> None:
-        if not 0 <= value < 1:
-            problems.append(f"{flag} must be in [0, 1), got {value}")
-
-    for flag in ("--batch-size", "--gradient-accumulation-steps", "--max-words", "--max-steps", "--eval-steps",
-                 "--save-steps", "--logging-steps", "--threads", "--char-min-count"):
-        at_least(flag, getattr(args, flag[2:].replace("-", "_")), 1)
-    positive("--epochs", args.epochs)
-    positive("--time-budget-minutes", args.time_budget_minutes)
-    for flag in ("--lr", "--weight-decay", "--max-grad-norm"):
-        value = getattr(args, flag[2:].replace("-", "_"))
-        if not 0 <= value < math.inf:
-            problems.append(f"{flag} must be a number >= 0, got {value}")
-    fraction("--warmup-ratio", args.warmup_ratio)
-    fraction("--dropout", args.dropout)
+    problems = options.problems()
     try:
-        check_vocabulary_limits(args.min_count, args.max_vocab, ("--min-count", "--max-vocab"))
+        check_vocabulary_limits(options.min_count, options.max_vocab, ("--min-count", "--max-vocab"))
     except ValueError as error:
         problems.append(str(error))
     if problems:
@@ -108,62 +89,28 @@ def check_output_dir(output_dir: Path) -> None:
     check_output_folder(output_dir, "--output-dir")
 
 
-# ElmoConfig fields taken as they are from `hf-elmo pretrain` options (field: option).
-CONFIG_FIELD_OPTIONS = {
-    "char_embedding_dim": "char_dim", "num_highway_layers": "highway", "max_characters_per_token": "max_characters",
-    "projection_dim": "projection_dim", "lstm_cell_dim": "cell_dim", "num_lstm_layers": "layers",
-    "cell_clip": "cell_clip", "proj_clip": "proj_clip", "lm_softmax": "softmax", "lm_num_sampled": "num_sampled",
-    "lm_dropout": "dropout",
-}
-
-
-# Each architecture option of `hf-elmo pretrain` and the config.json field it sets (--no-skip-connections negated).
-ARCHITECTURE_OPTIONS = {
-    "projection_dim": "projection_dim", "cell_dim": "lstm_cell_dim", "layers": "num_lstm_layers",
-    "char_dim": "char_embedding_dim", "filters": "char_cnn_filters", "highway": "num_highway_layers",
-    "max_characters": "max_characters_per_token", "char_scheme": "char_scheme",
-    "no_skip_connections": "use_skip_connections",
-}
-
-
-def resolve_architecture(args) -> None:
-    """Fill in the architecture options not given: from `--init-from`'s config.json when there is one, else
-    `ARCHITECTURE_DEFAULTS`. A given option that disagrees with that config is refused, naming both values."""
-    from ..cli.pretrain import ARCHITECTURE_DEFAULTS
-
+def resolve_architecture(options: PretrainingArguments) -> None:
+    """Fill in the architecture options not given: from `--init-from`'s config.json when there is one, else their
+    defaults. A given option that disagrees with that config is refused, naming both values."""
     saved = {}
-    if args.init_from:
-        path = Path(resolve_model_name(args.init_from)) / "config.json"
+    if options.init_from:
+        path = Path(resolve_model_name(options.init_from)) / "config.json"
         if path.is_file():  # else initialize_from says what is wrong with the folder
-            saved = read_json_object(path, f"--init-from {args.init_from}'s config")
-    for option, field in ARCHITECTURE_OPTIONS.items():
-        flag = "--" + option.replace("_", "-")
-        if field not in saved:
-            if not hasattr(args, option):
-                setattr(args, option, ARCHITECTURE_DEFAULTS[option])
-            continue
-        theirs = saved[field]
-        if option == "no_skip_connections":
-            theirs = not theirs
-        elif option == "filters":
-            theirs = json.dumps(theirs, separators=(",", ":"))
-        if not hasattr(args, option):
-            setattr(args, option, theirs)
-            continue
-        given = getattr(args, option)
-        same = _same_filters(given, theirs) if option == "filters" else given == theirs
-        if not same:
-            shown = {"no_skip_connections": f"{flag} given" if given else f"{flag} not given"}.get(option,
-                                                                                                  f"{flag} {given}")
-            raise ValueError(f"{shown}, but --init-from {args.init_from} has {field} {saved[field]!r}: leave the "
-                             "architecture options out to take the model's, or give its values")
-
-
-def _same_filters(given: str, theirs: str) -> bool:
-    try:
-        return json.loads(given) == json.loads(theirs)
-    except json.JSONDecodeError:
-        return False  # --filters' own check names the bad JSON
+            saved = read_json_object(path, f"--init-from {options.init_from}'s config")
+    for name, item in ARCHITECTURE_OPTIONS.items():
+        config = item.metadata["config"]
+        given = getattr(options, name)
+        if config.name not in saved:
+            if given is None:
+                setattr(options, name, default_value(item))
+        elif given is None:
+            setattr(options, name, config.to_option(saved[config.name]))
+        elif config.from_option(given) != saved[config.name]:
+            shown = (f"{flag(item)} given" if given else f"{flag(item)} not given") if isinstance(given, bool) else \
+                f"{flag(item)} {given}"
+            raise ValueError(f"{shown}, but --init-from {options.init_from} has {config.name} "
+                             f"{saved[config.name]!r}: leave the architecture options out to take the model's, or "
+                             "give its values")
 
 
 def _initial_model_char_vocab(folder: str) -> dict | None:
@@ -172,51 +119,40 @@ def _initial_model_char_vocab(folder: str) -> dict | None:
     return load_json_file(path, "character vocabulary file") if path.is_file() else None
 
 
-def _tokenizer_from_args(args, output_dir: Path) -> ElmoTokenizer:
+def _tokenizer_from_options(options: PretrainingArguments, output_dir: Path) -> ElmoTokenizer:
     """The byte scheme needs nothing; the dictionary scheme's character vocabulary is the run's own
     char_vocab.json when resuming, that of the `--init-from` model (its character embeddings are rows of that
     vocabulary), else built from the training files."""
-    if args.char_scheme == "bytes":
-        return ElmoTokenizer(max_characters_per_token=args.max_characters, segmenter=args.segmenter)
+    if options.char_scheme == "bytes":
+        return ElmoTokenizer(max_characters_per_token=options.max_characters, segmenter=options.segmenter)
     saved = output_dir / "char_vocab.json"
-    initial = _initial_model_char_vocab(args.init_from) if args.init_from else None
-    if saved.is_file() and not args.no_resume:
+    initial = _initial_model_char_vocab(options.init_from) if options.init_from else None
+    if saved.is_file() and not options.no_resume:
         char_vocab = load_json_file(saved, "character vocabulary file")
     elif initial is not None:
         char_vocab = initial
     else:
-        char_vocab = build_character_vocabulary(args.train_file, min_count=args.char_min_count)
+        char_vocab = build_character_vocabulary(options.train_file, min_count=options.char_min_count)
     return ElmoTokenizer(
-        max_characters_per_token=args.max_characters, segmenter=args.segmenter, char_scheme="dictionary",
+        max_characters_per_token=options.max_characters, segmenter=options.segmenter, char_scheme="dictionary",
         char_vocab=char_vocab,
     )
 
 
-def _config_from_args(args, vocabulary: list[str], tokenizer: ElmoTokenizer) -> ElmoConfig:
-    try:
-        filters = json.loads(args.filters)
-    except json.JSONDecodeError as error:
-        raise ValueError(f"--filters is not JSON: {error}") from None
-    characters = {}
+def _config_from_options(options: PretrainingArguments, vocabulary: list[str], tokenizer: ElmoTokenizer) -> ElmoConfig:
+    fields = {config.name: config.from_option(getattr(options, name)) for name, config in CONFIG_FIELDS.items()}
     if tokenizer.char_scheme == "dictionary":
-        characters = {
-            "char_scheme": "dictionary",
+        fields.update({
             "char_vocab_size": max(tokenizer.char_vocab.values()) + 1,
             "bos_char_ids": tokenizer.word_to_char_ids("<bos>"),
             "eos_char_ids": tokenizer.word_to_char_ids("<eos>"),
-        }
+        })
     try:
-        return ElmoConfig(
-            **characters,
-            **{field: getattr(args, option) for field, option in CONFIG_FIELD_OPTIONS.items()},
-            char_cnn_filters=filters,
-            use_skip_connections=not args.no_skip_connections,
-            lm_vocab=vocabulary,
-        )
+        return ElmoConfig(**fields, lm_vocab=vocabulary)
     except ValueError as error:  # the config names its fields; the user gave options
         message = str(error)
-        for field, option in {**CONFIG_FIELD_OPTIONS, "char_cnn_filters": "filters"}.items():
-            message = re.sub(rf"\b{field}\b", "--" + option.replace("_", "-"), message)
+        for name, config in CONFIG_FIELDS.items():
+            message = re.sub(rf"\b{config.name}\b", flag(FIELDS[name]), message)
         raise ValueError(message) from None
 
 
@@ -278,16 +214,16 @@ def initialize_from(model: ElmoForPreTraining, folder: str) -> str:
 
 
 
-def run(args) -> int:
-    """Pretrain with the parsed `hf-elmo pretrain` options. Under torchrun every rank ends its process here."""
+def run(options: PretrainingArguments) -> int:
+    """Pretrain with the `hf-elmo pretrain` options. Under torchrun every rank ends its process here."""
     from transformers.utils import logging as transformers_logging
 
     bars_were_on = transformers_logging.is_progress_bar_enabled()
-    if args.no_progress:  # also the bars transformers shows outside the Trainer (loading weights)
+    if options.disable_tqdm:  # also the bars transformers shows outside the Trainer (loading weights)
         transformers_logging.disable_progress_bar()
     data_parallel = False
     try:
-        code = _run(args)
+        code = _run(options)
     except TrainingInterrupted as interruption:  # every rank stopped at one step, after the checkpoint was saved
         if not (torch.distributed.is_available() and torch.distributed.is_initialized()):
             raise
@@ -314,28 +250,7 @@ def _exit_data_parallel_rank(code: int) -> None:
     os._exit(code)
 
 
-# What defines a run: resuming with other values would continue another run than the one asked for. Step counts,
-# time budgets and the checkpoint/eval/log cadence may change between sessions of the same run.
-RUN_IDENTITY_OPTIONS = (
-    "train_file", "dev_file", "vocab", "min_count", "max_vocab", "max_words", "projection_dim", "cell_dim", "layers",
-    "char_dim", "filters", "highway", "max_characters", "char_scheme", "char_min_count", "cell_clip", "proj_clip", "no_skip_connections", "softmax",
-    "num_sampled", "dropout", "segmenter", "batch_size", "gradient_accumulation_steps", "lr", "warmup_ratio",
-    "weight_decay", "max_grad_norm", "seed", "init_from", "group_by_length",
-)
-# Options newer than some recorded runs, with the value those runs had.
-OPTIONS_ADDED_LATER = {"char_scheme": "bytes", "char_min_count": 2}
-
-
-def run_identity(args) -> dict:
-    identity = {name: getattr(args, name) for name in RUN_IDENTITY_OPTIONS}
-    identity["train_file"] = [os.path.abspath(path) for path in args.train_file]
-    for name in ("dev_file", "vocab", "init_from"):
-        if identity[name] and os.path.exists(identity[name]):
-            identity[name] = os.path.abspath(identity[name])
-    return identity
-
-
-def check_run_identity(output_dir: Path, args) -> None:
+def check_run_identity(output_dir: Path, options: PretrainingArguments) -> None:
     """Refuse to touch a folder that holds another run: with --no-resume any run (its checkpoints would later be
     resumed in place of this one), otherwise a run started with other options."""
     held = sorted(path.name for path in output_dir.glob("checkpoint-*")) if output_dir.is_dir() else []
@@ -344,21 +259,21 @@ def check_run_identity(output_dir: Path, args) -> None:
     if not held:
         return
     shown = ", ".join(held[:3]) + (", ..." if len(held) > 3 else "")
-    if args.no_resume:
+    if options.no_resume:
         raise ValueError(
             f"--no-resume: {output_dir} holds a run ({shown}); a later run of the same command would resume that "
             "run's checkpoints instead of this one's: give another --output-dir, or delete that folder first"
         )
     recorded = read_run_identity(output_dir)
     if recorded is not None:  # else a run from before identities were recorded
-        check_same_run(output_dir, recorded, run_identity(args), lambda name: "--" + name.replace("_", "-"),
+        check_same_run(output_dir, recorded, run_identity(options), lambda name: "--" + name.replace("_", "-"),
                        OPTIONS_ADDED_LATER)
 
 
-def _checkpoint_to_resume(output_dir: Path, config, args) -> str | None:
+def _checkpoint_to_resume(output_dir: Path, config, options) -> str | None:
     """The newest complete checkpoint of the run folder, checked readable and of this architecture; None with
     --no-resume or none there."""
-    if not output_dir.is_dir() or args.no_resume:
+    if not output_dir.is_dir() or options.no_resume:
         return None
     resume = last_complete_checkpoint(output_dir)
     if resume:
@@ -367,43 +282,43 @@ def _checkpoint_to_resume(output_dir: Path, config, args) -> str | None:
     return resume
 
 
-def _run(args) -> int:
+def _run(options) -> int:
     from transformers import set_seed
 
     # Every check that can fail runs before the first file is written, so a refused run leaves nothing behind.
-    resolve_architecture(args)
-    check_arguments(args)
-    if args.threads:
-        torch.set_num_threads(args.threads)
-    output_dir = Path(args.output_dir)
+    resolve_architecture(options)
+    check_arguments(options)
+    if options.threads:
+        torch.set_num_threads(options.threads)
+    output_dir = Path(options.output_dir)
     check_output_dir(output_dir)
-    check_run_identity(output_dir, args)
-    for path in args.train_file + ([args.dev_file] if args.dev_file else []):
+    check_run_identity(output_dir, options)
+    for path in options.train_file + ([options.dev_file] if options.dev_file else []):
         check_corpus_file(path)
-    vocabulary = _vocabulary(args, output_dir)
-    tokenizer = _tokenizer_from_args(args, output_dir)
-    config = _config_from_args(args, vocabulary, tokenizer)
-    train_parts = [LineDataset(path, max_words=args.max_words) for path in args.train_file]
+    vocabulary = _vocabulary(options, output_dir)
+    tokenizer = _tokenizer_from_options(options, output_dir)
+    config = _config_from_options(options, vocabulary, tokenizer)
+    train_parts = [LineDataset(path, max_words=options.max_words) for path in options.train_file]
     train_dataset = train_parts[0] if len(train_parts) == 1 else torch.utils.data.ConcatDataset(train_parts)
-    dev_dataset = LineDataset(args.dev_file, max_words=args.max_words) if args.dev_file else None
-    resume = _checkpoint_to_resume(output_dir, config, args)
-    set_seed(args.seed)
+    dev_dataset = LineDataset(options.dev_file, max_words=options.max_words) if options.dev_file else None
+    resume = _checkpoint_to_resume(output_dir, config, options)
+    set_seed(options.seed)
     model = ElmoForPreTraining(config)
     initialized = None
-    if args.init_from and resume is None:
-        initialized = initialize_from(model, args.init_from)
-        print(f"initialised the {initialized} from {args.init_from}", file=sys.stderr)
-    _say_how_the_run_starts(output_dir, resume, args)  # once nothing more can be refused before training
+    if options.init_from and resume is None:
+        initialized = initialize_from(model, options.init_from)
+        print(f"initialised the {initialized} from {options.init_from}", file=sys.stderr)
+    _say_how_the_run_starts(output_dir, resume, options)  # once nothing more can be refused before training
     interruption = SaveOnInterrupt("pretraining")
     trainer = LanguageModelTrainer(
-        group_by_length=args.group_by_length,
+        group_by_length=options.group_by_length,
         resumed_loss_sum=checkpoint_loss_sum(resume) if resume else 0.0,
         model=model,
-        args=_training_arguments(args, output_dir, dev_dataset is not None),
+        args=_training_arguments(options, output_dir, dev_dataset is not None),
         train_dataset=train_dataset,
         eval_dataset=dev_dataset,
         data_collator=LanguageModelCollator(tokenizer, vocabulary),
-        callbacks=[interruption] + ([TimeBudget(args.time_budget_minutes)] if args.time_budget_minutes else []),
+        callbacks=[interruption] + ([TimeBudget(options.time_budget_minutes)] if options.time_budget_minutes else []),
     )
     if trainer.is_world_process_zero():
         output_dir.mkdir(parents=True, exist_ok=True)
@@ -411,11 +326,11 @@ def _run(args) -> int:
         if tokenizer.char_vocab is not None:
             atomic_write_text(output_dir / "char_vocab.json", json.dumps(tokenizer.char_vocab, ensure_ascii=False) + "\n")
         if resume is None:  # the options this run starts with; a resume is checked against them
-            write_run_identity(output_dir, run_identity(args))
-    summary = _train(trainer, model, output_dir, resume, args)
+            write_run_identity(output_dir, run_identity(options))
+    summary = _train(trainer, model, output_dir, resume, options)
     interruption.raise_if_interrupted(output_dir)  # a checkpoint saved on Ctrl-C / SIGTERM: the run is not done
     summary.update({
-        "initialized_from": args.init_from,
+        "initialized_from": options.init_from,
         "initialized_weights": initialized,
         "train_sentences": len(train_dataset),
         "vocabulary_size": len(vocabulary),
@@ -460,11 +375,11 @@ def training_text_shares(paths: list[str], vocabulary: list[str] | None) -> dict
             "lines": lines}
 
 
-def check_training_text(args, vocabulary: list[str] | None) -> str | None:
+def check_training_text(options, vocabulary: list[str] | None) -> str | None:
     """Refuse (ValueError) training text that is mostly <UNK> or looks unsegmented past the refusal shares; return a
     warning past the warning shares, else None. Both name `hf-elmo corpus segment`. Without a vocabulary (before
     one is built) only the unsegmented share is judged."""
-    shares = training_text_shares(args.train_file, vocabulary)
+    shares = training_text_shares(options.train_file, vocabulary)
     problems, refused = [], False
     if shares["unsegmented"] >= UNSEGMENTED_SHARE["warn"]:
         refused |= shares["unsegmented"] >= UNSEGMENTED_SHARE["refuse"]
@@ -475,7 +390,7 @@ def check_training_text(args, vocabulary: list[str] | None) -> str | None:
         problems.append(f"{shares['unknown']:.0%} of its tokens are <UNK> (not in the vocabulary)")
     if not problems:
         return None
-    files = " ".join(args.train_file)
+    files = " ".join(options.train_file)
     text = (f"--train-file {files}: in its first {shares['lines']:,} lines, {' and '.join(problems)}; pretraining "
             "reads words split by spaces: segment raw text first with `hf-elmo corpus segment`")
     if refused:
@@ -484,97 +399,85 @@ def check_training_text(args, vocabulary: list[str] | None) -> str | None:
     return "warning: " + text
 
 
-def _vocabulary(args, output_dir: Path) -> list[str]:
+def _vocabulary(options, output_dir: Path) -> list[str]:
     """--vocab, else the run's own vocab.txt when resuming, else one built from the training files; the training
     text is checked against it (`check_training_text`)."""
-    if args.vocab:
-        vocabulary = load_vocabulary(args.vocab)
-    elif (output_dir / "vocab.txt").exists() and not args.no_resume:
+    if options.vocab:
+        vocabulary = load_vocabulary(options.vocab)
+    elif (output_dir / "vocab.txt").exists() and not options.no_resume:
         vocabulary = load_vocabulary(output_dir / "vocab.txt")
     else:
         # Unsegmented text is named first, whatever --min-count: its lines are single "words" that rarely repeat,
         # so building a vocabulary of it fails (or succeeds with --min-count 1) with no word of the real cause.
-        unsegmented = check_training_text(args, None)
+        unsegmented = check_training_text(options, None)
         try:
-            vocabulary = build_vocabulary(args.train_file, min_count=args.min_count, max_size=args.max_vocab)
+            vocabulary = build_vocabulary(options.train_file, min_count=options.min_count, max_size=options.max_vocab)
         except ValueError as error:
             if unsegmented is None:
                 raise
             raise ValueError(unsegmented.removeprefix("warning: ") + f" ({error})") from None
     if len(vocabulary) <= len(SPECIAL_WORDS):
-        source = args.vocab or output_dir / "vocab.txt"
+        source = options.vocab or output_dir / "vocab.txt"
         raise ValueError(f"the vocabulary {source} has no words besides {', '.join(SPECIAL_WORDS)}")
-    if args.softmax == "sampled" and args.num_sampled >= len(vocabulary):
+    if options.softmax == "sampled" and options.num_sampled >= len(vocabulary):
         print(
-            f"note: --num-sampled {args.num_sampled} is not below the vocabulary size ({len(vocabulary)} words), "
+            f"note: --num-sampled {options.num_sampled} is not below the vocabulary size ({len(vocabulary)} words), "
             "so the sampled softmax costs more than the exact one; --softmax full is cheaper",
             file=sys.stderr,
         )
-    warning = check_training_text(args, vocabulary)
+    warning = check_training_text(options, vocabulary)
     if warning and os.environ.get("RANK", "0") == "0":
         print(warning, file=sys.stderr)
     return vocabulary
 
 
-def _training_arguments(args, output_dir: Path, has_dev: bool):
+def _training_arguments(options: PretrainingArguments, output_dir: Path, has_dev: bool):
     from transformers import TrainingArguments
 
     from ..utils.transformers_versions import warmup_arguments
 
     use_cpu = not torch.cuda.is_available()
     return TrainingArguments(
-        output_dir=str(output_dir),
-        num_train_epochs=args.epochs,
-        max_steps=args.max_steps if args.max_steps is not None else -1,  # -1: --epochs decides
-        per_device_train_batch_size=args.batch_size,
-        per_device_eval_batch_size=args.batch_size,
-        gradient_accumulation_steps=args.gradient_accumulation_steps,
-        learning_rate=args.lr,
-        **warmup_arguments(args.warmup_ratio),  # a fraction of the total steps
-        weight_decay=args.weight_decay,
-        max_grad_norm=args.max_grad_norm,
+        **{name: getattr(options, name) for name in TRAINER_FIELDS},  # the options named as its fields
+        max_steps=options.max_steps if options.max_steps is not None else -1,  # -1: --epochs decides
+        per_device_eval_batch_size=options.per_device_train_batch_size,
+        **warmup_arguments(options.warmup_ratio),  # a fraction of the total steps
         lr_scheduler_type="linear",
         optim="adamw_torch",
         eval_strategy="steps" if has_dev else "no",
-        eval_steps=args.eval_steps,
         save_strategy="steps",
-        save_steps=args.save_steps,
-        save_total_limit=args.save_total_limit,
-        logging_steps=args.logging_steps,
-        seed=args.seed,
         report_to="none",
         remove_unused_columns=False,
         dataloader_num_workers=0,
         dataloader_pin_memory=torch.cuda.is_available(),  # pinning is for copies to a GPU
-        disable_tqdm=args.no_progress,
         use_cpu=use_cpu,
         ddp_backend="gloo" if use_cpu and int(os.environ.get("WORLD_SIZE", "1")) > 1 else None,
         ddp_find_unused_parameters=False,
     )
 
 
-def _say_how_the_run_starts(output_dir: Path, resume: str | None, args) -> None:
+def _say_how_the_run_starts(output_dir: Path, resume: str | None, options) -> None:
     """One line at start-up: a fresh run or a resumed one (from which checkpoint), and when the next checkpoint comes."""
     if os.environ.get("RANK", "0") != "0":
         return
     step = checkpoint_step(resume) if resume else 0
     start = f"resuming from {resume} (step {step:,})" if resume else f"starting a new run in {output_dir}"
-    print(f"{start}; the next checkpoint is written at step {next_checkpoint_step(step, args.save_steps):,} (every "
-          f"--save-steps {args.save_steps:,}), and Ctrl-C saves one before it stops", file=sys.stderr)
+    print(f"{start}; the next checkpoint is written at step {next_checkpoint_step(step, options.save_steps):,} (every "
+          f"--save-steps {options.save_steps:,}), and Ctrl-C saves one before it stops", file=sys.stderr)
 
 
-def _train(trainer, model, output_dir: Path, resume: str | None, args) -> dict:
+def _train(trainer, model, output_dir: Path, resume: str | None, options) -> dict:
     """Train (or, resumed at its last step, load the finished weights); the summary's training part."""
     start = time.time()
     resumed_step = checkpoint_step(resume) if resume else None
-    if resumed_step is not None and args.max_steps is not None and resumed_step >= args.max_steps:
+    if resumed_step is not None and options.max_steps is not None and resumed_step >= options.max_steps:
         # Resumed at its last step, Trainer would take one more before it checks max_steps.
         model.load_state_dict(ElmoForPreTraining.from_pretrained(resume).state_dict())
         global_step = resumed_step
     else:
         global_step = trainer.train(resume_from_checkpoint=resume).global_step
     elapsed = time.time() - start
-    args.trained_steps = global_step - (resumed_step or 0)  # the command's advice is for runs that trained
+    options.trained_steps = global_step - (resumed_step or 0)  # the command's advice is for runs that trained
     if global_step == resumed_step:
         elapsed = 0.0
         if trainer.is_world_process_zero():
