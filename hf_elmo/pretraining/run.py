@@ -61,14 +61,14 @@ from .options import (
 )
 from .trainer import LanguageModelTrainer, TimeBudget, exact_perplexity  # noqa: F401 (exact_perplexity: public)
 
-# Fields that define the architecture: a checkpoint must agree on all of them to be resumed (those the architecture
-# options set, and those no option sets).
-ARCHITECTURE_FIELDS = (
+# Fields that define the architecture: a checkpoint must agree on all of them to be resumed. Those the architecture
+# options set, then those no option sets today (named once if an option comes to set one).
+ARCHITECTURE_FIELDS = tuple(dict.fromkeys((
     *(item.metadata["config"].name for item in ARCHITECTURE_OPTIONS.values()),
     "char_vocab_size",
     "char_cnn_activation",
     "lm_vocab",
-)
+)))
 
 
 def check_arguments(options: PretrainingArguments) -> None:
