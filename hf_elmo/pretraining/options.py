@@ -113,9 +113,6 @@ class PretrainingArguments:
     filters: str | None = model(
         None, "JSON [[width, count], ...]", architecture="[[1,32],[2,32],[3,64],[4,128],[5,256]]",
         config=ConfigField("char_cnn_filters", _filters_from_json, _filters_to_json))
-    char_cnn_activation: Literal["relu", "tanh"] | None = model(
-        None, "THROWAWAY: activation after the character CNN's max-pooling", architecture="relu",
-        config=ConfigField("char_cnn_activation"))
     highway: int | None = model(
         None, "highway layers after the character CNN", architecture=1, config=ConfigField("num_highway_layers"))
     max_characters: int | None = model(
@@ -156,7 +153,6 @@ class PretrainingArguments:
         2e-3, "peak learning rate (AdamW, linear decay)", flags=("--lr",), check=non_negative, trainer=True)
     # TrainingArguments' name for it depends on its version (utils.transformers_versions.warmup_arguments).
     warmup_ratio: float = training(0.02, "fraction of the steps spent warming up", check=fraction)
-    adam_beta2: float = training(0.999, "THROWAWAY: AdamW's beta2", check=fraction, trainer=True)
     weight_decay: float = training(0.0, "AdamW weight decay", check=non_negative, trainer=True)
     max_grad_norm: float = training(1.0, "clip the gradient norm to this", check=non_negative, trainer=True)
     eval_steps: int = training(500, "dev perplexity every this many steps", check=at_least(1), trainer=True,
