@@ -10,7 +10,8 @@ import shlex
 import sys
 from pathlib import Path
 
-from ..pretraining.options import PretrainingArguments, add_dataclass_arguments
+from ..pretraining.options import ARCHITECTURE_DEFAULTS, COMMAND_OPTIONS, PretrainingArguments
+from .common import add_dataclass_options
 
 HELP = "pretrain a biLM language model from text"
 DESCRIPTION = """Pretrain an ELMo biLM from scratch on a word-segmented corpus, on top of `transformers.Trainer`.
@@ -26,11 +27,17 @@ tokenizer are written to ``OUTPUT_DIR``, with ``pretraining_summary.json`` holdi
 
 
 class HelpFormatter(argparse.RawDescriptionHelpFormatter, argparse.ArgumentDefaultsHelpFormatter):
-    """The description as written, and every option's default in its help."""
+    """The description as written, and every option's default in its help (an architecture option's: the value it
+    takes without --init-from)."""
+
+    def _get_help_string(self, action):
+        if action.dest in ARCHITECTURE_DEFAULTS:
+            return f"{action.help} (default: {ARCHITECTURE_DEFAULTS[action.dest]})"
+        return super()._get_help_string(action)
 
 
 def add_arguments(parser) -> None:
-    add_dataclass_arguments(parser, PretrainingArguments)
+    add_dataclass_options(parser, *COMMAND_OPTIONS)
 
 
 def check(args) -> None:

@@ -1,52 +1,60 @@
-"""The options of `hf-elmo pretrain` and `hf_elmo.pretraining.run`, each written once, in `PretrainingArguments`.
+"""The options of `hf-elmo pretrain` and of `hf_elmo.pretraining.run`, written once.
 
-A field says everything about its option; the rest is derived from the fields:
-- the command line (`add_dataclass_arguments`): `flags` (the spellings, default `--field-name`; the first one names
-  the option in messages and in the run identity), `help`, the `group` of `--help`, `metavar`; the type gives
-  argparse's type, `Literal` its choices, `list` nargs; a field without a default is required;
-- `check`: the range check, a function of the value returning what is wrong with it, or None (`problems`);
-- `trainer`: the field is a `transformers.TrainingArguments` field of the same name, passed to it as it is;
-- `config`: the `ElmoConfig` field the option sets (`ConfigField`, with the conversion when the option's value is
-  not the config's);
-- `architecture`: an architecture option, and its value when neither given nor read from `--init-from`'s config;
-  None in the dataclass means "not given" (a given one must agree with the `--init-from` model);
-- `identity`: part of the run identity (default); resuming with another value would continue another run than the
-  one asked for (`added_later`: the option is newer than some recorded runs, which had its default);
-- `path`: recorded as an absolute path in the run identity when it names an existing file or folder.
+As in transformers' `run_ner.py` (and `hf_elmo.finetuning.options`), one dataclass per role; the library takes
+`PretrainingArguments`, all of them in one object. The command line is made from the roles (`COMMAND_OPTIONS`) by
+`hf_elmo.cli.common.add_dataclass_options`, which reads the fields as transformers' `HfArgumentParser` does: a
+field's metadata goes to `add_argument`, so it holds `help`, `aliases` (the spellings; the first one names the
+option in messages and in the run identity) and argparse keywords, nothing else. What a field says beyond argparse
+is an `Option` in its `Annotated` type, which both parsers read past:
+- `check`: its range check, a function of the value returning what is wrong with it, or None (`problems`);
+- `architecture`: an architecture option, and its value when neither given nor read from `--init-from`'s config
+  (None, or False for a switch, means "not given": a given one must agree with the `--init-from` model);
+- `config`: the conversion to the `ElmoConfig` field it sets, when its value is not the config's as it is;
+- `path`: recorded as an absolute path in the run identity when it names an existing file or folder;
+- `added_later`: a run-identity option newer than some recorded runs, which had its default.
 
-This module imports neither torch, numpy nor transformers: `hf-elmo pretrain --help` reads it. transformers'
-`HfArgumentParser` would build the parser from such a dataclass too, but importing it loads the transformers
-package: numpy and +0.7 s on transformers 5, torch and +3 s on 4.57 (`python -X importtime`).
+Roles: `ArchitectureArguments` and `ModelArguments` are `ElmoConfig` fields of the same names (or `config`'s);
+the options of `TrainingOptions` and `RunArguments` that are `transformers.TrainingArguments` fields are passed to
+it by name; every option but `RunArguments`' is part of the run identity (resuming with another value would
+continue another run than the one asked for; step counts, time budgets and the checkpoint/eval/log cadence may
+change between sessions of the same run).
+
+This module imports neither torch, numpy nor transformers: `hf-elmo pretrain --help` reads it.
 """
 
-from __future__ import annotations
-
-import argparse
 import json
 import math
 import os
 import typing
-from dataclasses import MISSING, dataclass, field, fields
-from typing import Literal, NamedTuple
-
-GROUPS = {
-    "data": None,
-    "model": "The architecture options default to the values shown, or with --init-from to that model's (given "
-    "ones must agree with it).",
-    "training": None,
-}
+from dataclasses import dataclass, field, fields
+from typing import Annotated, Any, Literal, NamedTuple
 
 
 class ConfigField(NamedTuple):
     """The `ElmoConfig` field an option sets, and the conversions of its value both ways."""
 
     name: str
-    from_option: typing.Callable = lambda value: value
-    to_option: typing.Callable = lambda value: value
+    from_option: typing.Callable
+    to_option: typing.Callable
+
+
+class Option(NamedTuple):
+    """What an option's field says beyond argparse (see the module's docstring)."""
+
+    check: typing.Callable | None = None
+    architecture: Any = None
+    config: ConfigField | None = None
+    path: bool = False
+    added_later: bool = False
+
+
+def _option(default, help: str, **metadata):
+    """A dataclass field with its command-line description (`metadata` goes to `add_argument` as it is)."""
+    return field(default=default, metadata={"help": help, **metadata})
 
 
 def at_least(minimum):
-    return lambda value: None if value is None or value >= minimum else f"must be at least {minimum}, got {value}"
+    return Option(check=lambda value: None if value >= minimum else f"must be at least {minimum}, got {value}")
 
 
 def above_zero(value):
@@ -61,6 +69,14 @@ def fraction(value):
     return None if 0 <= value < 1 else f"must be in [0, 1), got {value}"
 
 
+def _steps_or_epochs(value):  # -1, TrainingArguments' default: --epochs decides
+    return None if value == -1 or value >= 1 else f"must be at least 1, got {value}"
+
+
+def _optional(option: Option) -> Option:
+    return option._replace(check=lambda value: None if value is None else option.check(value))
+
+
 def _filters_from_json(text: str) -> list:
     try:
         return json.loads(text)
@@ -72,164 +88,201 @@ def _filters_to_json(filters: list) -> str:
     return json.dumps(filters, separators=(",", ":"))
 
 
-def option(default=MISSING, help: str = "", *, group: str, **metadata):
-    """A dataclass field holding its option's description (see the module's docstring)."""
-    return field(default=default, metadata={"help": help, "group": group, **metadata})
+@dataclass
+class DataArguments:
+    """The corpus, and the vocabularies and batches made from it."""
 
+    _argument_group_name = "data"
 
-def data(default=MISSING, help: str = "", **metadata):
-    return option(default, help, group="data", **metadata)
-
-
-def model(default=MISSING, help: str = "", **metadata):
-    return option(default, help, group="model", **metadata)
-
-
-def training(default=MISSING, help: str = "", **metadata):
-    return option(default, help, group="training", **metadata)
-
-
-@dataclass(kw_only=True)
-class PretrainingArguments:
-    """What `hf-elmo pretrain` is given; `hf_elmo.pretraining.run.run` takes it."""
-
-    train_file: list[str] = data(help="corpus files: one sentence a line, words split by spaces", path=True)
-    dev_file: str | None = data(None, "held-out corpus for perplexity", path=True)
-    vocab: str | None = data(
-        None, "vocabulary file (<S>, </S>, <UNK>, then by frequency); built from the train files if omitted", path=True)
-    # The vocabulary limits are checked by the vocabulary builder's own check (also `hf-elmo corpus vocab`'s).
-    min_count: int = data(3, "min word count (>= 1) when building the vocabulary")
-    max_vocab: int | None = data(
+    train_file: Annotated[list[str] | None, Option(path=True)] = _option(
+        None, "corpus files: one sentence a line, words split by spaces", required=True)
+    dev_file: Annotated[str | None, Option(path=True)] = _option(None, "held-out corpus for perplexity")
+    vocab: Annotated[str | None, Option(path=True)] = _option(
+        None, "vocabulary file (<S>, </S>, <UNK>, then by frequency); built from the train files if omitted")
+    # The vocabulary limits are the vocabulary builder's own check (pretraining.data.check_vocabulary_limits).
+    min_count: int = _option(3, "min word count (>= 1) when building the vocabulary")
+    max_vocab: int | None = _option(
         None, "max vocabulary size when building it, the three specials <S>, </S>, <UNK> included (>= 4)")
-    max_words: int = data(50, "longer sentences are cut into pieces of this many words (>= 1)", check=at_least(1))
+    max_words: Annotated[int, at_least(1)] = _option(
+        50, "longer sentences are cut into pieces of this many words (>= 1)")
+    char_min_count: Annotated[int, at_least(1)._replace(added_later=True)] = _option(
+        2, "dictionary scheme: characters seen fewer times in the train files share the <oov> id (>= 1)")
+    segmenter: str = _option("auto", "tokenizer segmenter saved with the model")
+    # The biLM Trainer's own grouping (pretraining.trainer), not TrainingArguments'.
+    group_by_length: bool = _option(
+        True, "batch sentences of similar length together (random groups of 50 batches, each sorted by length): the "
+        "biLSTM runs as many steps as a batch's longest sentence, so mixed lengths waste most of its work")
 
-    projection_dim: int | None = model(
-        None, "LSTM output (projection) size P; layers are 2P wide", architecture=128,
-        config=ConfigField("projection_dim"))
-    cell_dim: int | None = model(None, "LSTM cell size", architecture=512, config=ConfigField("lstm_cell_dim"))
-    layers: int | None = model(None, "biLSTM layers", architecture=2, config=ConfigField("num_lstm_layers"))
-    char_dim: int | None = model(
-        None, "character embedding size", architecture=16, config=ConfigField("char_embedding_dim"))
-    filters: str | None = model(
-        None, "JSON [[width, count], ...]", architecture="[[1,32],[2,32],[3,64],[4,128],[5,256]]",
-        config=ConfigField("char_cnn_filters", _filters_from_json, _filters_to_json))
-    highway: int | None = model(
-        None, "highway layers after the character CNN", architecture=1, config=ConfigField("num_highway_layers"))
-    max_characters: int | None = model(
-        None, "character ids per word (bilm-tf: 50)", architecture=50, config=ConfigField("max_characters_per_token"))
-    char_scheme: Literal["bytes", "dictionary"] | None = model(
-        None, "how words become character ids: UTF-8 bytes (AllenNLP, bilm-tf; any text) or one id per character "
-        "from a character vocabulary built from the train files (ELMoForManyLangs; with --init-from, that model's "
-        "vocabulary), saved as char_vocab.json", architecture="bytes", config=ConfigField("char_scheme"),
-        added_later=True)
-    char_min_count: int = model(
-        2, "dictionary scheme: characters seen fewer times in the train files share the <oov> id (>= 1)",
-        check=at_least(1), added_later=True)
-    cell_clip: float = model(3.0, "clip LSTM cell values to [-x, x]", config=ConfigField("cell_clip"))
-    proj_clip: float = model(3.0, "clip LSTM outputs to [-x, x]", config=ConfigField("proj_clip"))
-    no_skip_connections: bool | None = model(
-        None, "no residual connection around layers >= 2", architecture=False,
-        config=ConfigField("use_skip_connections", lambda value: not value, lambda value: not value))
-    softmax: Literal["full", "sampled"] = model(
-        "full", "full softmax over the vocabulary, or sampled (cheaper for large vocabularies)",
-        config=ConfigField("lm_softmax"))
-    num_sampled: int = model(8192, "negatives per batch (sampled softmax)", config=ConfigField("lm_num_sampled"))
-    dropout: float = model(0.1, "dropout on the biLSTM outputs", check=fraction, config=ConfigField("lm_dropout"))
-    segmenter: str = model("auto", "tokenizer segmenter saved with the model")
 
-    output_dir: str = training(
-        help="run folder: checkpoints, then the model, vocabulary and summary", flags=("--output-dir", "--output"),
-        trainer=True, identity=False)
-    num_train_epochs: float = training(
-        1.0, "passes over the training data (> 0)", flags=("--epochs",), check=above_zero, trainer=True,
-        identity=False)
-    # None, not TrainingArguments' -1, when not given: `--max-steps -1` is refused like any step count below 1.
-    max_steps: int | None = training(
-        None, "optimiser steps (>= 1); when given it overrides --epochs", check=at_least(1), identity=False)
-    per_device_train_batch_size: int = training(
-        64, "sentences per device", flags=("--batch-size",), check=at_least(1), trainer=True)
-    gradient_accumulation_steps: int = training(1, "batches per optimiser step", check=at_least(1), trainer=True)
-    learning_rate: float = training(
-        2e-3, "peak learning rate (AdamW, linear decay)", flags=("--lr",), check=non_negative, trainer=True)
+@dataclass
+class ArchitectureArguments:
+    """The `ElmoConfig` fields that define the architecture: without --init-from they default to the values shown;
+    with it to that model's, which given ones must agree with."""
+
+    _argument_group_name = "architecture"
+
+    projection_dim: Annotated[int | None, Option(architecture=128)] = _option(
+        None, "LSTM output (projection) size P; layers are 2P wide")
+    lstm_cell_dim: Annotated[int | None, Option(architecture=512)] = _option(
+        None, "LSTM cell size", aliases=["--cell-dim"])
+    num_lstm_layers: Annotated[int | None, Option(architecture=2)] = _option(
+        None, "biLSTM layers", aliases=["--layers"])
+    char_embedding_dim: Annotated[int | None, Option(architecture=16)] = _option(
+        None, "character embedding size", aliases=["--char-dim"])
+    char_cnn_filters: Annotated[str | None, Option(
+        architecture="[[1,32],[2,32],[3,64],[4,128],[5,256]]",
+        config=ConfigField("char_cnn_filters", _filters_from_json, _filters_to_json))] = _option(
+        None, "JSON [[width, count], ...]", aliases=["--filters"])
+    num_highway_layers: Annotated[int | None, Option(architecture=1)] = _option(
+        None, "highway layers after the character CNN", aliases=["--highway"])
+    max_characters_per_token: Annotated[int | None, Option(architecture=50)] = _option(
+        None, "character ids per word (bilm-tf: 50)", aliases=["--max-characters"])
+    char_scheme: Annotated[Literal["bytes", "dictionary"] | None, Option(architecture="bytes", added_later=True)] = \
+        _option(None, "how words become character ids: UTF-8 bytes (AllenNLP, bilm-tf; any text) or one id per "
+                "character from a character vocabulary built from the train files (ELMoForManyLangs; with "
+                "--init-from, that model's vocabulary), saved as char_vocab.json")
+    no_skip_connections: Annotated[bool, Option(
+        architecture=False, config=ConfigField("use_skip_connections", lambda value: not value,
+                                               lambda value: not value))] = _option(
+        False, "no residual connection around layers >= 2")
+
+
+@dataclass
+class ModelArguments:
+    """The other `ElmoConfig` fields pretraining sets: clipping and the language-model head."""
+
+    _argument_group_name = "model"
+
+    cell_clip: float = _option(3.0, "clip LSTM cell values to [-x, x]")
+    proj_clip: float = _option(3.0, "clip LSTM outputs to [-x, x]")
+    lm_softmax: Literal["full", "sampled"] = _option(
+        "full", "full softmax over the vocabulary, or sampled (cheaper for large vocabularies)", aliases=["--softmax"])
+    lm_num_sampled: int = _option(8192, "negatives per batch (sampled softmax)", aliases=["--num-sampled"])
+    lm_dropout: Annotated[float, Option(check=fraction)] = _option(
+        0.1, "dropout on the biLSTM outputs", aliases=["--dropout"])
+
+
+@dataclass
+class TrainingOptions:
+    """How the model is trained: `TrainingArguments` fields of the same names, with hf-elmo's defaults."""
+
+    _argument_group_name = "training"
+
+    per_device_train_batch_size: Annotated[int, at_least(1)] = _option(
+        64, "sentences per device", aliases=["--batch-size"])
+    gradient_accumulation_steps: Annotated[int, at_least(1)] = _option(1, "batches per optimiser step")
+    learning_rate: Annotated[float, Option(check=non_negative)] = _option(
+        2e-3, "peak learning rate (AdamW, linear decay)", aliases=["--lr"])
     # TrainingArguments' name for it depends on its version (utils.transformers_versions.warmup_arguments).
-    warmup_ratio: float = training(0.02, "fraction of the steps spent warming up", check=fraction)
-    weight_decay: float = training(0.0, "AdamW weight decay", check=non_negative, trainer=True)
-    max_grad_norm: float = training(1.0, "clip the gradient norm to this", check=non_negative, trainer=True)
-    eval_steps: int = training(500, "dev perplexity every this many steps", check=at_least(1), trainer=True,
-                               identity=False)
-    save_steps: int = training(500, "checkpoint every this many steps", check=at_least(1), trainer=True,
-                               identity=False)
-    save_total_limit: int = training(2, "checkpoints kept", trainer=True, identity=False)
-    logging_steps: int = training(50, "log the loss every this many steps", check=at_least(1), trainer=True,
-                                  identity=False)
-    seed: int = training(42, "initialisation and data order", trainer=True)
-    threads: int | None = training(None, "torch CPU threads per process", check=at_least(1), identity=False)
-    no_resume: bool = training(False, "start over even if checkpoints exist", identity=False)
-    init_from: str | None = training(
+    warmup_ratio: Annotated[float, Option(check=fraction)] = _option(0.02, "fraction of the steps spent warming up")
+    weight_decay: Annotated[float, Option(check=non_negative)] = _option(0.0, "AdamW weight decay")
+    max_grad_norm: Annotated[float, Option(check=non_negative)] = _option(1.0, "clip the gradient norm to this")
+    seed: int = _option(42, "initialisation and data order")
+    init_from: Annotated[str | None, Option(path=True)] = _option(
         None, "start from the weights of a model of the same architecture, with a fresh optimiser and schedule "
         "(continued or domain-adaptive pretraining): a finished pretraining run, or an encoder-only folder such as "
         "the shipped default (pass 'default') or a converted AllenNLP model, whose softmax then starts fresh; the "
         "softmax is also fresh when the run's vocabulary differs. A checkpoint in --output-dir takes precedence",
-        metavar="FOLDER", path=True)
-    time_budget_minutes: float | None = training(
-        None, "stop (with a checkpoint) once this much training time (> 0 minutes) has passed in this run",
-        check=above_zero, identity=False)
-    # The biLM Trainer's own grouping (hf_elmo.pretraining.trainer), not TrainingArguments'.
-    group_by_length: bool = training(
-        True, "batch sentences of similar length together (random groups of 50 batches, each sorted by length): the "
-        "biLSTM runs as many steps as a batch's longest sentence, so mixed lengths waste most of its work")
-    disable_tqdm: bool = training(False, "no progress bar", flags=("--no-progress",), trainer=True, identity=False)
+        metavar="FOLDER")
+
+
+@dataclass
+class RunArguments:
+    """Where the run writes, how long it trains and how often it reports: what a resumed run may change."""
+
+    _argument_group_name = "the run"
+
+    output_dir: str | None = _option(
+        None, "run folder: checkpoints, then the model, vocabulary and summary", aliases=["--output-dir", "--output"],
+        required=True)
+    num_train_epochs: Annotated[float, Option(check=above_zero)] = _option(
+        1.0, "passes over the training data (> 0)", aliases=["--epochs"])
+    max_steps: Annotated[int, Option(check=_steps_or_epochs)] = _option(
+        -1, "optimiser steps (>= 1); when given it overrides --epochs")
+    eval_steps: Annotated[int, at_least(1)] = _option(500, "dev perplexity every this many steps")
+    save_steps: Annotated[int, at_least(1)] = _option(500, "checkpoint every this many steps")
+    save_total_limit: int = _option(2, "checkpoints kept")
+    logging_steps: Annotated[int, at_least(1)] = _option(50, "log the loss every this many steps")
+    threads: Annotated[int | None, _optional(at_least(1))] = _option(None, "torch CPU threads per process")
+    no_resume: bool = _option(False, "start over even if checkpoints exist")
+    time_budget_minutes: Annotated[float | None, Option(check=above_zero)] = _option(
+        None, "stop (with a checkpoint) once this much training time (> 0 minutes) has passed in this run")
+    disable_tqdm: bool = _option(False, "no progress bar", aliases=["--no-progress"])
+
+
+# The options of `hf-elmo pretrain`, in the order --help lists them.
+COMMAND_OPTIONS = (DataArguments, ArchitectureArguments, ModelArguments, TrainingOptions, RunArguments)
+
+
+@dataclass
+class PretrainingArguments(RunArguments, TrainingOptions, ModelArguments, ArchitectureArguments, DataArguments):
+    """What `hf-elmo pretrain` is given: every role's options in one object."""
 
     @classmethod
-    def from_namespace(cls, namespace: argparse.Namespace) -> PretrainingArguments:
-        """The options of a parsed command line (an architecture option not given is absent there: None here)."""
-        given = {item.name: getattr(namespace, item.name) for item in fields(cls) if hasattr(namespace, item.name)}
-        return cls(**given)
+    def from_namespace(cls, namespace) -> "PretrainingArguments":
+        """The options of a parsed command line."""
+        return cls(**{item.name: getattr(namespace, item.name) for item in fields(cls)})
 
     def problems(self) -> list[str]:
-        """What is wrong with the options' values, one line each (the model options are ElmoConfig's to check)."""
+        """What is wrong with the values, one line each (the model options are ElmoConfig's to check)."""
         found = []
-        for item in fields(self):
-            check = item.metadata.get("check")
-            problem = check(getattr(self, item.name)) if check else None
+        for name, option in OPTIONS.items():
+            problem = option.check(getattr(self, name)) if option.check else None
             if problem:
-                found.append(f"{flag(item)} {problem}")
+                found.append(f"{flag(name)} {problem}")
         return found
 
 
 FIELDS = {item.name: item for item in fields(PretrainingArguments)}
+OPTIONS = {name: next((extra for extra in getattr(hint, "__metadata__", ()) if isinstance(extra, Option)), Option())
+           for name, hint in typing.get_type_hints(PretrainingArguments, include_extras=True).items()
+           if name in FIELDS}
 
 
-def flag(item) -> str:
+def flag(name: str) -> str:
     """The option's spelling on the command line and in messages."""
-    return item.metadata.get("flags", ("--" + item.name.replace("_", "-"),))[0]
+    aliases = FIELDS[name].metadata.get("aliases")
+    return aliases[0] if aliases else "--" + name.replace("_", "-")
 
 
-def option_name(item) -> str:
+def option_name(name: str) -> str:
     """The option's name in a run identity: its flag as a Python name (`--lr`: lr)."""
-    return flag(item)[2:].replace("-", "_")
+    return flag(name)[2:].replace("-", "_")
 
 
-# Derived tables: what the library reads.
-ARCHITECTURE_OPTIONS = {name: item for name, item in FIELDS.items() if "architecture" in item.metadata}
-CONFIG_FIELDS = {name: item.metadata["config"] for name, item in FIELDS.items() if "config" in item.metadata}
-TRAINER_FIELDS = tuple(name for name, item in FIELDS.items() if item.metadata.get("trainer"))
-RUN_IDENTITY_FIELDS = tuple(name for name, item in FIELDS.items() if item.metadata.get("identity", True))
+def _names(*roles) -> tuple[str, ...]:
+    return tuple(item.name for role in roles for item in fields(role))
 
 
-def default_value(item):
-    """The value of an option not given (an architecture option's when there is no model to take it from)."""
-    return item.metadata.get("architecture", item.default)
+ARCHITECTURE_OPTIONS = _names(ArchitectureArguments)
+CONFIG_OPTIONS = _names(ArchitectureArguments, ModelArguments)
+RUN_IDENTITY_OPTIONS = _names(DataArguments, ArchitectureArguments, ModelArguments, TrainingOptions)
+# The options' values when not given and no --init-from model gives them.
+ARCHITECTURE_DEFAULTS = {name: OPTIONS[name].architecture for name in ARCHITECTURE_OPTIONS}
+# Options newer than some recorded runs, with the value those runs had.
+OPTIONS_ADDED_LATER = {option_name(name): ARCHITECTURE_DEFAULTS.get(name, FIELDS[name].default)
+                       for name, option in OPTIONS.items() if option.added_later}
+
+
+def config_field(name: str) -> ConfigField:
+    """The `ElmoConfig` field the option `name` sets."""
+    same = ConfigField(name, lambda value: value, lambda value: value)
+    return OPTIONS[name].config or same
+
+
+def trainer_options(training_argument_names) -> tuple[str, ...]:
+    """The options passed to `TrainingArguments` by name: those of the training and run roles it has a field of."""
+    return tuple(name for name in _names(TrainingOptions, RunArguments) if name in training_argument_names)
 
 
 def run_identity(options: PretrainingArguments) -> dict:
     """The options that define the run, by option name (paths absolute when they name what exists)."""
     identity = {}
-    for name in RUN_IDENTITY_FIELDS:
-        item, value = FIELDS[name], getattr(options, name)
-        if item.metadata.get("path") and value:
+    for name in RUN_IDENTITY_OPTIONS:
+        value = getattr(options, name)
+        if OPTIONS[name].path and value:
             value = [_absolute(path) for path in value] if isinstance(value, list) else _absolute(value)
-        identity[option_name(item)] = value
+        identity[option_name(name)] = value
     return identity
 
 
@@ -237,43 +290,7 @@ def _absolute(path: str) -> str:
     return os.path.abspath(path) if os.path.exists(path) else path
 
 
-# Options newer than some recorded runs, with the value those runs had.
-OPTIONS_ADDED_LATER = {option_name(item): default_value(item) for item in FIELDS.values()
-                       if item.metadata.get("added_later")}
-
-
-def add_dataclass_arguments(parser: argparse.ArgumentParser, dataclass_type=PretrainingArguments) -> None:
-    """The command-line options of `dataclass_type`'s fields, in the groups they name."""
-    groups = {}
-    hints = typing.get_type_hints(dataclass_type)
-    for item in fields(dataclass_type):
-        metadata = item.metadata
-        group = groups.get(metadata["group"])
-        if group is None:
-            group = groups[metadata["group"]] = parser.add_argument_group(metadata["group"], GROUPS[metadata["group"]])
-        kind = hints[item.name]
-        if type(None) in typing.get_args(kind):  # X | None
-            kind = next(arg for arg in typing.get_args(kind) if arg is not type(None))
-        arguments = {"dest": item.name, "help": metadata["help"]}
-        if "architecture" in metadata:  # absent unless given, so that --init-from's config can fill it in
-            arguments["default"] = argparse.SUPPRESS
-            arguments["help"] += f" (default: {metadata['architecture']})"
-        elif item.default is MISSING:
-            arguments["required"] = True
-        else:
-            arguments["default"] = item.default
-        if kind is bool:
-            arguments["action"] = argparse.BooleanOptionalAction if item.default is True else "store_true"
-        else:
-            if typing.get_origin(kind) is Literal:
-                arguments["choices"], kind = typing.get_args(kind), str
-            else:
-                arguments["metavar"] = metadata.get("metavar", option_name(item).upper())
-            if typing.get_origin(kind) is list:
-                arguments["nargs"], kind = "+", typing.get_args(kind)[0]
-            arguments["type"] = kind
-        group.add_argument(*metadata.get("flags", (flag(item),)), **arguments)
-
-
-__all__ = ["ARCHITECTURE_OPTIONS", "CONFIG_FIELDS", "ConfigField", "OPTIONS_ADDED_LATER", "PretrainingArguments",
-           "RUN_IDENTITY_FIELDS", "TRAINER_FIELDS", "add_dataclass_arguments", "default_value", "flag", "run_identity"]
+__all__ = ["ARCHITECTURE_DEFAULTS", "ARCHITECTURE_OPTIONS", "COMMAND_OPTIONS", "CONFIG_OPTIONS", "ArchitectureArguments",
+           "ConfigField", "DataArguments", "ModelArguments", "OPTIONS_ADDED_LATER", "Option", "PretrainingArguments",
+           "RUN_IDENTITY_OPTIONS", "RunArguments", "TrainingOptions", "config_field", "flag", "run_identity",
+           "trainer_options"]

@@ -12,6 +12,7 @@ import os
 import re
 import sys
 import time
+from dataclasses import fields
 from pathlib import Path
 
 import torch
@@ -49,22 +50,22 @@ from ..utils.checkpoints import (  # noqa: F401  (TRAIN_LOSS_FILE, check_checkpo
 )
 from ..utils.interruption import SaveOnInterrupt, TrainingInterrupted, next_checkpoint_step
 from .options import (
+    ARCHITECTURE_DEFAULTS,
     ARCHITECTURE_OPTIONS,
-    CONFIG_FIELDS,
-    FIELDS,
+    CONFIG_OPTIONS,
     OPTIONS_ADDED_LATER,
-    TRAINER_FIELDS,
     PretrainingArguments,
-    default_value,
+    config_field,
     flag,
     run_identity,
+    trainer_options,
 )
 from .trainer import LanguageModelTrainer, TimeBudget, exact_perplexity  # noqa: F401 (exact_perplexity: public)
 
 # Fields that define the architecture: a checkpoint must agree on all of them to be resumed. Those the architecture
 # options set, then those no option sets today (named once if an option comes to set one).
 ARCHITECTURE_FIELDS = tuple(dict.fromkeys((
-    *(item.metadata["config"].name for item in ARCHITECTURE_OPTIONS.values()),
+    *(config_field(name).name for name in ARCHITECTURE_OPTIONS),
     "char_vocab_size",
     "char_cnn_activation",
     "lm_vocab",
@@ -97,17 +98,14 @@ def resolve_architecture(options: PretrainingArguments) -> None:
         path = Path(resolve_model_name(options.init_from)) / "config.json"
         if path.is_file():  # else initialize_from says what is wrong with the folder
             saved = read_json_object(path, f"--init-from {options.init_from}'s config")
-    for name, item in ARCHITECTURE_OPTIONS.items():
-        config = item.metadata["config"]
+    for name in ARCHITECTURE_OPTIONS:
+        config = config_field(name)
         given = getattr(options, name)
-        if config.name not in saved:
-            if given is None:
-                setattr(options, name, default_value(item))
-        elif given is None:
-            setattr(options, name, config.to_option(saved[config.name]))
-        elif config.from_option(given) != saved[config.name]:
-            shown = (f"{flag(item)} given" if given else f"{flag(item)} not given") if isinstance(given, bool) else \
-                f"{flag(item)} {given}"
+        if given is None or given is False:  # not given (a switch: not switched on)
+            setattr(options, name, config.to_option(saved[config.name]) if config.name in saved else
+                    ARCHITECTURE_DEFAULTS[name])
+        elif config.name in saved and config.from_option(given) != saved[config.name]:
+            shown = f"{flag(name)} given" if given is True else f"{flag(name)} {given}"
             raise ValueError(f"{shown}, but --init-from {options.init_from} has {config.name} "
                              f"{saved[config.name]!r}: leave the architecture options out to take the model's, or "
                              "give its values")
@@ -124,7 +122,7 @@ def _tokenizer_from_options(options: PretrainingArguments, output_dir: Path) -> 
     char_vocab.json when resuming, that of the `--init-from` model (its character embeddings are rows of that
     vocabulary), else built from the training files."""
     if options.char_scheme == "bytes":
-        return ElmoTokenizer(max_characters_per_token=options.max_characters, segmenter=options.segmenter)
+        return ElmoTokenizer(max_characters_per_token=options.max_characters_per_token, segmenter=options.segmenter)
     saved = output_dir / "char_vocab.json"
     initial = _initial_model_char_vocab(options.init_from) if options.init_from else None
     if saved.is_file() and not options.no_resume:
@@ -134,25 +132,25 @@ def _tokenizer_from_options(options: PretrainingArguments, output_dir: Path) -> 
     else:
         char_vocab = build_character_vocabulary(options.train_file, min_count=options.char_min_count)
     return ElmoTokenizer(
-        max_characters_per_token=options.max_characters, segmenter=options.segmenter, char_scheme="dictionary",
+        max_characters_per_token=options.max_characters_per_token, segmenter=options.segmenter, char_scheme="dictionary",
         char_vocab=char_vocab,
     )
 
 
 def _config_from_options(options: PretrainingArguments, vocabulary: list[str], tokenizer: ElmoTokenizer) -> ElmoConfig:
-    fields = {config.name: config.from_option(getattr(options, name)) for name, config in CONFIG_FIELDS.items()}
+    values = {config_field(name).name: config_field(name).from_option(getattr(options, name)) for name in CONFIG_OPTIONS}
     if tokenizer.char_scheme == "dictionary":
-        fields.update({
+        values.update({
             "char_vocab_size": max(tokenizer.char_vocab.values()) + 1,
             "bos_char_ids": tokenizer.word_to_char_ids("<bos>"),
             "eos_char_ids": tokenizer.word_to_char_ids("<eos>"),
         })
     try:
-        return ElmoConfig(**fields, lm_vocab=vocabulary)
+        return ElmoConfig(**values, lm_vocab=vocabulary)
     except ValueError as error:  # the config names its fields; the user gave options
         message = str(error)
-        for name, config in CONFIG_FIELDS.items():
-            message = re.sub(rf"\b{config.name}\b", flag(FIELDS[name]), message)
+        for name in CONFIG_OPTIONS:
+            message = re.sub(rf"\b{config_field(name).name}\b", flag(name), message)
         raise ValueError(message) from None
 
 
@@ -419,9 +417,9 @@ def _vocabulary(options, output_dir: Path) -> list[str]:
     if len(vocabulary) <= len(SPECIAL_WORDS):
         source = options.vocab or output_dir / "vocab.txt"
         raise ValueError(f"the vocabulary {source} has no words besides {', '.join(SPECIAL_WORDS)}")
-    if options.softmax == "sampled" and options.num_sampled >= len(vocabulary):
+    if options.lm_softmax == "sampled" and options.lm_num_sampled >= len(vocabulary):
         print(
-            f"note: --num-sampled {options.num_sampled} is not below the vocabulary size ({len(vocabulary)} words), "
+            f"note: --num-sampled {options.lm_num_sampled} is not below the vocabulary size ({len(vocabulary)} words), "
             "so the sampled softmax costs more than the exact one; --softmax full is cheaper",
             file=sys.stderr,
         )
@@ -437,11 +435,11 @@ def _training_arguments(options: PretrainingArguments, output_dir: Path, has_dev
     from ..utils.transformers_versions import warmup_arguments
 
     use_cpu = not torch.cuda.is_available()
+    knobs = trainer_options({item.name for item in fields(TrainingArguments)})
     return TrainingArguments(
-        **{name: getattr(options, name) for name in TRAINER_FIELDS},  # the options named as its fields
-        max_steps=options.max_steps if options.max_steps is not None else -1,  # -1: --epochs decides
+        # The warmup, a fraction of the steps, under the name this transformers version gives it.
+        **{**{name: getattr(options, name) for name in knobs}, **warmup_arguments(options.warmup_ratio)},
         per_device_eval_batch_size=options.per_device_train_batch_size,
-        **warmup_arguments(options.warmup_ratio),  # a fraction of the total steps
         lr_scheduler_type="linear",
         optim="adamw_torch",
         eval_strategy="steps" if has_dev else "no",
@@ -470,7 +468,7 @@ def _train(trainer, model, output_dir: Path, resume: str | None, options) -> dic
     """Train (or, resumed at its last step, load the finished weights); the summary's training part."""
     start = time.time()
     resumed_step = checkpoint_step(resume) if resume else None
-    if resumed_step is not None and options.max_steps is not None and resumed_step >= options.max_steps:
+    if resumed_step is not None and options.max_steps > 0 and resumed_step >= options.max_steps:
         # Resumed at its last step, Trainer would take one more before it checks max_steps.
         model.load_state_dict(ElmoForPreTraining.from_pretrained(resume).state_dict())
         global_step = resumed_step
