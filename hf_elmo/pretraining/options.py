@@ -54,7 +54,7 @@ def _option(default, help: str, **metadata):
 
 
 def at_least(minimum):
-    return Option(check=lambda value: None if value >= minimum else f"must be at least {minimum}, got {value}")
+    return lambda value: None if value is None or value >= minimum else f"must be at least {minimum}, got {value}"
 
 
 def above_zero(value):
@@ -71,10 +71,6 @@ def fraction(value):
 
 def _steps_or_epochs(value):  # -1, TrainingArguments' default: --epochs decides
     return None if value == -1 or value >= 1 else f"must be at least 1, got {value}"
-
-
-def _optional(option: Option) -> Option:
-    return option._replace(check=lambda value: None if value is None else option.check(value))
 
 
 def _filters_from_json(text: str) -> list:
@@ -103,9 +99,9 @@ class DataArguments:
     min_count: int = _option(3, "min word count (>= 1) when building the vocabulary")
     max_vocab: int | None = _option(
         None, "max vocabulary size when building it, the three specials <S>, </S>, <UNK> included (>= 4)")
-    max_words: Annotated[int, at_least(1)] = _option(
+    max_words: Annotated[int, Option(check=at_least(1))] = _option(
         50, "longer sentences are cut into pieces of this many words (>= 1)")
-    char_min_count: Annotated[int, at_least(1)._replace(added_later=True)] = _option(
+    char_min_count: Annotated[int, Option(check=at_least(1), added_later=True)] = _option(
         2, "dictionary scheme: characters seen fewer times in the train files share the <oov> id (>= 1)")
     segmenter: str = _option("auto", "tokenizer segmenter saved with the model")
     # The biLM Trainer's own grouping (pretraining.trainer), not TrainingArguments'.
@@ -168,9 +164,9 @@ class TrainingOptions:
 
     _argument_group_name = "training"
 
-    per_device_train_batch_size: Annotated[int, at_least(1)] = _option(
+    per_device_train_batch_size: Annotated[int, Option(check=at_least(1))] = _option(
         64, "sentences per device", aliases=["--batch-size"])
-    gradient_accumulation_steps: Annotated[int, at_least(1)] = _option(1, "batches per optimiser step")
+    gradient_accumulation_steps: Annotated[int, Option(check=at_least(1))] = _option(1, "batches per optimiser step")
     learning_rate: Annotated[float, Option(check=non_negative)] = _option(
         2e-3, "peak learning rate (AdamW, linear decay)", aliases=["--lr"])
     # TrainingArguments' name for it depends on its version (utils.transformers_versions.warmup_arguments).
@@ -199,11 +195,11 @@ class RunArguments:
         1.0, "passes over the training data (> 0)", aliases=["--epochs"])
     max_steps: Annotated[int, Option(check=_steps_or_epochs)] = _option(
         -1, "optimiser steps (>= 1); when given it overrides --epochs")
-    eval_steps: Annotated[int, at_least(1)] = _option(500, "dev perplexity every this many steps")
-    save_steps: Annotated[int, at_least(1)] = _option(500, "checkpoint every this many steps")
+    eval_steps: Annotated[int, Option(check=at_least(1))] = _option(500, "dev perplexity every this many steps")
+    save_steps: Annotated[int, Option(check=at_least(1))] = _option(500, "checkpoint every this many steps")
     save_total_limit: int = _option(2, "checkpoints kept")
-    logging_steps: Annotated[int, at_least(1)] = _option(50, "log the loss every this many steps")
-    threads: Annotated[int | None, _optional(at_least(1))] = _option(None, "torch CPU threads per process")
+    logging_steps: Annotated[int, Option(check=at_least(1))] = _option(50, "log the loss every this many steps")
+    threads: Annotated[int | None, Option(check=at_least(1))] = _option(None, "torch CPU threads per process")
     no_resume: bool = _option(False, "start over even if checkpoints exist")
     time_budget_minutes: Annotated[float | None, Option(check=above_zero)] = _option(
         None, "stop (with a checkpoint) once this much training time (> 0 minutes) has passed in this run")
@@ -290,7 +286,7 @@ def _absolute(path: str) -> str:
     return os.path.abspath(path) if os.path.exists(path) else path
 
 
-__all__ = ["ARCHITECTURE_DEFAULTS", "ARCHITECTURE_OPTIONS", "COMMAND_OPTIONS", "CONFIG_OPTIONS", "ArchitectureArguments",
-           "ConfigField", "DataArguments", "ModelArguments", "OPTIONS_ADDED_LATER", "Option", "PretrainingArguments",
-           "RUN_IDENTITY_OPTIONS", "RunArguments", "TrainingOptions", "config_field", "flag", "run_identity",
+__all__ = ["ARCHITECTURE_DEFAULTS", "ARCHITECTURE_OPTIONS", "COMMAND_OPTIONS", "CONFIG_OPTIONS", "OPTIONS_ADDED_LATER",
+           "RUN_IDENTITY_OPTIONS", "ArchitectureArguments", "ConfigField", "DataArguments", "ModelArguments", "Option",
+           "PretrainingArguments", "RunArguments", "TrainingOptions", "config_field", "flag", "run_identity",
            "trainer_options"]

@@ -6,13 +6,13 @@ and `pretraining_summary.json`.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 import os
 import re
 import sys
 import time
-from dataclasses import fields
 from pathlib import Path
 
 import torch
@@ -132,13 +132,16 @@ def _tokenizer_from_options(options: PretrainingArguments, output_dir: Path) -> 
     else:
         char_vocab = build_character_vocabulary(options.train_file, min_count=options.char_min_count)
     return ElmoTokenizer(
-        max_characters_per_token=options.max_characters_per_token, segmenter=options.segmenter, char_scheme="dictionary",
-        char_vocab=char_vocab,
+        max_characters_per_token=options.max_characters_per_token, segmenter=options.segmenter,
+        char_scheme="dictionary", char_vocab=char_vocab,
     )
 
 
 def _config_from_options(options: PretrainingArguments, vocabulary: list[str], tokenizer: ElmoTokenizer) -> ElmoConfig:
-    values = {config_field(name).name: config_field(name).from_option(getattr(options, name)) for name in CONFIG_OPTIONS}
+    values = {}
+    for name in CONFIG_OPTIONS:
+        config = config_field(name)
+        values[config.name] = config.from_option(getattr(options, name))
     if tokenizer.char_scheme == "dictionary":
         values.update({
             "char_vocab_size": max(tokenizer.char_vocab.values()) + 1,
@@ -435,7 +438,7 @@ def _training_arguments(options: PretrainingArguments, output_dir: Path, has_dev
     from ..utils.transformers_versions import warmup_arguments
 
     use_cpu = not torch.cuda.is_available()
-    knobs = trainer_options({item.name for item in fields(TrainingArguments)})
+    knobs = trainer_options({item.name for item in dataclasses.fields(TrainingArguments)})
     return TrainingArguments(
         # The warmup, a fraction of the steps, under the name this transformers version gives it.
         **{**{name: getattr(options, name) for name in knobs}, **warmup_arguments(options.warmup_ratio)},
