@@ -129,8 +129,6 @@ class ArchitectureArguments:
         architecture="[[1,32],[2,32],[3,64],[4,128],[5,256]]",
         config=ConfigField("char_cnn_filters", _filters_from_json, _filters_to_json))] = _option(
         None, "JSON [[width, count], ...]", aliases=["--filters"])
-    char_cnn_activation: Annotated[Literal["relu", "tanh"] | None, Option(architecture="relu", added_later=True)] = \
-        _option(None, "THROWAWAY: activation after the character CNN's max-pooling")
     num_highway_layers: Annotated[int | None, Option(architecture=1)] = _option(
         None, "highway layers after the character CNN", aliases=["--highway"])
     max_characters_per_token: Annotated[int | None, Option(architecture=50)] = _option(
@@ -173,7 +171,6 @@ class TrainingOptions:
         2e-3, "peak learning rate (AdamW, linear decay)", aliases=["--lr"])
     # TrainingArguments' name for it depends on its version (utils.transformers_versions.warmup_arguments).
     warmup_ratio: Annotated[float, Option(check=fraction)] = _option(0.02, "fraction of the steps spent warming up")
-    adam_beta2: Annotated[float, Option(check=fraction, added_later=True)] = _option(0.999, "THROWAWAY: AdamW's beta2")
     weight_decay: Annotated[float, Option(check=non_negative)] = _option(0.0, "AdamW weight decay")
     max_grad_norm: Annotated[float, Option(check=non_negative)] = _option(1.0, "clip the gradient norm to this")
     seed: int = _option(42, "initialisation and data order")
