@@ -23,6 +23,8 @@ Runs unchanged under ``torchrun --nproc_per_node N`` (DDP; gloo on CPU, NCCL on 
 ``OUTPUT_DIR/checkpoint-*``; running the same command again resumes from the newest one. The final
 model (encoder + softmax, loadable by `ElmoModel.from_pretrained`, which drops the softmax) and the
 tokenizer are written to ``OUTPUT_DIR``, with ``pretraining_summary.json`` holding the exact dev perplexity.
+The architecture options default to the values shown, or with --init-from to that model's (given ones must agree
+with it).
 """
 
 
