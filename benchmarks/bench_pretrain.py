@@ -101,7 +101,7 @@ def baseline_checkout(work: Path) -> Path:
 
 def pretrain_arguments(train: Path, vocab: Path, output: Path, batch: int, steps: int, threads: int,
                        extra: tuple = ()) -> list[str]:
-    """`hf_elmo.pretraining.run` options for `steps` timed steps at elmo-zh-small's configuration: no evaluation,
+    """`hf-elmo pretrain` options for `steps` timed steps at elmo-zh-small's configuration: no evaluation,
     checkpoint or log line inside them."""
     return ["--train-file", str(train), "--vocab", str(vocab), *MODEL_ARGS, "--output-dir", str(output),
             "--batch-size", str(batch), "--max-steps", str(steps), "--threads", str(threads), "--seed", "42",
@@ -119,7 +119,10 @@ def run_setup(name, code_dir: Path, work: Path, train: Path, vocab: Path, steps:
     launcher = [sys.executable, "-m"] if processes == 1 else [
         sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", str(processes), "-m"]
     env = dict(os.environ, PYTHONPATH=str(code_dir), OMP_NUM_THREADS=str(threads))
-    result = subprocess.run([*launcher, "hf_elmo.pretraining.run", *args], cwd=code_dir, env=env, capture_output=True, text=True)
+    # `python -m hf_elmo.cli pretrain`: the command line of every checkout since issue 42 and of the older ones
+    # (whose hf_elmo/cli.py took the command the same way).
+    result = subprocess.run([*launcher, "hf_elmo.cli", "pretrain", *args], cwd=code_dir, env=env, capture_output=True,
+                            text=True)
     if result.returncode != 0:
         raise SystemExit(f"{name} failed:\n{result.stderr[-3000:]}")
     return json.loads((output / "pretraining_summary.json").read_text())["train_seconds_this_run"]
