@@ -506,7 +506,6 @@ from hf_elmo.utils import io as file_io
 from hf_elmo.cli import main
 step, argv = sys.argv[1], sys.argv[2:]
 if step == "between the two renames":
-    file_io.exchange_paths = lambda first, second: False  # as where renameat2 is missing
     real_replace = os.replace
     def replace_then_die(source, destination):
         real_replace(source, destination)
@@ -521,7 +520,7 @@ main(argv)
 
 def interrupted_overwrite_trials(commands: dict, work: Path) -> list[dict]:
     outcomes = []
-    for number, step in enumerate(("between the two renames", "after the exchange")):
+    for number, step in enumerate(("between the two renames", "after the two renames")):
         output = work / f"overwrite-{number}" / "out"
         output.parent.mkdir()
         assert hf_elmo(with_output(commands["convert"], output)).returncode == 0
@@ -536,8 +535,8 @@ def interrupted_overwrite_trials(commands: dict, work: Path) -> list[dict]:
         ok = ok and previous_back == (step == "between the two renames") and os.listdir(output.parent) == ["out"]
         outcomes.append((f"killed {step} ({after_kill}); next run: previous output back {previous_back}", ok))
     return [_row("`convert --overwrite` killed between its steps, then any run into the same output (#7)", outcomes,
-                 "killed between the two renames (no renameat2): the next run's sweep put the previous output back; "
-                 "after the one-step exchange: the new output was in place; nothing left behind")]
+                 "killed between the two renames: the next run's sweep put the previous output back; "
+                 "after them: the new output was in place; nothing left behind")]
 
 
 def dtype_trials(work: Path) -> list[dict]:

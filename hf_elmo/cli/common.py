@@ -11,7 +11,7 @@ import types
 import typing
 from collections.abc import Sequence
 
-from ..utils.io import read_input_bytes, remove_stale_temporaries, restore_interrupted_overwrite, split_text_lines
+from ..utils.io import read_input_bytes, split_text_lines
 from .errors import CommandError, memory_for
 
 
@@ -289,26 +289,3 @@ def positive_int(text: str) -> int:
     if value < 1:
         raise argparse.ArgumentTypeError(f"expected a whole number >= 1, got {value}")
     return value
-
-
-def remove_leftovers(target) -> None:
-    """Put back a previous output that a killed `--overwrite` had moved aside, remove the temporaries that killed
-    runs left beside `target` (hf-elmo names them for their process), and say what was done."""
-    if restore_interrupted_overwrite(target):
-        print(f"hf-elmo: put back the previous {target}, which a killed --overwrite run had moved aside", file=sys.stderr)
-    removed = remove_stale_temporaries(target)
-    if removed:
-        print(f"hf-elmo: removed {removed} temporary file(s) or folder(s) of killed runs beside {target}", file=sys.stderr)
-
-
-def output_folder_lock(folder: str | os.PathLike):
-    """The one writer's lock of a training run's output folder, for the whole run; its parent is made if missing (the
-    run makes it anyway). Where the parent is not a folder there is no lock: the command's own check names that."""
-    import contextlib
-
-    from ..utils.io import output_lock
-
-    parent = os.path.dirname(os.path.abspath(folder))
-    if not os.path.lexists(parent):
-        os.makedirs(parent, exist_ok=True)
-    return output_lock(folder) if os.path.isdir(parent) else contextlib.nullcontext()

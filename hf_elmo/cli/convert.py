@@ -11,7 +11,6 @@ from .common import (
     check_output_apart,
     check_output_parent,
     output_argument,
-    remove_leftovers,
 )
 from .errors import CommandError, memory_for
 
@@ -90,7 +89,6 @@ def run(args) -> int:
 
 
 def _convert(args) -> int:
-    remove_leftovers(args.output)
     if args.to == "allennlp":
         from ..convert.bilm_hdf5 import export_folder_to_bilm
 

@@ -51,7 +51,6 @@ def check(args) -> None:
 
 def run(args) -> int:
     from ..utils.io import check_output_path, output_lock
-    from .common import remove_leftovers
 
     if args.corpus_command == "shopping":  # its seven files are one unit, which locks and sweeps itself
         from ..pretraining.chinese_corpora import write_online_shopping
@@ -60,7 +59,6 @@ def run(args) -> int:
         print(" ".join(f"{name}={count}" for name, count in counts.items()))
         return 0
     with output_lock(args.output):
-        remove_leftovers(args.output)
         if args.corpus_command == "segment":
             from ..pretraining.data import segment_corpus_file
 

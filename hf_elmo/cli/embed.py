@@ -6,7 +6,6 @@ import contextlib
 import json
 import os
 import sys
-import tempfile
 from collections.abc import Iterator
 
 from ..utils.io import (
@@ -17,7 +16,7 @@ from ..utils.io import (
     is_disk_full,
     output_lock,
     reserve_space,
-    temporary_prefix,
+    temporary_folder,
 )
 from .common import (
     add_model_arguments,
@@ -30,7 +29,6 @@ from .common import (
     make_embedder,
     output_argument,
     read_lines,
-    remove_leftovers,
     split_lines,
 )
 from .errors import CommandError
@@ -279,7 +277,6 @@ def run(args) -> int:
 
 
 def _embed_into(args, output_format: str, layers) -> int:
-    remove_leftovers(args.output)
     lines = read_lines(args.input, args.blank_lines, max_line_bytes=args.max_line_bytes)
     distributed = Distributed()
     try:
@@ -330,9 +327,8 @@ def _embed_distributed(args, embedder, word_lists, chunk_size, layers, output_fo
     """Each rank writes its chunks to a shard file; after a barrier rank 0 merges them in line order."""
     import h5py
 
-    folder = os.path.dirname(os.path.abspath(args.output))
     run_folder = distributed.broadcast(
-        tempfile.mkdtemp(prefix=temporary_prefix(os.path.basename(args.output), "shards"), dir=folder) if distributed.is_main else None
+        str(temporary_folder(os.path.abspath(args.output), "shards")) if distributed.is_main else None
     )
     try:
         shard_path = os.path.join(run_folder, f"rank{distributed.rank}.hdf5")

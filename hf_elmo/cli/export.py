@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import sys
 
-from .common import check_model_folder, check_output_apart, check_output_parent, remove_leftovers
+from ..utils.io import output_lock
+from .common import check_model_folder, check_output_apart, check_output_parent
 from .errors import CommandError
 
 HELP = "export a model for serving without PyTorch (ONNX) or as a sentence-transformers folder"
@@ -55,15 +56,16 @@ def run(args) -> int:
         extra = "export" if args.format == "onnx" else "sentence-transformers"
         raise CommandError(f"--format {args.format} needs the {package} package: pip install -e \".[{extra}]\" "
                            "(in a clone of hf-elmo)")
-    remove_leftovers(args.output)
-    if args.format == "onnx":
-        from ..convert.onnx import export_onnx
+    with output_lock(args.output):
+        if args.format == "onnx":
+            from ..convert.onnx import export_onnx
 
-        export_onnx(args.model, args.output, overwrite=args.overwrite)
-    else:
-        from ..integrations.sentence_transformers import save_sentence_transformer
+            export_onnx(args.model, args.output, overwrite=args.overwrite)
+        else:
+            from ..integrations.sentence_transformers import save_sentence_transformer
 
-        layers = int(args.layers) if args.layers.lstrip("-").isdigit() else args.layers
-        save_sentence_transformer(args.model, args.output, layers=layers, pooling=args.pooling, overwrite=args.overwrite)
+            layers = int(args.layers) if args.layers.lstrip("-").isdigit() else args.layers
+            save_sentence_transformer(args.model, args.output, layers=layers, pooling=args.pooling,
+                                      overwrite=args.overwrite)
     print(f"wrote {args.output}", file=sys.stderr)
     return 0

@@ -210,15 +210,11 @@ def run(args) -> int:
 
     from transformers.utils import logging as hf_logging
 
-    from .common import output_folder_lock
+    from ..utils.io import output_lock
 
     output_dir = getattr(args, "output_dir", None)
     # One writer per output folder for the whole run, refused naming the other run (pid, host, start time).
-    with output_folder_lock(output_dir) if output_dir else contextlib.nullcontext():
-        if output_dir:
-            from .common import remove_leftovers
-
-            remove_leftovers(output_dir)
+    with output_lock(output_dir) if output_dir else contextlib.nullcontext():
         logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
         logging.getLogger("hf_elmo").setLevel(logging.INFO)
         hf_logging.disable_progress_bar()  # transformers' bars for every weight load and checkpoint save

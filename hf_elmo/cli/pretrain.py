@@ -56,13 +56,13 @@ def check(args) -> None:
 
 def run(args) -> int:
     from ..pretraining.run import run as pretrain
-    from .common import output_folder_lock
+    from ..utils.io import output_lock
 
     options = PretrainingArguments.from_namespace(args)
 
     primary = os.environ.get("RANK", "0") == "0"  # the run's other processes write under the first one's lock
     # One writer per output folder for the whole run, refused naming the other run (pid, host, start time).
-    with output_folder_lock(args.output_dir) if primary else contextlib.nullcontext():
+    with output_lock(args.output_dir) if primary else contextlib.nullcontext():
         if primary:
             _remove_what_killed_runs_left(Path(args.output_dir))
         code = pretrain(options)
@@ -76,13 +76,13 @@ def run(args) -> int:
 def _remove_what_killed_runs_left(output_dir: Path) -> None:
     """The temporaries of killed runs beside the run's own files, and checkpoints whose save never finished
     (no trainer_state.json, which Trainer writes last; resuming skips them, but they take space)."""
-    from ..utils.io import remove_incomplete_checkpoints
-    from .common import remove_leftovers
+    from ..utils.checkpoints import remove_incomplete_checkpoints
+    from ..utils.io import remove_stale_temporaries
 
     if not output_dir.is_dir():
         return
     for name in ("run_options.json", "pretraining_summary.json", "vocab.txt", "char_vocab.json"):
-        remove_leftovers(output_dir / name)
+        remove_stale_temporaries(output_dir / name, say=True)
     removed = remove_incomplete_checkpoints(output_dir)
     if removed:
         print(f"hf-elmo: removed {len(removed)} incomplete checkpoint(s) of killed runs: {', '.join(removed)}",

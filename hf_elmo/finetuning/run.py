@@ -55,7 +55,7 @@ from pathlib import Path
 
 import torch
 
-from ..utils.io import AtomicDirectory, DiskFullError
+from ..utils.io import AtomicDirectory, DiskFullError, output_lock
 from .conll import (  # noqa: F401  (re-exported: the data half of the fine-tuning API)
     DataError,
     TaggedSentence,
@@ -91,7 +91,6 @@ from ..utils.checkpoints import (  # noqa: F401  (checkpoint_folder_for: re-expo
     create_run_folder,
     last_complete_checkpoint,
     read_run_identity,
-    run_folder_held,
 )
 from ..loading import ModelNotFoundError, check_model_location, load_tokenizer, resolve_model_name
 from ..models.elmo.modeling_elmo import ElmoForSequenceClassification, ElmoForTokenClassification, weight_problems
@@ -422,7 +421,8 @@ def _checkpoints(options: FinetuneOptions, identity: dict):
             yield folder, None
         return
     folder = checkpoint_folder_for(options.output_dir)
-    with run_folder_held(folder, create=lambda: create_run_folder(folder, identity)):
+    with output_lock(options.output_dir):  # the command's own lock: one run writes the output and its checkpoints
+        create_run_folder(folder, identity)
         recorded = read_run_identity(folder)
         if recorded is None:
             raise RunFolderError(f"{folder} holds checkpoints without the record of their run ({RUN_IDENTITY_FILE}): "

@@ -1,28 +1,39 @@
-"""Runs as pretraining and fine-tuning record, hold and resume them: the identity a run folder records (its options,
-refused if a resume differs), the hold one run has on its folder, which checkpoint is complete, whether its files
-can be read, its step and the loss sum kept in it."""
+"""Runs as pretraining and fine-tuning record and resume them: the identity a run folder records (its options,
+refused if a resume differs), the checkpoint a run resumes from, whether its files can be read, its step and the loss
+sum kept in it. A run writes its folder under the output's one lock (`utils.io.output_lock`)."""
 
 from __future__ import annotations
 
-import contextlib
 import json
 import math
 import os
 import re
 import shutil
-import tempfile
 import zipfile
 from pathlib import Path
 
 
-def last_complete_checkpoint(output_dir: Path) -> str | None:
-    """Newest ``checkpoint-N`` that was fully written (its trainer_state.json is saved last)."""
-    candidates = []
-    for path in output_dir.glob("checkpoint-*"):
-        step = path.name.split("-", 1)[1]
-        if step.isdigit() and (path / "trainer_state.json").is_file() and (path / "model.safetensors").is_file():
-            candidates.append((int(step), path))
-    return str(max(candidates)[1]) if candidates else None
+def remove_incomplete_checkpoints(folder: str | os.PathLike) -> list[str]:
+    """Delete the Trainer checkpoints in `folder` whose save never finished (no trainer_state.json, which Trainer
+    writes last); returns their names."""
+    removed = []
+    for checkpoint in sorted(Path(folder).glob("checkpoint-*")):
+        if checkpoint.is_dir() and not (checkpoint / "trainer_state.json").is_file():
+            shutil.rmtree(checkpoint, ignore_errors=True)
+            removed.append(checkpoint.name)
+    return removed
+
+
+def last_complete_checkpoint(folder: str | os.PathLike) -> str | None:
+    """The checkpoint a run in `folder` resumes from: transformers' `get_last_checkpoint`, once the checkpoints whose
+    save never finished are removed (it would pick such a one); None if there is none. Called by the run that holds
+    the folder (or by its other processes, which remove the same ones)."""
+    if not os.path.isdir(folder):
+        return None
+    from transformers.trainer_utils import get_last_checkpoint
+
+    remove_incomplete_checkpoints(folder)
+    return get_last_checkpoint(folder)
 
 
 def checkpoint_step(checkpoint: str | os.PathLike) -> int:
@@ -50,11 +61,11 @@ def checkpoint_loss_sum(checkpoint: str | os.PathLike) -> float | None:
 def cleanup_after_full_disk(error: BaseException, folder: str | os.PathLike) -> tuple[list[str], str | None] | None:
     """After a failed write into the checkpoint `folder`: None unless the disk filled up; then the partial
     checkpoints are removed and this returns (their names, the checkpoint a rerun resumes from or None)."""
-    from .io import disk_filled_up, remove_incomplete_checkpoints
+    from .io import disk_filled_up
 
     if not disk_filled_up(error, folder):
         return None
-    return remove_incomplete_checkpoints(folder), last_complete_checkpoint(Path(folder))
+    return remove_incomplete_checkpoints(folder), last_complete_checkpoint(folder)
 
 
 # Damaged checkpoints -----------------------------------------------------------------------------------------
@@ -198,48 +209,6 @@ def check_same_run(folder: str | os.PathLike, recorded: dict, identity: dict, sp
                              "own options to resume it, or give another --output-dir (or delete that folder)")
 
 
-@contextlib.contextmanager
-def run_folder_held(folder: str | os.PathLike, create=None):
-    """Hold `folder` for this run: RunFolderError if another run holds it. The hold is an exclusive lock on the
-    folder itself, released when this process ends however it ends. `create()`, if given, makes the folder when it
-    is missing; if it was removed or replaced while this run got to it, this holds what is there now. Where the
-    system has no such locks, nothing is held."""
-    folder = Path(folder)
-    try:
-        import fcntl
-    except ImportError:  # Windows
-        if create is not None:
-            create()
-        yield
-        return
-    for _ in range(5):
-        if create is not None:
-            create()
-        try:
-            descriptor = os.open(folder, os.O_RDONLY)
-        except FileNotFoundError:
-            continue  # removed by the run that held it
-        try:
-            fcntl.flock(descriptor, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            os.close(descriptor)
-            raise RunFolderError(f"another run is writing {folder} right now: wait for it to end, or give another "
-                                 "--output-dir") from None
-        try:
-            same = os.stat(folder).st_ino == os.fstat(descriptor).st_ino
-        except FileNotFoundError:
-            same = False
-        if same:
-            break
-        os.close(descriptor)
-    else:
-        raise RunFolderError(f"{folder} keeps being removed or replaced by another run: give another --output-dir")
-    try:
-        yield
-    finally:
-        os.close(descriptor)
-
-
 def checkpoint_folder_for(output_dir: str | os.PathLike) -> Path:
     """Where fine-tuning keeps the checkpoints of a run writing `output_dir`: beside it, under a name fixed by it, so
     the same command run again after a kill finds them."""
@@ -247,26 +216,16 @@ def checkpoint_folder_for(output_dir: str | os.PathLike) -> Path:
     return output.parent / f".{output.name}.checkpoints"
 
 
-def create_run_folder(folder: str | os.PathLike, identity: dict) -> bool:
-    """Create `folder` with its run identity in one step (built beside it, then renamed into place), so that no
-    other run ever sees it without its record. False if it exists already."""
+def create_run_folder(folder: str | os.PathLike, identity: dict) -> None:
+    """Make the run folder `folder` with the record of its run, unless it holds a record or checkpoints already (the
+    caller holds the output's lock; a run killed before the record was written left an empty folder)."""
     folder = Path(folder)
-    if folder.exists():
-        return False
-    folder.parent.mkdir(parents=True, exist_ok=True)
-    building = Path(tempfile.mkdtemp(prefix=f".{folder.name}.new-", dir=folder.parent))
-    try:
-        write_run_identity(building, identity)
-        os.rename(building, folder)
-    except OSError:
-        shutil.rmtree(building, ignore_errors=True)
-        if folder.is_dir():
-            return False  # another run created it first
-        raise
-    return True
+    folder.mkdir(parents=True, exist_ok=True)
+    if not (folder / RUN_IDENTITY_FILE).exists() and not any(folder.glob("checkpoint-*")):
+        write_run_identity(folder, identity)
 
 
 __all__ = ["RUN_IDENTITY_FILE", "TRAIN_LOSS_FILE", "RunFolderError", "check_checkpoint_readable", "check_same_run",
            "checkpoint_folder_for", "checkpoint_loss_sum", "checkpoint_step", "cleanup_after_full_disk",
-           "create_run_folder", "last_complete_checkpoint", "read_json_object", "read_run_identity", "run_folder_held",
-           "weight_names", "write_run_identity"]
+           "create_run_folder", "last_complete_checkpoint", "read_json_object", "read_run_identity",
+           "remove_incomplete_checkpoints", "weight_names", "write_run_identity"]

@@ -1,20 +1,19 @@
-"""Reading input files with one-line errors, and output files that appear whole or not at all.
+"""Outputs that appear whole or not at all, one writer per output, and input files read with one-line errors.
 
-Every command writes to a uniquely named temporary file beside the target and renames it onto the target
-only when the content is complete, so an interrupted or failed run leaves neither a half-written file nor a
-stray temporary behind, and never touches another file that happens to share a predictable name.
+Every output is built under a temporary name beside its target and renamed onto it only when complete, so an
+interrupted or failed run leaves neither a half-written output nor a stray temporary, and never touches a file that
+happens to share a predictable name. A run holds the output's lock (`output_lock`) while it writes; taking it
+sweeps what killed runs left beside the output (`remove_stale_temporaries`).
 
-A temporary's name says which process made it: ``.TARGET.KIND-PID-START-MACHINE-RANDOM`` with the process id,
-its start time (so a reused pid is not mistaken for the owner) and a digest of the host name, boot id and pid
-namespace (a pid means something only there: another container or host sharing the folder has its own). A
-process killed with SIGKILL cannot clean up; `remove_stale_temporaries` deletes such leftovers beside a target
-once their owner is provably gone, and leaves those it cannot judge.
+A temporary's name says which process made it: ``.TARGET.KIND-PID-START-MACHINE-RANDOM``, with the process id, its
+start time (a reused pid is not the owner) and a digest of the host name, boot id and pid namespace (a pid means
+something only there: a container sharing the folder has pids of its own). The sweep deletes a temporary only once
+its owner is provably gone, and leaves those it cannot judge.
 """
 
 from __future__ import annotations
 
 import contextlib
-import ctypes
 import errno
 import functools
 import hashlib
@@ -35,213 +34,160 @@ from ..models.elmo.text_elmo import open_file
 
 try:
     import fcntl
-except ImportError:  # Windows
+except ImportError:  # Windows: no lock, the block runs as is
     fcntl = None
+
+
+# Temporaries named for their process --------------------------------------------------------------------------
 
 _TEMPORARY = re.compile(
     r"^\.(?P<target>.+)\.(?P<kind>[a-z]+)-(?P<pid>\d+)-(?P<start>\d+)-(?P<machine>[0-9a-f]{12})-[A-Za-z0-9_]+$"
 )
-# The machine digest of a process that cannot name its pid namespace: its temporaries are never judged.
-_UNKNOWN_MACHINE = "0" * 12
+_UNKNOWN_MACHINE = "0" * 12  # a process that cannot name its pid namespace: its temporaries are never judged
 
 
 @functools.lru_cache(maxsize=1)
-def _machine_identity() -> str:
+def _machine() -> str:
     """12 hex digits naming where this process's pids mean something: host name, boot and pid namespace."""
     parts = [socket.gethostname()]
-    if os.path.isdir("/proc"):
-        try:
-            with open("/proc/sys/kernel/random/boot_id", encoding="ascii") as boot:
-                parts.append(boot.read().strip())
-            parts.append(os.readlink("/proc/self/ns/pid"))
-        except OSError:
+    try:
+        with open("/proc/sys/kernel/random/boot_id", encoding="ascii") as boot:
+            parts += [boot.read().strip(), os.readlink("/proc/self/ns/pid")]
+    except OSError:
+        if os.path.isdir("/proc"):
             return _UNKNOWN_MACHINE
-    else:  # no pid namespaces; a reboot makes every old owner gone anyway
-        parts.append(sys.platform)
-    digest = hashlib.sha256("\0".join(parts).encode("utf-8", "surrogateescape")).hexdigest()[:12]
-    return digest if digest != _UNKNOWN_MACHINE else "0" * 11 + "1"
+        parts.append(sys.platform)  # no pid namespaces, and a reboot ends every owner anyway
+    return hashlib.sha256("\0".join(parts).encode("utf-8", "surrogateescape")).hexdigest()[:12]
 
 
 def _process_start(pid: int) -> int | None:
-    """The start time of process `pid` in clock ticks since boot (Linux), None if there is no such process or
-    no /proc to ask."""
+    """The start time of process `pid` in clock ticks since boot (Linux); None without such a process or /proc."""
     try:
-        with open(f"/proc/{pid}/stat", encoding="ascii", errors="replace") as stat:
-            return int(stat.read().rsplit(")", 1)[1].split()[19])
+        with open(f"/proc/{pid}/stat", encoding="ascii", errors="replace") as handle:
+            return int(handle.read().rsplit(")", 1)[1].split()[19])
     except (OSError, IndexError, ValueError):
         return None
 
 
-def temporary_prefix(target_name: str, kind: str = "tmp") -> str:
-    """The start of a temporary name beside `target_name` that names this process (see the module docstring)."""
-    pid = os.getpid()
-    return f".{target_name}.{kind}-{pid}-{_process_start(pid) or 0}-{_machine_identity()}-"
+def _owner_is_gone(pid: int, start: int) -> bool:
+    running_start = _process_start(pid)
+    if running_start is not None:
+        return start != 0 and running_start != start
+    if os.path.isdir("/proc"):
+        return True  # Linux: no such process
+    try:  # elsewhere only whether the pid is alive can be asked
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    except OSError:
+        pass
+    return False
 
 
 def temporary_name(target_name: str, kind: str = "tmp") -> str:
-    return temporary_prefix(target_name, kind) + uuid.uuid4().hex
+    """A fresh name beside `target_name` for a temporary of this process (see the module docstring)."""
+    pid = os.getpid()
+    return f".{target_name}.{kind}-{pid}-{_process_start(pid) or 0}-{_machine()}-{uuid.uuid4().hex}"
 
 
-def _owner_is_running(pid: int, start: int) -> bool:
-    running_start = _process_start(pid)
-    if running_start is not None:
-        return start == 0 or running_start == start
-    if os.path.isdir("/proc"):
-        return False  # Linux: no such process
-    try:  # elsewhere: only whether the pid is alive
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
+def temporary_folder(target: str | os.PathLike, kind: str = "tmp") -> Path:
+    """A new folder beside `target`, named for this process; made with the usual permissions (mkdtemp's are 0700)."""
+    path = Path(target).parent / temporary_name(Path(target).name, kind)
+    path.mkdir()
+    return path
+
+
+def _dead_temporaries(target: Path) -> list[tuple[re.Match, str]]:
+    """(name match, path) of the temporaries beside `target` whose owner is provably gone."""
+    try:
+        entries = list(os.scandir(target.parent))
     except OSError:
-        return True
-    return True
+        return []
+    return [(match, entry.path) for entry in entries
+            if (match := _TEMPORARY.match(entry.name)) and match["target"] == target.name
+            and match["machine"] == _machine() != _UNKNOWN_MACHINE
+            and _owner_is_gone(int(match["pid"]), int(match["start"]))]
 
 
-_AT_FDCWD = -100
-_RENAME_NOREPLACE = 1
-_RENAME_EXCHANGE = 2
-
-
-@functools.lru_cache(maxsize=1)
-def _renameat2():
-    if not sys.platform.startswith("linux"):
-        return None
-    try:
-        function = ctypes.CDLL(None, use_errno=True).renameat2  # glibc 2.28 and later
-    except (OSError, AttributeError):
-        return None
-    function.argtypes = [ctypes.c_int, ctypes.c_char_p, ctypes.c_int, ctypes.c_char_p, ctypes.c_uint]
-    function.restype = ctypes.c_int
-    return function
-
-
-def _rename_with_flags(first: str | os.PathLike, second: str | os.PathLike, flags: int) -> bool:
-    """renameat2(first, second, flags); False, with nothing changed, where the C library or the file system
-    does not have it. Other failures raise OSError."""
-    renameat2 = _renameat2()
-    if renameat2 is None:
-        return False
-    if renameat2(_AT_FDCWD, os.fsencode(first), _AT_FDCWD, os.fsencode(second), flags) == 0:
-        return True
-    code = ctypes.get_errno()
-    if code in (errno.ENOSYS, errno.EINVAL, errno.EOPNOTSUPP, errno.ENOTSUP):
-        return False
-    raise OSError(code, os.strerror(code), os.fspath(second))
-
-
-def exchange_paths(first: str | os.PathLike, second: str | os.PathLike) -> bool:
-    """Swap two existing paths in one atomic step (Linux renameat2 RENAME_EXCHANGE); False, with nothing
-    changed, where the C library or the file system cannot."""
-    return _rename_with_flags(first, second, _RENAME_EXCHANGE)
-
-
-def rename_without_replacing(source: str | os.PathLike, target: str | os.PathLike) -> None:
-    """Rename `source` to `target`, raising FileExistsError if `target` exists: atomically where renameat2
-    RENAME_NOREPLACE works (a plain rename would silently replace an empty folder made meanwhile)."""
-    try:
-        if _rename_with_flags(source, target, _RENAME_NOREPLACE):
-            return
-    except FileExistsError:
-        raise FileExistsError(f"{os.fspath(target)} appeared while writing it; not replacing it (pass --overwrite)") from None
-    if os.path.lexists(target):
-        raise FileExistsError(f"{os.fspath(target)} appeared while writing it; not replacing it (pass --overwrite)")
-    os.replace(source, target)
+# The one lock -------------------------------------------------------------------------------------------------
 
 
 class OutputInUseError(OSError):
     """Another run holds the lock of an output (`output_lock`)."""
 
 
-_held_locks: set[str] = set()
+_held: set[str] = set()
 
 
 def _lock_path(target: str) -> str:
     return os.path.join(os.path.dirname(target), f".{os.path.basename(target)}.lock")
 
 
-def _remove_stale_lock(target: str) -> None:
-    """Delete the lock file a killed run left beside `target`: one whose lock can be taken (by the protocol of
-    `output_lock`, so a live holder is never disturbed)."""
-    lock_path = _lock_path(target)
-    if fcntl is None or target in _held_locks or not os.path.isfile(lock_path):
-        return
-    try:
-        descriptor = os.open(lock_path, os.O_RDWR)
-    except OSError:
-        return
-    try:
-        fcntl.flock(descriptor, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        if os.path.samestat(os.fstat(descriptor), os.stat(lock_path)):
-            os.unlink(lock_path)
-    except OSError:
-        pass  # held by a live run, or already gone
-    finally:
-        os.close(descriptor)
-
-
 @contextlib.contextmanager
 def output_lock(target: str | os.PathLike) -> Iterator[None]:
-    """Hold, for the whole block, the one writer's lock of the output `target` (a file or folder to be written):
-    `fcntl.flock` on ``.TARGET.lock`` beside it, which records this run's pid, host and start time. A second
-    run into the same output gets `OutputInUseError` naming the first. The lock file is removed on exit; the
-    kernel releases the lock of a killed run, and the next run takes it over. Nested calls for one target
-    in one process hold it once. Where file locks are unavailable (no fcntl, a file system without locks),
-    the block runs without one."""
+    """Hold, for the whole block, the one writer's lock of the output `target` (a file or folder to be written, made
+    inside its parent, which is made if missing), then sweep what killed runs left beside it.
+
+    The lock is `fcntl.flock` on ``.TARGET.lock`` beside the output, which records this run's pid, host and start
+    time: a second run into the same output gets `OutputInUseError` naming the first. The file is removed on exit;
+    the kernel releases the lock of a killed run, and the next run takes the file over. Nested calls for one target
+    in one process hold it once. Where there are no file locks (Windows, a file system without them) or the parent
+    cannot be made (the command's own check names why), the block runs without one.
+    """
     target = os.path.abspath(os.fspath(target))
-    if target in _held_locks or fcntl is None:
+    if target in _held:
         yield
         return
-    lock_path = _lock_path(target)
-    if not os.path.isdir(os.path.dirname(target)):
-        raise ValueError(f"output folder does not exist: {os.path.dirname(target)}")
-    while True:
+    folder, lock_path, descriptor = os.path.dirname(target), _lock_path(target), None
+    with contextlib.suppress(OSError):
+        os.makedirs(folder, exist_ok=True)
+    while fcntl is not None and os.path.isdir(folder):
         try:
             descriptor = os.open(lock_path, os.O_RDWR | os.O_CREAT, 0o666)
-        except OSError as error:  # the same words as `check_writable`, which callers may run later
-            raise ValueError(f"cannot write to {os.path.dirname(target)}: {error.strerror or error}") from None
+        except OSError as error:  # the words of `check_writable`, which callers may run later
+            raise ValueError(f"cannot write to {folder}: {error.strerror or error}") from None
         try:
             fcntl.flock(descriptor, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
             holder = os.read(descriptor, 1000).decode("utf-8", "replace").strip() or "its identity not yet written"
             os.close(descriptor)
-            raise OutputInUseError(
-                f"{target} is being written by another hf-elmo run ({holder}; lock {lock_path}); wait for it to "
-                "end, or choose another output"
-            ) from None
+            raise OutputInUseError(f"{target} is being written by another hf-elmo run ({holder}; lock {lock_path}); "
+                                   "wait for it to end, or choose another output") from None
         except OSError as error:
             os.close(descriptor)
+            descriptor = None
             if error.errno not in (errno.ENOLCK, errno.EOPNOTSUPP, errno.ENOTSUP, errno.EINVAL):
                 raise
-            yield
-            return
-        # The previous holder removes the file on its way out: a lock on a file no longer at `lock_path` is
-        # no lock for anyone else, so take the one on the file now there.
-        try:
+            break
+        # The previous holder removes the file on its way out: a lock on a file no longer at `lock_path` excludes
+        # no one, so take the one on the file now there.
+        with contextlib.suppress(FileNotFoundError):
             if os.path.samestat(os.fstat(descriptor), os.stat(lock_path)):
                 break
-        except FileNotFoundError:
-            pass
         os.close(descriptor)
     try:
-        started = time.strftime("%Y-%m-%d %H:%M:%S %z")
-        os.ftruncate(descriptor, 0)
-        os.write(descriptor, f"pid {os.getpid()} on {socket.gethostname()}, started {started}\n".encode())
-        _held_locks.add(target)
+        if descriptor is not None:
+            started = time.strftime("%Y-%m-%d %H:%M:%S %z")
+            os.ftruncate(descriptor, 0)
+            os.write(descriptor, f"pid {os.getpid()} on {socket.gethostname()}, started {started}\n".encode())
+        _held.add(target)
+        remove_stale_temporaries(target, say=True)
         yield
     finally:
-        _held_locks.discard(target)
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(lock_path)
-        os.close(descriptor)
+        _held.discard(target)
+        if descriptor is not None:
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(lock_path)
+            os.close(descriptor)
+
+
+# The one sweep ------------------------------------------------------------------------------------------------
 
 
 def restore_interrupted_overwrite(target: str | os.PathLike) -> bool:
-    """Put back the previous output folder of a replacement killed between its two renames (see
-    `AtomicDirectory`): when `target` is missing and a dead run's ".old" folder beside it holds it. Returns
-    whether it did."""
+    """Put back the previous output folder of a replacement killed between its two renames (see `AtomicDirectory`):
+    when `target` is missing and a dead run's ".old" folder beside it holds it. Returns whether it did."""
     target = Path(os.path.abspath(os.fspath(target)))
-    if os.path.lexists(target):
-        return False
     for match, path in _dead_temporaries(target):
         previous = os.path.join(path, "previous")
         if match["kind"] == "old" and os.path.isdir(previous) and not os.path.lexists(target):
@@ -251,16 +197,49 @@ def restore_interrupted_overwrite(target: str | os.PathLike) -> bool:
     return False
 
 
-def finish_interrupted_file_set(target: str | os.PathLike) -> bool:
-    """Move in the rest of a complete set of files (see `AtomicFileSet`) whose run died while moving them into
-    place, so the folder holds the whole new set; returns whether there was one."""
+def remove_stale_temporaries(target: str | os.PathLike, say: bool = False) -> int:
+    """Delete the temporaries beside `target` (named by `temporary_name`) whose process is no longer running, after
+    putting back a previous output that one had moved aside and moving in the rest of a complete file set
+    (`AtomicFileSet`) one was moving in; returns how many were deleted. Temporaries of running processes are left,
+    and so are those of another host, boot or pid namespace, whose owner cannot be looked up from here. With `say`,
+    what was done is said on stderr."""
     target = Path(os.path.abspath(os.fspath(target)))
-    finished = False
+    if restore_interrupted_overwrite(target) and say:  # never delete the only copy of the previous output
+        print(f"hf-elmo: put back the previous {target}, which a killed --overwrite run had moved aside", file=sys.stderr)
+    removed = 0
     for match, path in _dead_temporaries(target):
-        if match["kind"] == "ready" and os.path.isdir(path):
-            _move_files_in(path, target.parent)
-            finished = True
-    return finished
+        with contextlib.suppress(FileNotFoundError):  # another process removed it first
+            if match["kind"] == "ready" and os.path.isdir(path):
+                _move_files_in(path, target.parent)
+            elif os.path.isdir(path) and not os.path.islink(path):
+                shutil.rmtree(path)
+                removed += 1
+            else:
+                os.unlink(path)
+                removed += 1
+    if removed and say:
+        print(f"hf-elmo: removed {removed} temporary file(s) or folder(s) of killed runs beside {target}",
+              file=sys.stderr)
+    if fcntl is not None and str(target) not in _held and os.path.isfile(_lock_path(str(target))):
+        _remove_lock_of_a_killed_run(_lock_path(str(target)))
+    return removed
+
+
+def _remove_lock_of_a_killed_run(path: str) -> None:
+    """Delete the lock file `path` if its lock can be taken (by the protocol of `output_lock`: a live holder keeps
+    it)."""
+    try:
+        descriptor = os.open(path, os.O_RDWR)
+    except OSError:
+        return
+    try:
+        fcntl.flock(descriptor, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        if os.path.samestat(os.fstat(descriptor), os.stat(path)):
+            os.unlink(path)
+    except OSError:
+        pass  # held by a live run, or already gone
+    finally:
+        os.close(descriptor)
 
 
 def _move_files_in(source: str | os.PathLike, folder: str | os.PathLike) -> None:
@@ -270,44 +249,7 @@ def _move_files_in(source: str | os.PathLike, folder: str | os.PathLike) -> None
     os.rmdir(source)
 
 
-def _dead_temporaries(target: Path) -> list[tuple[re.Match, str]]:
-    """(name match, path) of the temporaries beside `target` whose owner is provably gone."""
-    try:
-        entries = list(os.scandir(target.parent))
-    except OSError:
-        return []
-    dead = []
-    for entry in entries:
-        match = _TEMPORARY.match(entry.name)
-        if not match or match["target"] != target.name:
-            continue
-        if match["machine"] != _machine_identity() or match["machine"] == _UNKNOWN_MACHINE:
-            continue
-        if not _owner_is_running(int(match["pid"]), int(match["start"])):
-            dead.append((match, entry.path))
-    return dead
-
-
-def remove_stale_temporaries(target: str | os.PathLike) -> int:
-    """Delete the temporaries beside `target` (files or folders named by `temporary_name`) whose process is no
-    longer running; returns how many were removed. Temporaries of running processes are left alone, and so are
-    those made on another host, boot or pid namespace (a container sharing the folder), whose owner cannot be
-    looked up from here."""
-    target = Path(os.path.abspath(os.fspath(target)))
-    restore_interrupted_overwrite(target)  # never delete the only copy of the previous output
-    finish_interrupted_file_set(target)  # nor a complete set of new files half moved in
-    _remove_stale_lock(str(target))
-    removed = 0
-    for _, path in _dead_temporaries(target):
-        try:
-            if os.path.isdir(path) and not os.path.islink(path):
-                shutil.rmtree(path)
-            else:
-                os.unlink(path)
-            removed += 1
-        except FileNotFoundError:
-            pass  # another process removed it first
-    return removed
+# Checks before any work ----------------------------------------------------------------------------------
 
 
 def _not_a_plain_entry(path: str | os.PathLike) -> str | None:
@@ -409,30 +351,45 @@ def check_output_folder(path: str | os.PathLike, flag: str = "output folder") ->
     check_writable(folder)
 
 
-def _current_umask() -> int:
-    try:  # Linux: read it without changing it (setting it, even briefly, affects every thread)
-        with open("/proc/self/status", encoding="ascii") as status:
-            for line in status:
-                if line.startswith("Umask:"):
-                    return int(line.split()[1], 8)
-    except OSError:
-        pass
-    mask = os.umask(0o022)
-    os.umask(mask)
-    return mask
+OUTPUT_FOLDER_MARKERS = ("config.json", "options.json")
+
+
+def refuse_foreign_folder(folder: str | os.PathLike, markers=OUTPUT_FOLDER_MARKERS) -> None:
+    """ValueError unless the existing `folder` may be replaced by an output folder: a real folder (no mount point)
+    that is empty or holds one of `markers` (config.json or options.json; an ONNX export's model.onnx or
+    client.json), with nothing but regular files and folders inside (`--overwrite` must not throw away a home
+    folder or a device node given by mistake)."""
+    folder = os.fspath(folder)
+    if os.path.ismount(folder):
+        raise ValueError(f"{folder} is a mount point; hf-elmo does not replace it: choose another output folder")
+    entries = os.listdir(folder)
+    if entries and not any(name in entries for name in markers):
+        raise ValueError(
+            f"{folder} holds no {' or '.join(markers)}, so it is no output folder of hf-elmo; --overwrite "
+            "replaces only those: remove it yourself or choose another output folder"
+        )
+    for root, folders, files in os.walk(folder):
+        for name in folders + files:
+            kind = _not_a_plain_entry(os.path.join(root, name))
+            if kind:
+                raise ValueError(
+                    f"{os.path.join(root, name)} is {kind}; --overwrite replaces only folders of regular files: "
+                    f"remove {folder} yourself or choose another output folder"
+                )
+
+
+# Atomic writes ------------------------------------------------------------------------------------------------
 
 
 @contextlib.contextmanager
 def atomic_file(path: str | os.PathLike, overwrite: bool = True) -> Iterator[str]:
-    """A fresh temporary path beside `path`, renamed onto it only when the block finishes without error.
-
-    The file gets the permissions a plain `open(path, "w")` would give (mkstemp alone makes it 0600).
-    """
+    """A fresh temporary path beside `path` (an empty file with the permissions a plain `open(path, "w")` gives),
+    renamed onto `path` only when the block finishes without error. `overwrite=False`: refuse a `path` that appeared
+    meanwhile."""
     target = os.path.abspath(os.fspath(path))
     check_output_path(target, overwrite=True)  # a folder or a missing parent fails before any work
-    handle, temporary = tempfile.mkstemp(prefix=temporary_prefix(os.path.basename(target)), dir=os.path.dirname(target))
-    os.close(handle)
-    os.chmod(temporary, 0o666 & ~_current_umask())
+    temporary = os.path.join(os.path.dirname(target), temporary_name(os.path.basename(target)))
+    os.close(os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666))
     try:
         yield temporary
         if os.path.lexists(target) and not overwrite:
@@ -442,19 +399,138 @@ def atomic_file(path: str | os.PathLike, overwrite: bool = True) -> Iterator[str
             raise ValueError(f"{os.fspath(path)} became a folder while writing it; not replacing it")
         os.replace(temporary, target)
     finally:
-        if os.path.exists(temporary):
+        with contextlib.suppress(FileNotFoundError):
             os.unlink(temporary)
 
 
-def apply_umask(folder: str | os.PathLike) -> None:
-    """Give every file under `folder` the permissions a plain `open(path, "w")` would: writers that go through
-    mkstemp (safetensors' save, as transformers calls it) leave 0600 files another user cannot read."""
-    mode = 0o666 & ~_current_umask()
-    for root, _, files in os.walk(folder):
-        for name in files:
-            path = os.path.join(root, name)
-            if not os.path.islink(path):
-                os.chmod(path, mode)
+def atomic_write_text(path: str | os.PathLike, text: str, overwrite: bool = True) -> None:
+    """Write `text` (UTF-8) to `path` atomically (`overwrite`: see `atomic_file`)."""
+    with atomic_file(path, overwrite=overwrite) as temporary:
+        with open(temporary, "w", encoding="utf-8") as handle:
+            handle.write(text)
+
+
+class _AtomicFolder:
+    """A temporary folder beside `self.locked` for the block, which holds that output's lock; `check()` runs before
+    any work, again once the lock's sweep is done, and the subclass's `_move_in` only when the block succeeded."""
+
+    locked: Path
+    path: Path
+
+    def __enter__(self) -> Path:
+        self.check()
+        self._lock = output_lock(self.locked)
+        self._lock.__enter__()
+        try:
+            self.check()  # the sweep may have put back a previous output, or moved in a killed run's file set
+            self.path = temporary_folder(self.locked)
+        except BaseException:
+            self._lock.__exit__(None, None, None)
+            raise
+        return self.path
+
+    def __exit__(self, exc_type, exc, tb) -> bool:
+        try:
+            if exc_type is None:
+                # Writers that go through mkstemp (safetensors' save, as transformers calls it) leave 0600 files:
+                # give every file the mode the folder's own creation got from the umask.
+                mode = stat.S_IMODE(os.stat(self.path).st_mode) & 0o666
+                for root, _, files in os.walk(self.path):
+                    for name in files:
+                        if not os.path.islink(os.path.join(root, name)):
+                            os.chmod(os.path.join(root, name), mode)
+                self._move_in()
+        finally:
+            shutil.rmtree(self.path, ignore_errors=True)  # gone already when moved in
+            self._lock.__exit__(None, None, None)
+        return False
+
+
+class AtomicDirectory(_AtomicFolder):
+    """Build a folder under a temporary name beside `target` and move it into place only on success.
+
+    With `overwrite=False` an existing `target` is refused before anything is written, and again if one appeared by
+    the time the folder is complete; with `overwrite=True` the previous output is replaced only once the new one is
+    complete. The block holds `output_lock(target)`.
+    """
+
+    def __init__(self, target: str | os.PathLike, overwrite: bool = False, markers=OUTPUT_FOLDER_MARKERS):
+        self.target = self.locked = Path(target)
+        self.overwrite = overwrite
+        self.markers = tuple(markers)  # the files that mark a folder as an output `overwrite` may replace
+
+    def check(self) -> None:
+        """Raise (FileExistsError, ValueError) if the folder could not be written; callers run it before any work."""
+        refuse_special_output(self.target)
+        if self.target.exists() and not self.overwrite:
+            raise FileExistsError(f"{self.target} already exists (pass --overwrite to replace it)")
+        if self.target.exists() and not self.target.is_dir():
+            raise FileExistsError(f"{self.target} is a file; --overwrite replaces an output folder, not a file")
+        if self.target.exists():
+            refuse_foreign_folder(self.target, self.markers)
+        check_output_folder(self.target.parent, f"{self.target} cannot be made:")
+
+    def _move_in(self) -> None:
+        if not os.path.lexists(self.target):
+            os.replace(self.path, self.target)
+            return
+        # What is there now may not be what `check` saw before the work: another run's output.
+        if not self.overwrite:
+            raise FileExistsError(f"{self.target} appeared while writing it; not replacing it (pass --overwrite)")
+        self.check()
+        # Between the two renames the previous output is only in the ".old" folder, which the next run's sweep puts
+        # back (`restore_interrupted_overwrite`) if this process dies there.
+        old = temporary_folder(self.target, "old")
+        os.replace(self.target, old / "previous")
+        try:
+            os.replace(self.path, self.target)
+        except BaseException:
+            os.replace(old / "previous", self.target)
+            raise
+        finally:
+            shutil.rmtree(old, ignore_errors=True)
+
+
+class AtomicFileSet(_AtomicFolder):
+    """Write the files `names` of `folder` as one unit: the folder ends with all of the previous ones or all of the
+    new ones, never a mix (one file of a split written while another is not would leak the test part into the
+    pretraining text).
+
+    The block writes the files into a temporary folder inside `folder` (yielded). When it ends without error that
+    folder is renamed to a ".ready" one, which marks the set complete, and its files are moved in. A run killed while
+    moving them leaves the ".ready" folder, whose files the next run's sweep (of ``folder / unit``) moves in; a run
+    that fails before leaves the previous files untouched. Existing files are replaced only with `overwrite`; the
+    block holds `output_lock(folder / unit)`.
+    """
+
+    def __init__(self, folder: str | os.PathLike, names, unit: str, overwrite: bool = False):
+        self.folder = Path(folder)
+        self.locked = self.folder / unit
+        self.names = tuple(names)
+        self.overwrite = overwrite
+
+    def check(self) -> None:
+        """Raise (FileExistsError, ValueError) if the files could not be written; run before any work."""
+        check_output_folder(self.folder)
+        for name in self.names:
+            refuse_special_output(self.folder / name)
+            if os.path.isdir(self.folder / name):
+                raise ValueError(f"{self.folder / name} is a folder; not replacing it with a file")
+        existing = [name for name in self.names if os.path.lexists(self.folder / name)]
+        if existing and not self.overwrite:
+            raise FileExistsError(f"{self.folder} already holds {', '.join(existing)} (pass --overwrite to replace them)")
+
+    def _move_in(self) -> None:
+        written = sorted(os.listdir(self.path))
+        if written != sorted(self.names):
+            raise RuntimeError(f"wrote {written} for the set {sorted(self.names)}")
+        self.check()  # nothing appeared meanwhile that must not be replaced
+        ready = self.folder / temporary_name(self.locked.name, "ready")
+        os.replace(self.path, ready)
+        _move_files_in(ready, self.folder)
+
+
+# Free space -------------------------------------------------------------------------------------------------
 
 
 class DiskFullError(OSError):
@@ -514,22 +590,7 @@ def disk_filled_up(error: BaseException, folder: str | os.PathLike) -> bool:
         return False
 
 
-def remove_incomplete_checkpoints(folder: str | os.PathLike) -> list[str]:
-    """Delete the Trainer checkpoints in `folder` that a failed save left without their trainer_state.json
-    (written last); returns their names."""
-    removed = []
-    for checkpoint in sorted(Path(folder).glob("checkpoint-*")):
-        if checkpoint.is_dir() and not (checkpoint / "trainer_state.json").is_file():
-            shutil.rmtree(checkpoint, ignore_errors=True)
-            removed.append(checkpoint.name)
-    return removed
-
-
-def atomic_write_text(path: str | os.PathLike, text: str, overwrite: bool = True) -> None:
-    """Write `text` (UTF-8) to `path` atomically (`overwrite`: see `atomic_file`)."""
-    with atomic_file(path, overwrite=overwrite) as temporary:
-        with open(temporary, "w", encoding="utf-8") as handle:
-            handle.write(text)
+# Input files, read with one-line errors -------------------------------------------------------------------
 
 
 def read_input_bytes(path: str | os.PathLike, what: str = "input") -> bytes:
@@ -545,34 +606,6 @@ def read_input_bytes(path: str | os.PathLike, what: str = "input") -> bytes:
 def _opened_input(path: str, what: str):
     """`path` opened for reading in binary; ValueError naming the file when it is missing, a folder or unreadable."""
     return open_file(path, f"{what} file")
-
-
-# Files one of hf-elmo's output folders always holds (a model folder, or the bilm-tf export).
-OUTPUT_FOLDER_MARKERS = ("config.json", "options.json")
-
-
-def refuse_foreign_folder(folder: str | os.PathLike, markers=OUTPUT_FOLDER_MARKERS) -> None:
-    """ValueError unless the existing `folder` may be replaced by an output folder: a real folder (no mount point)
-    that is empty or holds one of `markers` (config.json or options.json; an ONNX export's model.onnx or
-    client.json), with nothing but regular files and folders inside (`--overwrite` must not throw away a home
-    folder or a device node given by mistake)."""
-    folder = os.fspath(folder)
-    if os.path.ismount(folder):
-        raise ValueError(f"{folder} is a mount point; hf-elmo does not replace it: choose another output folder")
-    entries = os.listdir(folder)
-    if entries and not any(name in entries for name in markers):
-        raise ValueError(
-            f"{folder} holds no {' or '.join(markers)}, so it is no output folder of hf-elmo; --overwrite "
-            "replaces only those: remove it yourself or choose another output folder"
-        )
-    for root, folders, files in os.walk(folder):
-        for name in folders + files:
-            kind = _not_a_plain_entry(os.path.join(root, name))
-            if kind:
-                raise ValueError(
-                    f"{os.path.join(root, name)} is {kind}; --overwrite replaces only folders of regular files: "
-                    f"remove {folder} yourself or choose another output folder"
-                )
 
 
 def decode_utf8(data: bytes, path: str | os.PathLike, encoding: str = "utf-8-sig") -> str:
@@ -622,170 +655,6 @@ def iter_text_lines(path: str | os.PathLike, what: str = "input", chunk_bytes: i
         if pending:
             number += 1
             yield number, decoded(pending.rstrip(b"\r\n"))
-
-
-class AtomicDirectory:
-    """Build a folder under a temporary name beside `target` and move it into place only on success.
-
-    With `overwrite=False` an existing `target` is refused before anything is written, and again if one appeared
-    by the time the folder is complete. The block holds `output_lock(target)`.
-    """
-
-    def __init__(self, target: str | os.PathLike, overwrite: bool = False, markers=OUTPUT_FOLDER_MARKERS):
-        self.target = Path(target)
-        self.overwrite = overwrite
-        self.markers = tuple(markers)  # the files that mark a folder as an output `overwrite` may replace
-        self.path: Path | None = None
-
-    def check(self) -> None:
-        """Raise (FileExistsError, ValueError) if the folder could not be written; callers run it before any work."""
-        refuse_special_output(self.target)
-        if self.target.exists() and not self.overwrite:
-            raise FileExistsError(f"{self.target} already exists (pass --overwrite to replace it)")
-        if self.target.exists() and not self.target.is_dir():
-            raise FileExistsError(f"{self.target} is a file; --overwrite replaces an output folder, not a file")
-        if self.target.exists():
-            refuse_foreign_folder(self.target, self.markers)
-        check_output_folder(self.target.parent, f"{self.target} cannot be made:")
-
-    def __enter__(self) -> Path:
-        self.check()
-        self.target.parent.mkdir(parents=True, exist_ok=True)
-        self._lock = output_lock(self.target)
-        self._lock.__enter__()
-        # A plain mkdir (not mkdtemp, which makes 0700 folders) so the result gets the usual permissions.
-        self.path = self.target.parent / temporary_name(self.target.name)
-        self.path.mkdir()
-        return self.path
-
-    def __exit__(self, exc_type, exc, tb) -> bool:
-        try:
-            return self._move_into_place(exc_type)
-        finally:
-            self._lock.__exit__(None, None, None)
-
-    def _move_into_place(self, exc_type) -> bool:
-        if exc_type is not None:
-            shutil.rmtree(self.path, ignore_errors=True)
-            return False
-        apply_umask(self.path)
-        if os.path.lexists(self.target):
-            try:  # what is there now may not be what `check` saw before the work: another run's output
-                if not self.overwrite:
-                    raise FileExistsError(f"{self.target} appeared while writing it; not replacing it (pass --overwrite)")
-                self.check()
-            except BaseException:
-                shutil.rmtree(self.path, ignore_errors=True)
-                raise
-            if exchange_paths(self.path, self.target):  # one step: no moment without a complete output
-                shutil.rmtree(self.path, ignore_errors=True)  # now the previous output
-                return False
-            # Two steps: between them the previous output is only in the ".old" folder, which the sweep of a
-            # later run puts back (`restore_interrupted_overwrite`) if this process dies there.
-            old = Path(tempfile.mkdtemp(prefix=temporary_prefix(self.target.name, "old"), dir=self.target.parent))
-            os.replace(self.target, old / "previous")
-            try:
-                os.replace(self.path, self.target)
-            except BaseException:
-                os.replace(old / "previous", self.target)  # put the previous folder back untouched
-                shutil.rmtree(self.path, ignore_errors=True)
-                shutil.rmtree(old, ignore_errors=True)
-                raise
-            shutil.rmtree(old, ignore_errors=True)
-        else:
-            try:
-                rename_without_replacing(self.path, self.target)
-            except BaseException:
-                shutil.rmtree(self.path, ignore_errors=True)
-                raise
-        return False
-
-
-@contextlib.contextmanager
-def _termination_deferred() -> Iterator[None]:
-    """Hold SIGINT and SIGTERM until the block is done (they are delivered then): for steps that must not be
-    left half done. Only the main thread of a POSIX process can do this; elsewhere the block runs as is."""
-    import signal
-    import threading
-
-    if not hasattr(signal, "pthread_sigmask") or threading.current_thread() is not threading.main_thread():
-        yield
-        return
-    held = {signal.SIGINT, signal.SIGTERM}
-    previous = signal.pthread_sigmask(signal.SIG_BLOCK, held)
-    try:
-        yield
-    finally:
-        signal.pthread_sigmask(signal.SIG_SETMASK, previous)
-
-
-class AtomicFileSet:
-    """Write the files `names` of `folder` as one unit: the folder ends with all of the previous ones or all of
-    the new ones, never a mix (one file of a split written while another is not would leak the test part into
-    the pretraining text).
-
-    The block writes the files into a temporary folder inside `folder` (yielded). When it ends without error
-    that folder is renamed to a ".ready" one, which marks the set complete, and its files are moved in with
-    SIGINT/SIGTERM held back. A run killed (SIGKILL) while moving leaves the ".ready" folder, and the next run's
-    sweep (`remove_stale_temporaries` of ``folder / unit``) moves the rest in; a run that fails before leaves
-    the previous files untouched and its temporary is removed. Existing files are replaced only with
-    `overwrite`; the block holds `output_lock(folder / unit)` and sweeps what killed runs left first.
-    """
-
-    def __init__(self, folder: str | os.PathLike, names, unit: str, overwrite: bool = False):
-        self.folder = Path(folder)
-        self.names = tuple(names)
-        self.unit = unit
-        self.overwrite = overwrite
-        self.path: Path | None = None
-
-    def check(self) -> None:
-        """Raise (FileExistsError, ValueError) if the files could not be written; run before any work."""
-        check_output_folder(self.folder)
-        for name in self.names:
-            refuse_special_output(self.folder / name)
-            if os.path.isdir(self.folder / name):
-                raise ValueError(f"{self.folder / name} is a folder; not replacing it with a file")
-        existing = [name for name in self.names if os.path.lexists(self.folder / name)]
-        if existing and not self.overwrite:
-            raise FileExistsError(f"{self.folder} already holds {', '.join(existing)} (pass --overwrite to replace them)")
-
-    def __enter__(self) -> Path:
-        self.check()
-        self.folder.mkdir(parents=True, exist_ok=True)
-        self._lock = output_lock(self.folder / self.unit)
-        self._lock.__enter__()
-        try:
-            remove_stale_temporaries(self.folder / self.unit)
-            self.check()  # a killed run's set, now moved in, counts as existing
-            self.path = self.folder / temporary_name(self.unit)
-            self.path.mkdir()
-        except BaseException:
-            self._lock.__exit__(None, None, None)
-            raise
-        return self.path
-
-    def __exit__(self, exc_type, exc, tb) -> bool:
-        try:
-            if exc_type is None:
-                try:
-                    written = sorted(os.listdir(self.path))
-                    if written != sorted(self.names):
-                        raise RuntimeError(f"wrote {written} for the set {sorted(self.names)}")
-                    apply_umask(self.path)
-                    self.check()  # nothing appeared meanwhile that must not be replaced
-                    ready = self.folder / temporary_name(self.unit, "ready")
-                    os.replace(self.path, ready)
-                except BaseException:
-                    shutil.rmtree(self.path, ignore_errors=True)
-                    raise
-                with _termination_deferred():
-                    _move_files_in(ready, self.folder)
-            else:
-                shutil.rmtree(self.path, ignore_errors=True)
-        finally:
-            self._lock.__exit__(None, None, None)
-        return False
 
 
 def load_json_file(path: str | os.PathLike, what: str):

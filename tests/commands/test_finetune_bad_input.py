@@ -416,15 +416,34 @@ def test_a_damaged_or_code_running_checkpoint_file_is_refused_naming_it(folders,
     assert not checkpoints.exists()
 
 
+FIRST_RUN = """
+import sys, time
+from hf_elmo.utils.checkpoints import checkpoint_folder_for, create_run_folder
+from hf_elmo.utils.io import output_lock
+with output_lock(sys.argv[1]):
+    create_run_folder(checkpoint_folder_for(sys.argv[1]), {"the": "first run"})
+    print("held", flush=True)
+    time.sleep(120)
+"""
+
+
 def test_a_second_run_into_the_same_output_is_refused_while_the_first_runs(folders, tmp_path, capsys):
-    from hf_elmo.utils.checkpoints import checkpoint_folder_for, create_run_folder, run_folder_held
+    import subprocess
+    import sys
+
+    from hf_elmo.utils.checkpoints import checkpoint_folder_for
 
     argv = ["train-classifier", "--model", folders["base"], "--train", folders["tsv"], "--output-dir",
             str(tmp_path / "out"), "--max-steps", "1", "--threads", "1"]
-    checkpoints = checkpoint_folder_for(tmp_path / "out")
-    with run_folder_held(checkpoints, create=lambda: create_run_folder(checkpoints, {"the": "first run"})):
+    first = subprocess.Popen([sys.executable, "-c", FIRST_RUN, str(tmp_path / "out")], stdout=subprocess.PIPE, text=True)
+    try:
+        assert first.stdout.readline().strip() == "held"
         error = fails(argv, capsys)
-        assert f"another run is writing {checkpoints} right now" in error
+        assert f"is being written by another hf-elmo run (pid {first.pid} on " in error
+    finally:
+        first.kill()
+        first.wait()
+    checkpoints = checkpoint_folder_for(tmp_path / "out")
     assert json.loads((checkpoints / "run_options.json").read_text()) == {"the": "first run"}  # untouched
 
 

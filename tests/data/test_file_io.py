@@ -116,13 +116,12 @@ KILLED_BETWEEN_THE_STEPS = textwrap.dedent(
     from hf_elmo.utils import io as file_io
     target, step = sys.argv[1], sys.argv[2]
     if step == "between the two renames":
-        file_io.exchange_paths = lambda first, second: False  # a system without renameat2
         real_replace = file_io.os.replace
         def replace_then_die(source, destination):
             real_replace(source, destination)
             os._exit(9)
         file_io.os.replace = replace_then_die
-    else:  # after the exchange, before the previous output is deleted
+    else:  # after the two renames, before the previous output is deleted
         file_io.shutil.rmtree = lambda *args, **kwargs: os._exit(9)
     with file_io.AtomicDirectory(target, overwrite=True) as folder:
         (folder / "config.json").write_text("new")
@@ -130,19 +129,13 @@ KILLED_BETWEEN_THE_STEPS = textwrap.dedent(
 )
 
 
-@pytest.mark.parametrize("step", ["between the two renames", "after the exchange"])
+@pytest.mark.parametrize("step", ["between the two renames", "after the two renames"])
 def test_overwrite_killed_between_its_steps_keeps_the_previous_output_recoverable(tmp_path, step):
-    from hf_elmo.utils.io import exchange_paths, restore_interrupted_overwrite
+    from hf_elmo.utils.io import restore_interrupted_overwrite
 
     target = tmp_path / "model"
     target.mkdir()
     (target / "config.json").write_text("previous")
-    if step == "after the exchange":
-        probe = tmp_path / "probe"
-        probe.mkdir()
-        if not exchange_paths(probe, target) or not exchange_paths(probe, target):
-            pytest.skip("no renameat2 RENAME_EXCHANGE here")
-        probe.rmdir()
     killed = subprocess.run([sys.executable, "-c", KILLED_BETWEEN_THE_STEPS, str(target), step])
     assert killed.returncode == 9
     if step == "between the two renames":
@@ -151,7 +144,7 @@ def test_overwrite_killed_between_its_steps_keeps_the_previous_output_recoverabl
         assert (target / "config.json").read_text() == "previous"
     else:
         assert (target / "config.json").read_text() == "new"
-    assert remove_stale_temporaries(target) == 1  # the new folder, or the previous one after the exchange
+    assert remove_stale_temporaries(target) == 1  # the new folder, or the previous one after the two renames
     assert sorted(p.name for p in tmp_path.iterdir()) == ["model"]
 
 
