@@ -25,15 +25,13 @@ def remove_incomplete_checkpoints(folder: str | os.PathLike) -> list[str]:
 
 
 def last_complete_checkpoint(folder: str | os.PathLike) -> str | None:
-    """The checkpoint a run in `folder` resumes from: transformers' `get_last_checkpoint`, once the checkpoints whose
-    save never finished are removed (it would pick such a one); None if there is none. Called by the run that holds
-    the folder (or by its other processes, which remove the same ones)."""
-    if not os.path.isdir(folder):
-        return None
-    from transformers.trainer_utils import get_last_checkpoint
-
-    remove_incomplete_checkpoints(folder)
-    return get_last_checkpoint(folder)
+    """The checkpoint a run in `folder` resumes from: the newest ``checkpoint-N`` whose save finished (Trainer writes
+    trainer_state.json last); None if there is none. Not transformers' `get_last_checkpoint`: that one picks a
+    checkpoint whose save never finished, and importing it imports torch, which the line printed after a Ctrl-C
+    (perhaps in the middle of torch's import, which then cannot be imported again) must not."""
+    complete = [path for path in Path(folder).glob("checkpoint-*")
+                if path.name.split("-", 1)[1].isdigit() and (path / "trainer_state.json").is_file()]
+    return str(max(complete, key=checkpoint_step)) if complete else None
 
 
 def checkpoint_step(checkpoint: str | os.PathLike) -> int:

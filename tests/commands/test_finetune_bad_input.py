@@ -375,6 +375,31 @@ def test_ctrl_c_while_torch_imports_is_one_line_and_status_130(folders, tmp_path
     assert lines[0].startswith("hf-elmo: interrupted; nothing was written to") and not (tmp_path / "out").exists()
 
 
+def test_ctrl_c_while_torch_imports_names_the_checkpoint_a_rerun_resumes_from(folders, tmp_path):
+    """The line after the signal looks the checkpoint up without importing torch (which cannot be imported again
+    after an interrupted import)."""
+    import subprocess
+    import sys
+
+    from paths import REPO_ROOT
+
+    from hf_elmo.utils.checkpoints import checkpoint_folder_for
+
+    checkpoints = checkpoint_folder_for(tmp_path / "out")
+    for step, finished in ((2, True), (3, False)):  # checkpoint-3's save never finished
+        (checkpoints / f"checkpoint-{step}").mkdir(parents=True)
+        if finished:
+            (checkpoints / f"checkpoint-{step}" / "trainer_state.json").write_text("{}")
+    result = subprocess.run(
+        [sys.executable, "-c", INTERRUPTED_WHILE_TORCH_IMPORTS, "finetune", "train-classifier", "--model",
+         folders["base"], "--train", folders["tsv"], "--output-dir", str(tmp_path / "out")],
+        capture_output=True, text=True, cwd=REPO_ROOT, timeout=300,
+    )
+    lines = result.stderr.strip().splitlines()
+    assert result.returncode == 130 and len(lines) == 1, result.stderr[-3000:]
+    assert lines[0].endswith(f"the same command resumes from {checkpoints / 'checkpoint-2'}")
+
+
 def _interrupted_classifier_run(folders, tmp_path, monkeypatch):
     """A train-classifier run stopped after its training, before its output: (its command line, its checkpoints)."""
     import hf_elmo.finetuning.run as finetune
