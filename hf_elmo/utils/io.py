@@ -205,7 +205,8 @@ def remove_stale_temporaries(target: str | os.PathLike, say: bool = False) -> in
     what was done is said on stderr."""
     target = Path(os.path.abspath(os.fspath(target)))
     if restore_interrupted_overwrite(target) and say:  # never delete the only copy of the previous output
-        print(f"hf-elmo: put back the previous {target}, which a killed --overwrite run had moved aside", file=sys.stderr)
+        print(f"hf-elmo: put back the previous {target}, which a killed --overwrite run had moved aside",
+              file=sys.stderr)
     removed = 0
     for match, path in _dead_temporaries(target):
         with contextlib.suppress(FileNotFoundError):  # another process removed it first

@@ -460,7 +460,8 @@ def test_a_second_run_into_the_same_output_is_refused_while_the_first_runs(folde
 
     argv = ["train-classifier", "--model", folders["base"], "--train", folders["tsv"], "--output-dir",
             str(tmp_path / "out"), "--max-steps", "1", "--threads", "1"]
-    first = subprocess.Popen([sys.executable, "-c", FIRST_RUN, str(tmp_path / "out")], stdout=subprocess.PIPE, text=True)
+    first = subprocess.Popen([sys.executable, "-c", FIRST_RUN, str(tmp_path / "out")], stdout=subprocess.PIPE,
+                             text=True)
     try:
         assert first.stdout.readline().strip() == "held"
         error = fails(argv, capsys)
