@@ -82,8 +82,8 @@ def _clean_raw_text(text: str) -> tuple[str, list[tuple[int, int]] | None]:
 
 
 def _save_file(directory: str, filename_prefix: str | None, name: str, write: Callable[[io.TextIOBase], None]):
-    """Written beside and renamed into place, so a killed save never leaves half a file; the temporary's name is
-    the pattern of hf-elmo's utils/io.py (its stale-temporary sweep recognises it)."""
+    """Written beside and renamed into place, so a killed save never leaves half a file; the temporary is hidden and
+    named for its process and a random part, so that concurrent saves never write into one file."""
     name = (filename_prefix + "-" if filename_prefix else "") + name
     path = os.path.join(directory, name)
     temporary = os.path.join(directory, f".{name}.tmp-{os.getpid()}-0-{uuid.uuid4().hex}")
