@@ -1,11 +1,14 @@
-"""The fast kernels of the ELMo biLSTM (bilstm.py chooses among them; modeling_elmo.py's loop defines the numbers).
+"""The fast kernels of the ELMo biLSTM (bilstm.py chooses among them; `modeling_elmo.reference_lstm_step` defines
+the numbers).
 
 - `_lstm_recurrence` / `_lstm_forward` / `_LstmLayerFunction`: the fast path, batch-major, in place, with
   a hand-written backpropagation through time (training and inference).
 - `_lstm_forward_onednn`: CPU float32 inference with oneDNN's packed per-step products.
 - `_lstm_forward_int8`: inference with int8 products (quantization.py).
 
-The element-wise cell update is written once for them (`_activate_gates_`, `_cell_step_`).
+The two inference paths share their loop (`_inference_steps`) and step (`_lstm_step`, `reference_lstm_step`'s
+arguments in its order, one direction at a time); they differ only in the input products and in the kind of weight
+the step multiplies with (`_times`). All three share the element-wise update (`_cell_step_`).
 """
 
 from __future__ import annotations
@@ -106,21 +109,12 @@ def _lstm_forward(
         in_chunk = slice((t - chunk_start) * batch, (t - chunk_start + 1) * batch)
         for d in range(2):
             torch.add(chunk[d][in_chunk], rows_times(previous[d], recurrent_weight[d]), out=gates[d])
-        _activate_gates_(gates, dim=-1)
+        inside_step_clip = inside_cell_clip[:, step] if inside_cell_clip is not None else None
+        projected = _cell_step_(gates, cell, cell_clip, inside_step_clip, tanh_all[:, step] if save else None)
         if save:
             for d in range(2):
-                chunk[d][in_chunk] = gates[d]
-        input_gate, forget_gate, cell_input, output_gate = gates.chunk(4, dim=-1)
-        cell.mul_(forget_gate).addcmul_(input_gate, cell_input)
-        if cell_clip:
-            if save:
-                torch.le(cell.abs(), cell_clip, out=inside_cell_clip[:, step])
-            cell.clamp_(-cell_clip, cell_clip)
-        if save:
+                chunk[d][in_chunk] = gates[d]  # the activations
             cells_all[:, step] = cell
-            projected = torch.mul(torch.tanh(cell, out=tanh_all[:, step]), output_gate)
-        else:
-            projected = torch.tanh(cell).mul_(output_gate)
         ending = _rows_ending_at(batch_sizes, t)
         final_cell[:, ending] = cell[:, ending]
         hidden = outputs[:, step]
@@ -166,31 +160,6 @@ def _onednn_chunk_rows(batch_sizes: list[int], cell_dim: int) -> int:
     return min(chunk_steps * batch, sum(batch_sizes))
 
 
-class _OnednnStepProducts:
-    """One direction's per-step products for `_lstm_forward_onednn`. At batch 1 every per-step product is a
-    matrix-vector product bound by reading the weight from memory: there the (in, out)-ordered copies of
-    `single_column_weights` stream faster than the oneDNN-packed weight, and `addmv` adds the input part in
-    the same pass. Larger batches use the packed weights."""
-
-    def __init__(self, layer, batch: int, keep_packed: bool):
-        self.single_column = layer.single_column_weights(keep_packed) if batch == 1 else None
-        self.packed = None if batch == 1 else layer.packed_weights(keep=keep_packed)
-
-    def gates_into(self, gates, input_part, h, direction: int) -> None:
-        """gates = input part + W_recurrent h."""
-        if self.single_column is not None:
-            torch.addmv(input_part[0], self.single_column[0][direction], h[0], out=gates[0])
-        else:
-            torch.add(input_part, onednn_packed_linear(h, self.packed[0][direction]), out=gates)
-
-    def project_into(self, hidden, projected, direction: int) -> None:
-        """hidden = W_projection projected."""
-        if self.single_column is not None:
-            torch.mv(self.single_column[1][direction], projected[0], out=hidden[0])
-        else:
-            hidden.copy_(onednn_packed_linear(projected, self.packed[1][direction]))
-
-
 def _packed_step_rows(layer_input: torch.Tensor, batch_sizes: list[int], run_steps: int):
     """Only the running rows of each step, one step after another as in a PackedSequence (a batch of
     5-60-word sentences is ~45% padding): (2, rows, I), and where each step's rows start (run_steps + 1)."""
@@ -225,24 +194,18 @@ def _lstm_forward_onednn(
     (h, c) of every row after its own last step. `gate_buffer`, if given, is a 1-D tensor of at least
     4C * `_onednn_chunk_rows(batch_sizes, C)` elements for the input products (see the notes above).
     """
-    num_steps, batch = layer_input.shape[1], layer_input.shape[2]
-    cell_dim = layer.cell_dim
-    products = _OnednnStepProducts(layer, batch, keep_packed)
+    batch, cell_dim = layer_input.shape[2], layer.cell_dim
     run_steps = sum(1 for active in batch_sizes if active)  # input products past them are never read
-    outputs = layer_input.new_zeros(2, num_steps, batch, layer.projection_weight.shape[1])
-    h = state[0].clone(memory_format=torch.contiguous_format)
-    c = state[1].clone(memory_format=torch.contiguous_format)
-    starts_from_zero = not bool(h.any())
     packed_rows, first_rows = _packed_step_rows(layer_input, batch_sizes, run_steps)
     chunk_rows = _onednn_chunk_rows(batch_sizes, cell_dim)  # as many rows as the chunk's steps would unpacked
     if gate_buffer is None:
         gate_buffer = layer_input.new_empty(chunk_rows * 4 * cell_dim)
-    gates = layer_input.new_empty(batch, 4 * cell_dim)
-    for direction in range(2):
-        h_d, c_d, outputs_d = h[direction], c[direction], outputs[direction]
+
+    def input_gates(direction: int):
+        """Each running step's (active, 4C) input products plus bias, computed a chunk of steps at a time."""
         input_weight_t = layer.input_weight[direction].t()
         chunk_end = 0  # first step past the current chunk
-        for t, active in enumerate(batch_sizes[:run_steps]):
+        for t in range(run_steps):
             if t == chunk_end:
                 chunk_end = t + 1
                 while chunk_end < run_steps and first_rows[chunk_end + 1] - first_rows[t] <= chunk_rows:
@@ -251,61 +214,105 @@ def _lstm_forward_onednn(
                 chunk = gate_buffer[: step_rows.shape[0] * 4 * cell_dim].view(step_rows.shape[0], 4 * cell_dim)
                 torch.addmm(bias[direction], step_rows, input_weight_t, out=chunk)
                 chunk_start = first_rows[t]
-            input_part = chunk[first_rows[t] - chunk_start :][:active]
-            if t == 0 and starts_from_zero:  # the recurrent product of a zero state is exactly zero
-                gates[:active].copy_(input_part)
-            else:
-                products.gates_into(gates[:active], input_part, h_d[:active], direction)
-            projected = _cell_step_(gates[:active], c_d[:active], cell_clip)
-            hidden = outputs_d[t, :active]
-            products.project_into(hidden, projected, direction)
-            if proj_clip:
-                hidden.clamp_(-proj_clip, proj_clip)
-            h_d[:active] = hidden
-    return outputs, (h, c)
+            yield chunk[first_rows[t] - chunk_start :][: batch_sizes[t]]
 
-
-def _activate_gates_(gates: torch.Tensor, dim: int) -> None:
-    """In place: the four gate blocks i, f, g, o along `dim` (4C values) -> sigmoid, sigmoid, tanh, sigmoid."""
-    input_and_forget, cell_input, output_gate = gates.split([gates.shape[dim] // 2] + [gates.shape[dim] // 4] * 2, dim)
-    torch.sigmoid_(input_and_forget)
-    torch.tanh_(cell_input)
-    torch.sigmoid_(output_gate)
-
-
-def _cell_step_(gates: torch.Tensor, cell: torch.Tensor, cell_clip: float | None) -> torch.Tensor:
-    """One step's element-wise LSTM update, batch-major and in place: `gates` (rows, 4C) pre-activations i, f,
-    g, o and `cell` (rows, C) become the activations and the new (clipped) cell; returns o * tanh(cell), the
-    input of the projection."""
-    _activate_gates_(gates, dim=-1)
-    input_gate, forget_gate, cell_input, output_gate = gates.chunk(4, dim=-1)
-    cell.mul_(forget_gate).addcmul_(input_gate, cell_input)
-    if cell_clip:
-        cell.clamp_(-cell_clip, cell_clip)
-    return output_gate * torch.tanh(cell)
+    # At batch 1 every per-step product is a matrix-vector product bound by reading the weight from memory: there
+    # the (in, out)-ordered copies of `single_column_weights` stream faster than the oneDNN-packed weights.
+    if batch == 1:
+        recurrent, projection = layer.single_column_weights(keep_packed)
+    else:
+        recurrent, projection = layer.packed_weights(keep=keep_packed)
+    weights = [(recurrent[direction], projection[direction]) for direction in range(2)]
+    return _inference_steps(input_gates, batch_sizes, weights, state, cell_clip, proj_clip)
 
 
 @torch.no_grad()
 def _lstm_forward_int8(layer_input, batch_sizes, weights, bias, state, cell_clip, proj_clip):
     """`_lstm_forward_onednn`'s contract with int8 products (`weights`: `ElmoBiLstmLayer.int8_weights()`)."""
     num_steps, batch = layer_input.shape[1], layer_input.shape[2]
+
+    def input_gates(direction: int):
+        # One product over all steps: the activations are quantised per call, so chunks would change the numbers.
+        rows = layer_input[direction].reshape(num_steps * batch, -1)
+        gates = (int8_linear(rows, weights[direction][0]) + bias[direction]).view(num_steps, batch, -1)
+        return (gates[t, :active] for t, active in enumerate(batch_sizes) if active)
+
+    return _inference_steps(input_gates, batch_sizes, [direction[1:] for direction in weights], state, cell_clip,
+                            proj_clip)
+
+
+def _inference_steps(input_gates, batch_sizes, weights, state, cell_clip, proj_clip):
+    """The step loop of the inference paths, one direction after the other (one direction's weights stay in the
+    last-level cache from step to step): `input_gates(direction)` yields each running step's (active, 4C) input
+    products plus bias, `weights[direction]` is the (recurrent, projection) pair `_times` multiplies with. Returns
+    outputs (2, T, B, P), exactly zero past each row's length, and the final (h, c) of every row."""
     h = state[0].clone(memory_format=torch.contiguous_format)
     c = state[1].clone(memory_format=torch.contiguous_format)
-    outputs = layer_input.new_zeros(2, num_steps, batch, h.shape[-1])
+    outputs = h.new_zeros(2, len(batch_sizes), h.shape[1], h.shape[2])
+    gates = h.new_empty(h.shape[1], 4 * c.shape[2])
+    starts_from_zero = not bool(h.any())  # the recurrent product of a zero state is exactly zero: skipped
     for direction in range(2):
-        input_weight, recurrent_weight, projection_weight = weights[direction]
-        rows = layer_input[direction].reshape(num_steps * batch, -1)
-        input_gates = (int8_linear(rows, input_weight) + bias[direction]).view(num_steps, batch, -1)
-        for t, active in enumerate(batch_sizes):
-            if active == 0:
-                break
-            gates = input_gates[t, :active] + int8_linear(h[direction, :active], recurrent_weight)
-            hidden = int8_linear(_cell_step_(gates, c[direction, :active], cell_clip), projection_weight)
-            if proj_clip:
-                hidden.clamp_(-proj_clip, proj_clip)
+        recurrent, projection = weights[direction]
+        for t, (active, step_input_gates) in enumerate(zip(batch_sizes, input_gates(direction))):
+            previous = None if t == 0 and starts_from_zero else h[direction, :active]
+            hidden, _ = _lstm_step(step_input_gates, previous, c[direction, :active], recurrent, projection, cell_clip,
+                                   proj_clip, gates=gates[:active], hidden=outputs[direction, t, :active])
             h[direction, :active] = hidden
-            outputs[direction, t, :active] = hidden
     return outputs, (h, c)
+
+
+def _lstm_step(input_gates, h, c, recurrent_weight, projection_weight, cell_clip, proj_clip, gates=None, hidden=None):
+    """`reference_lstm_step` of one direction, batch-major: `input_gates` (rows, 4C), `h` (rows, P) (None: a zero
+    state), `c` (rows, C), updated in place, weights of a kind `_times` takes; the gates and the new h are written
+    into `gates` and `hidden` when given. Returns (h, c)."""
+    gates = _times(h, recurrent_weight, plus=input_gates, out=gates)
+    hidden = _times(_cell_step_(gates, c, cell_clip), projection_weight, out=hidden)
+    if proj_clip:
+        hidden.clamp_(-proj_clip, proj_clip)
+    return hidden, c
+
+
+def _times(rows, weight, plus=None, out=None) -> torch.Tensor:
+    """`plus + rows @ weight^T` (into `out` when given) for the weights the inference paths keep: int8 (`pack_int8`),
+    oneDNN-packed (`onednn_pack`), or, for a single row, an (out, in) view of an (in, out)-ordered copy, which MKL's
+    matrix-vector product streams fastest (`addmv` adds `plus` in the same pass). `rows` None stands for zeros."""
+    if rows is None:
+        return plus if out is None else out.copy_(plus)
+    if not isinstance(weight, torch.Tensor):
+        product = int8_linear(rows, weight)
+    elif weight.is_mkldnn:
+        product = onednn_packed_linear(rows, weight)
+    else:
+        out = rows.new_empty(1, weight.shape[0]) if out is None else out
+        if plus is None:
+            torch.mv(weight, rows[0], out=out[0])
+        else:
+            torch.addmv(plus[0], weight, rows[0], out=out[0])
+        return out
+    if plus is not None:
+        return torch.add(plus, product, out=out)
+    return product if out is None else out.copy_(product)
+
+
+def _cell_step_(gates, cell, cell_clip, inside_cell_clip=None, tanh_cell=None) -> torch.Tensor:
+    """`reference_lstm_step`'s element-wise part, batch-major and in place: `gates` (..., 4C) pre-activations i, f,
+    g, o become their activations and `cell` (..., C) the new (clipped) cell; returns o * tanh(cell), the input of
+    the projection. The backward's: where the cell clip passed the gradient into `inside_cell_clip`, tanh(cell) into
+    `tanh_cell`."""
+    cell_dim = cell.shape[-1]
+    input_and_forget, cell_input, output_gate = gates.split([2 * cell_dim, cell_dim, cell_dim], dim=-1)
+    torch.sigmoid_(input_and_forget)
+    torch.tanh_(cell_input)
+    torch.sigmoid_(output_gate)
+    input_gate, forget_gate = input_and_forget.chunk(2, dim=-1)
+    cell.mul_(forget_gate).addcmul_(input_gate, cell_input)
+    if cell_clip:
+        if inside_cell_clip is not None:
+            torch.le(cell.abs(), cell_clip, out=inside_cell_clip)
+        cell.clamp_(-cell_clip, cell_clip)
+    if tanh_cell is None:
+        return torch.tanh(cell).mul_(output_gate)
+    return torch.mul(torch.tanh(cell, out=tanh_cell), output_gate)
 
 
 class _LstmLayerFunction(torch.autograd.Function):

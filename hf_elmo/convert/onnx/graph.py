@@ -33,20 +33,24 @@ INPUT_IDS, ATTENTION_MASK, WORD_IDS, LAYERS, MIXES = "input_ids", "attention_mas
 
 
 class _GraphBuilder:
-    """Nodes and initializers of one graph, with unique tensor names."""
+    """Nodes and initializers of one graph, with unique tensor names. A loop body's builder puts its constants into
+    the enclosing graph's (`constants`), which its nodes can read."""
 
-    def __init__(self, prefix: str = ""):
+    def __init__(self, prefix: str = "", constants: _GraphBuilder | None = None):
         self.prefix = prefix
         self.nodes: list[onnx.NodeProto] = []
         self.initializers: list[onnx.TensorProto] = []
         self._constant_names: set[str] = set()
         self._count = 0
+        self._constants = constants
 
     def _name(self, hint: str) -> str:
         self._count += 1
         return f"{self.prefix}{hint}_{self._count}"
 
     def constant(self, value, name: str | None = None, dtype=np.float32) -> str:
+        if self._constants is not None:
+            return self._constants.constant(value, self.prefix + name if name else None, dtype)
         array = np.array(value, dtype=dtype, order="C")  # np.ascontiguousarray would make scalars 1-d
         name = self._name(name) if name in self._constant_names else (name or self._name("const"))
         self._constant_names.add(name)
@@ -354,13 +358,7 @@ def _lstm_layer(g: _GraphBuilder, config, state, index: int, inputs: tuple[str, 
     input_weight, recurrent_weight, projection_weight, bias = _lstm_weights(config, state, index)
     int64, float_type = np.int64, TensorProto.FLOAT
     prefix = f"lstm{index}_"
-    clips = {}
-    for kind in ("cell_clip", "proj_clip"):
-        value = getattr(config, kind)
-        if value:
-            clips[kind] = (g.constant(-value, prefix + kind + "_low"), g.constant(value, prefix + kind + "_high"))
-    split_sizes = g.constant([cell_dim] * 4, prefix + "gate_sizes", dtype=int64)
-    body = _GraphBuilder(prefix=prefix + "step_")
+    body = _GraphBuilder(prefix=prefix + "step_", constants=g)
     state_inputs, state_outputs, step_outputs, slice_inputs, initial_states, scan_inputs = [], [], [], [], [], []
     for direction, direction_input in enumerate(inputs):
         tag = f"{prefix}{'forward' if direction == 0 else 'backward'}_"
@@ -374,7 +372,7 @@ def _lstm_layer(g: _GraphBuilder, config, state, index: int, inputs: tuple[str, 
         weights = (g.constant(recurrent_weight[direction].T, tag + "recurrent_weight"),  # (P, 4C)
                    g.constant(projection_weight[direction].T, tag + "projection_weight"))  # (C, P)
         h_in, c_in, gates_in = tag + "h", tag + "c", tag + "gates"
-        hidden, cell = _lstm_step(body, h_in, c_in, gates_in, weights, split_sizes, clips)
+        hidden, cell = _lstm_step(body, gates_in, h_in, c_in, *weights, config.cell_clip, config.proj_clip)
         state_inputs += [helper.make_tensor_value_info(h_in, float_type, ["batch", projection_dim]),
                          helper.make_tensor_value_info(c_in, float_type, ["batch", cell_dim])]
         state_outputs += [helper.make_tensor_value_info(hidden, float_type, ["batch", projection_dim]),
@@ -389,20 +387,19 @@ def _lstm_layer(g: _GraphBuilder, config, state, index: int, inputs: tuple[str, 
     return outputs[4:]
 
 
-def _lstm_step(body: _GraphBuilder, h_in: str, c_in: str, gates_in: str, weights: tuple[str, str], split_sizes: str,
-               clips: dict) -> tuple[str, str]:
-    """One step of one direction: gates (i, f, g, o) = input products + h W_h; c = clip(sigmoid(i) tanh(g) +
-    sigmoid(f) c); h = clip((sigmoid(o) tanh(c)) W_p). Returns (h, c)."""
-    recurrent, projection = weights
-    step_gates = body.op("Add", gates_in, body.op("MatMul", h_in, recurrent))  # (B, 4C)
-    input_gate, forget_gate, cell_input, output_gate = body.op("Split", step_gates, split_sizes, axis=-1, outputs=4)
-    cell = body.op("Add", body.op("Mul", body.op("Sigmoid", input_gate), body.op("Tanh", cell_input)),
-                   body.op("Mul", body.op("Sigmoid", forget_gate), c_in))
-    if "cell_clip" in clips:
-        cell = body.op("Clip", cell, *clips["cell_clip"])
-    hidden = body.op("MatMul", body.op("Mul", body.op("Sigmoid", output_gate), body.op("Tanh", cell)), projection)
-    if "proj_clip" in clips:
-        hidden = body.op("Clip", hidden, *clips["proj_clip"])
+def _lstm_step(g: _GraphBuilder, input_gates: str, h: str, c: str, recurrent_weight: str, projection_weight: str,
+               cell_clip: float | None = None, proj_clip: float | None = None) -> tuple[str, str]:
+    """`reference_lstm_step` of one direction as nodes of `g`: `input_gates` (B, 4C) = x W_input^T + bias, gates i, f,
+    g, o; `h` (B, P), `c` (B, C); the weights transposed, (P, 4C) and (C, P). Returns the new (h, c)."""
+    gates = g.op("Add", input_gates, g.op("MatMul", h, recurrent_weight))
+    input_gate, forget_gate, cell_input, output_gate = g.op("Split", gates, axis=-1, outputs=4)  # equal parts
+    cell = g.op("Add", g.op("Mul", g.op("Sigmoid", input_gate), g.op("Tanh", cell_input)),
+                g.op("Mul", g.op("Sigmoid", forget_gate), c))
+    if cell_clip:
+        cell = g.op("Clip", cell, g.constant(-cell_clip, "cell_clip_low"), g.constant(cell_clip, "cell_clip_high"))
+    hidden = g.op("MatMul", g.op("Mul", g.op("Sigmoid", output_gate), g.op("Tanh", cell)), projection_weight)
+    if proj_clip:
+        hidden = g.op("Clip", hidden, g.constant(-proj_clip, "proj_clip_low"), g.constant(proj_clip, "proj_clip_high"))
     return hidden, cell
 
 

@@ -134,6 +134,20 @@ class ElmoCharacterEncoder(nn.Module):
 
 
 # 2. The biLSTM --------------------------------------------------------------------------------------------------
+def reference_lstm_step(input_gates, h, c, recurrent_weight, projection_weight, cell_clip=None, proj_clip=None):
+    """One step of both directions (AllenNLP's `lstm_cell_with_projection`), which the int8 and ONNX steps follow:
+    `input_gates` (2, B, 4C) = x W_input^T + bias, h (2, B, P), c (2, B, C), `ElmoBiLstmLayer`'s weights -> (h, c)."""
+    gates = torch.baddbmm(input_gates, h, recurrent_weight.transpose(1, 2))
+    input_gate, forget_gate, cell_input, output_gate = gates.chunk(4, dim=-1)
+    cell = torch.sigmoid(input_gate) * torch.tanh(cell_input) + torch.sigmoid(forget_gate) * c
+    if cell_clip:
+        cell = cell.clamp(-cell_clip, cell_clip)
+    hidden = torch.bmm(torch.sigmoid(output_gate) * torch.tanh(cell), projection_weight.transpose(1, 2))
+    if proj_clip:
+        hidden = hidden.clamp(-proj_clip, proj_clip)
+    return hidden, cell
+
+
 class ElmoBiLstmLayer(nn.Module):
     """One layer of both LSTM directions, weights stacked on a leading axis of size 2 (forward, backward), in
     `nn.Linear`'s (out, in) layout: `input_weight` (2, 4C, input_dim), `recurrent_weight` (2, 4C, P), `bias` (2, 4C),
@@ -159,14 +173,8 @@ class ElmoBiLstmLayer(nn.Module):
         outputs = []
         # Unbinding once keeps autograd from materialising a full-size gradient for every per-step slice.
         for step_gates, keep in zip(input_gates.view(2, *running.shape, -1).unbind(2), running.unsqueeze(-1).unbind(1)):
-            gates = torch.baddbmm(step_gates, h, self.recurrent_weight.transpose(1, 2))
-            input_gate, forget_gate, cell_input, output_gate = gates.chunk(4, dim=-1)
-            cell = torch.sigmoid(input_gate) * torch.tanh(cell_input) + torch.sigmoid(forget_gate) * c
-            if config.cell_clip:
-                cell = cell.clamp(-config.cell_clip, config.cell_clip)
-            hidden = torch.bmm(torch.sigmoid(output_gate) * torch.tanh(cell), self.projection_weight.transpose(1, 2))
-            if config.proj_clip:
-                hidden = hidden.clamp(-config.proj_clip, config.proj_clip)
+            hidden, cell = reference_lstm_step(step_gates, h, c, self.recurrent_weight, self.projection_weight,
+                                               config.cell_clip, config.proj_clip)
             h, c = torch.where(keep, hidden, h), torch.where(keep, cell, c)
             outputs.append(hidden * keep)
         return torch.stack(outputs, dim=2), (h, c)
@@ -1052,7 +1060,8 @@ class ElmoForSequenceClassification(ElmoHeadModel):
 
 
 __all__ = ["ALL_LSTM_FUNCTIONS", "ElmoKernelFunctions", "ElmoKernelInterface", "reference_bilstm",
-           "reference_character_encoder", "weight_problems", "ElmoModelOutput", "ElmoHighwayLayer", "ElmoHighway",
-           "ElmoCharacterEncoder", "ElmoBiLstmLayer", "ElmoBiLstm", "ElmoScalarMix", "ElmoPreTrainedModel", "ElmoModel",
-           "ElmoCrf", "ElmoHeadModel", "ElmoTagger", "ElmoTokenClassifierOutput", "ElmoForTokenClassification",
-           "WORD_POSITIONS", "character_vectors", "ElmoForCharacterTagging", "ElmoForSequenceClassification"]
+           "reference_character_encoder", "reference_lstm_step", "weight_problems", "ElmoModelOutput",
+           "ElmoHighwayLayer", "ElmoHighway", "ElmoCharacterEncoder", "ElmoBiLstmLayer", "ElmoBiLstm", "ElmoScalarMix",
+           "ElmoPreTrainedModel", "ElmoModel", "ElmoCrf", "ElmoHeadModel", "ElmoTagger", "ElmoTokenClassifierOutput",
+           "ElmoForTokenClassification", "WORD_POSITIONS", "character_vectors", "ElmoForCharacterTagging",
+           "ElmoForSequenceClassification"]
