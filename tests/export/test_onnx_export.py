@@ -10,6 +10,7 @@ without example inputs, so no sentence length is special; a 150-word sentence ch
 from __future__ import annotations
 
 import importlib.util
+import inspect
 import json
 import sys
 
@@ -25,7 +26,8 @@ from hf_elmo import ElmoConfig, ElmoModel, ElmoTokenizer  # noqa: E402
 from hf_elmo.convert.bilm_hdf5 import load_model_from_bilm, write_bilm_files  # noqa: E402
 from hf_elmo.cli import main as cli_main  # noqa: E402
 from hf_elmo.convert.onnx import export_onnx  # noqa: E402
-from hf_elmo.convert.onnx.graph import elmo_onnx_model  # noqa: E402
+from hf_elmo.convert.onnx.graph import _lstm_step, elmo_onnx_model  # noqa: E402
+from hf_elmo.models.elmo.modeling_elmo import reference_lstm_step  # noqa: E402
 from numerics import bilm_tolerance  # noqa: E402
 from paths import FIXTURES, REPO_ROOT  # noqa: E402
 
@@ -335,3 +337,9 @@ def test_a_character_id_outside_the_vocabulary_is_an_error():
     feeds["input_ids"][0, 0, 0] = model.config.char_vocab_size
     with pytest.raises(Exception, match="out of data bounds"):
         session(elmo_onnx_model(model.config, model.state_dict())).run(["layers"], feeds)
+
+
+def test_the_graphs_step_takes_the_reference_steps_arguments():
+    """Issue 42: the ONNX step is written against `reference_lstm_step` (same arguments, same order, after the graph
+    it adds its nodes to), so a change to the arithmetic starts there."""
+    assert list(inspect.signature(_lstm_step).parameters) == ["g", *inspect.signature(reference_lstm_step).parameters]

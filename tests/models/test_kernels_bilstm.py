@@ -7,6 +7,7 @@ Speed is measured by benchmarks/bench_inference.py, never here; these tests chec
 
 from __future__ import annotations
 
+import inspect
 import json
 
 import pytest
@@ -17,7 +18,7 @@ import hf_elmo.kernels.lstm_recurrence as lstm_recurrence
 import paths
 from hf_elmo.convert.bilm_hdf5 import load_model_from_bilm
 from hf_elmo.kernels.matrix_products import onednn_available
-from hf_elmo.models.elmo.modeling_elmo import ALL_LSTM_FUNCTIONS
+from hf_elmo.models.elmo.modeling_elmo import ALL_LSTM_FUNCTIONS, reference_lstm_step
 from hf_elmo.models.elmo.tokenization_elmo import ElmoTokenizer
 from numerics import bilm_tolerance, lstm_tolerance
 from small_models import CELL_CLIP, PROJ_CLIP, max_diff, small_model
@@ -448,3 +449,10 @@ def test_inference_after_an_in_place_optimizer_step_in_eval_mode_uses_the_new_we
         reference, _ = run_bilstm(model, inputs, lengths, implementation="reference")
     assert max_diff(layers, before) > 1e-3
     assert max_diff(layers, reference) <= lstm_tolerance(model.config, *reference)
+
+
+def test_the_inference_step_takes_the_reference_steps_arguments():
+    """Issue 42: the int8 and oneDNN paths' step is written against `reference_lstm_step` (same arguments, same
+    order), so a change to the arithmetic starts there; the kernel's extra arguments are buffers for the results."""
+    reference = list(inspect.signature(reference_lstm_step).parameters)
+    assert list(inspect.signature(lstm_recurrence._lstm_step).parameters) == [*reference, "gates", "hidden"]
