@@ -11,11 +11,11 @@ backward of the biLSTM, three ways on the same inputs and weights, in one proces
     python benchmarks/bench_lstm_backward.py [--cell-dim 512 --projection-dim 128 --batch 32 --words 20
         --threads 1 2 --repeats 15]
 
-The loss is the mean square of every layer (no dropout). Per thread count: the median and the fastest of
-`--repeats` runs after one warm-up, and the hand-written backward's speed-up as the median of the paired runs'
-ratios with their range (the noise, on a machine others use too), in wall time and in the process's CPU time (which
-other processes do not inflate at one thread; at two it also counts threads waiting for work). The gradients of the
-three are compared first.
+The model, batch and loss are bench_training.py's (the loss: the mean square of every layer), without dropout. Per
+thread count: the median and the fastest of `--repeats` runs after one warm-up, and the hand-written backward's
+speed-up as the median of the paired runs' ratios with their range (the noise, on a machine others use too), in wall
+time and in the process's CPU time (which other processes do not inflate at one thread; at two it also counts
+threads waiting for work). The gradients of the three are compared first.
 """
 
 from __future__ import annotations
@@ -33,8 +33,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 import hf_elmo.kernels.bilstm as kernels_bilstm  # noqa: E402
 from hf_elmo.kernels.lstm_recurrence import _last_outputs, _lstm_recurrence  # noqa: E402
 from hf_elmo.kernels.matrix_products import linear  # noqa: E402
-from hf_elmo.models.elmo.configuration_elmo import ElmoConfig  # noqa: E402
 from hf_elmo.models.elmo.modeling_elmo import ElmoModel  # noqa: E402
+
+from bench_training import add_shape_arguments, model_and_batch  # noqa: E402  (beside this file)
 
 
 def autograd_recurrence(inputs, batch_sizes, input_weight, bias, recurrent_weight, projection_weight, state,
@@ -91,12 +92,7 @@ def run(way: str, model: ElmoModel, inputs, lengths):
 
 def parse_args(argv=None):
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--cell-dim", type=int, default=512)
-    parser.add_argument("--projection-dim", type=int, default=128)
-    parser.add_argument("--layers", type=int, default=2)
-    parser.add_argument("--clip", type=float, default=3.0, help="cell and projection clip (0: none)")
-    parser.add_argument("--batch", type=int, default=32)
-    parser.add_argument("--words", type=int, default=20, help="longest sentence; lengths are 5..words")
+    add_shape_arguments(parser)
     parser.add_argument("--threads", type=int, nargs="+", default=[1, 2])
     parser.add_argument("--repeats", type=int, default=15)
     return parser.parse_args(argv)
@@ -105,18 +101,7 @@ def parse_args(argv=None):
 def main(argv=None) -> int:
     args = parse_args(argv)
     torch.set_flush_denormal(True)
-    torch.manual_seed(0)
-    config = ElmoConfig(projection_dim=args.projection_dim, lstm_cell_dim=args.cell_dim, num_lstm_layers=args.layers,
-                        char_cnn_filters=[[1, 8]], num_highway_layers=0, cell_clip=args.clip or None,
-                        proj_clip=args.clip or None)
-    model = ElmoModel(config)
-    model.bilstm.train()
-    steps = args.words + 2
-    lengths = torch.randint(7, steps + 1, (args.batch,))
-    lengths[0] = steps
-    inputs = torch.randn(args.batch, steps, args.projection_dim)
-    inputs[torch.arange(steps).unsqueeze(0) >= lengths.unsqueeze(1)] = 0
-    words = int(lengths.sum()) - 2 * args.batch
+    model, inputs, lengths, words = model_and_batch(args)
 
     gradients = {way: run(way, model, inputs, lengths) for way in WAYS}
     scale = max(float(g.abs().max()) for g in gradients["reference"])

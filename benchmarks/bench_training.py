@@ -40,14 +40,35 @@ from hf_elmo.models.elmo.modeling_elmo import ElmoModel  # noqa: E402
 ALLENNLP_WORKER = Path(__file__).resolve().parent / "_train_worker_allennlp.py"
 
 
-def parse_args(argv=None):
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+def add_shape_arguments(parser: argparse.ArgumentParser) -> None:
+    """The biLSTM's size and the batch's (bench_lstm_backward.py measures on the same)."""
     parser.add_argument("--cell-dim", type=int, default=512)
     parser.add_argument("--projection-dim", type=int, default=128)
     parser.add_argument("--layers", type=int, default=2)
     parser.add_argument("--clip", type=float, default=3.0, help="cell and projection clip (0: none)")
     parser.add_argument("--batch", type=int, default=32)
     parser.add_argument("--words", type=int, default=20, help="longest sentence; lengths are 5..words")
+
+
+def model_and_batch(args) -> tuple[ElmoModel, torch.Tensor, torch.Tensor, int]:
+    """A random model of the arguments' size in training mode, a batch of inputs (B, words + 2, P) zero past their
+    lengths (7..words + 2 positions, one row of the longest), the lengths and the number of words."""
+    torch.manual_seed(0)
+    config = ElmoConfig(projection_dim=args.projection_dim, lstm_cell_dim=args.cell_dim, num_lstm_layers=args.layers,
+                        char_cnn_filters=[[1, 8]], num_highway_layers=0, cell_clip=args.clip, proj_clip=args.clip)
+    model = ElmoModel(config)
+    model.bilstm.train()
+    steps = args.words + 2
+    lengths = torch.randint(7, steps + 1, (args.batch,))
+    lengths[0] = steps
+    inputs = torch.randn(args.batch, steps, args.projection_dim)
+    inputs[torch.arange(steps).unsqueeze(0) >= lengths.unsqueeze(1)] = 0
+    return model, inputs, lengths, int(lengths.sum()) - 2 * args.batch
+
+
+def parse_args(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    add_shape_arguments(parser)
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--allennlp-python", help="python of the AllenNLP reference venv (setup_allennlp_reference.sh)")
@@ -88,17 +109,8 @@ def main(argv=None) -> int:
     args = parse_args(argv)
     torch.set_num_threads(args.threads)
     torch.set_flush_denormal(True)
-    torch.manual_seed(0)
-    config = ElmoConfig(projection_dim=args.projection_dim, lstm_cell_dim=args.cell_dim, num_lstm_layers=args.layers,
-                        char_cnn_filters=[[1, 8]], num_highway_layers=0, cell_clip=args.clip, proj_clip=args.clip)
-    model = ElmoModel(config)
-    bilstm = model.bilstm.train()
-    steps = args.words + 2
-    lengths = torch.randint(7, steps + 1, (args.batch,))
-    lengths[0] = steps
-    inputs = torch.randn(args.batch, steps, args.projection_dim)
-    inputs[torch.arange(steps).unsqueeze(0) >= lengths.unsqueeze(1)] = 0
-    words = int(lengths.sum()) - 2 * args.batch
+    model, inputs, lengths, words = model_and_batch(args)
+    bilstm = model.bilstm
 
     def step(fast: bool, dropout: float = 0.1):
         model.set_lstm_implementation("fast" if fast else "reference")
