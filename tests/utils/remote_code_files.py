@@ -31,6 +31,6 @@ CODE_FILES = _with_relative_imports(_ENTRY_FILES)
 MAX_CODE_FILES = 5
 # Issue 41 #5 / 45 #5-6 / 46 #2 (+181): transformers' tokenizer contract (_encode_plus: pairs, truncation, options),
 # each word's offsets in its text and entity spans from them, the unknown-characters warning, the file checks.
-# Issue 42 (+4): the LSTM step as a function of its own (`reference_lstm_step`), whose arguments the int8 kernel and
-# the ONNX graph's steps take, so that a change to the arithmetic has one place to start.
-MAX_CODE_LINES = 2481 + 44 + 4
+# Issue 42 (+8, and the one line left: 9 net): the LSTM step as a function of its own (`reference_lstm_step`), whose
+# arguments the int8 kernel's and the ONNX graph's steps take, so that a change to the arithmetic has one place to start.
+MAX_CODE_LINES = 2481 + 44 + 8
