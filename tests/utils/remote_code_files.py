@@ -32,5 +32,5 @@ MAX_CODE_FILES = 5
 # Issue 41 #5 / 45 #5-6 / 46 #2 (+181): transformers' tokenizer contract (_encode_plus: pairs, truncation, options),
 # each word's offsets in its text and entity spans from them, the unknown-characters warning, the file checks.
 # Issue 42 (+8, and the one line left: 9 net): the LSTM step as a function of its own (`reference_lstm_step`), whose
-# arguments the int8 kernel's and the ONNX graph's steps take, so that a change to the arithmetic has one place to start.
+# arguments the int8 kernel's and the ONNX graph's steps take, so that a change to the arithmetic starts in one place.
 MAX_CODE_LINES = 2481 + 44 + 8
