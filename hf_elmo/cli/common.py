@@ -231,11 +231,23 @@ def add_dataclass_options(parser: argparse.ArgumentParser, *dataclass_types) -> 
                 keywords.update(type=typing.get_args(value_type)[0], nargs="+")
             metadata = dict(item.metadata)
             spellings = list(dict.fromkeys([*metadata.pop("aliases", []), "--" + item.name.replace("_", "-")]))
+            if "choices" not in keywords:  # the value's name in --help: of the spelling shown first
+                keywords["metavar"] = "true|false" if value_type is bool else spellings[0][2:].replace("-", "_").upper()
             section.add_argument(*spellings, **{**keywords, **metadata})
-            if value_type is bool and keywords["default"] is not False:
+            if value_type is bool and keywords["default"] is not False:  # its default is the switch's, shown there
                 section.add_argument(*("--no-" + spelling[2:] for spelling in spellings), dest=item.name,
-                                     action="store_false", default=keywords["default"],
+                                     action="store_false", default=argparse.SUPPRESS,
                                      help=f"the opposite of {spellings[0]}")
+
+
+class OptionsHelpFormatter(argparse.RawDescriptionHelpFormatter, argparse.ArgumentDefaultsHelpFormatter):
+    """The description as written, and each option's default in its help, where it has one worth saying (not for
+    a required option, a default of None, or the `--no-` side of a switch)."""
+
+    def _get_help_string(self, action):
+        if action.required or action.default is None or action.default is argparse.SUPPRESS:
+            return action.help
+        return super()._get_help_string(action)
 
 
 def add_user_dict_argument(parser: argparse.ArgumentParser) -> None:

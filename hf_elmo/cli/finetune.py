@@ -8,6 +8,7 @@ import os
 
 from ..finetuning.options import COMMAND_OPTIONS, FIELDS, FinetuneOptions, OptionError, check_batch_size
 from .common import (
+    OptionsHelpFormatter,
     add_dataclass_options,
     add_user_dict_argument,
     check_input_file,
@@ -22,14 +23,15 @@ DESCRIPTION = "Fine-tune ELMo on word-level tagging (NER, POS, ...) or sentence 
 
 def add_arguments(parser) -> None:
     commands = parser.add_subparsers(dest="finetune_command", required=True)
-    add_dataclass_options(commands.add_parser("train", help="fine-tune a tagger (NER, POS, ...)"),
-                          *COMMAND_OPTIONS["train"])
+    add_dataclass_options(commands.add_parser("train", help="fine-tune a tagger (NER, POS, ...)",
+                                              formatter_class=OptionsHelpFormatter), *COMMAND_OPTIONS["train"])
     classify = commands.add_parser(
         "train-classifier",
         help="fine-tune a sentence classifier (label<TAB>text files)",
         description="Fine-tune a sentence classifier on label<TAB>text lines. Training data with one label, or "
         "(from 20 examples on) with more distinct labels than half the examples or than distinct texts, is "
         "refused: that is what a word<TAB>tag (CoNLL) file looks like, and those are for `train`.",
+        formatter_class=OptionsHelpFormatter,
     )
     add_dataclass_options(classify, *COMMAND_OPTIONS["train-classifier"])
 

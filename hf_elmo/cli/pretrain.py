@@ -11,26 +11,25 @@ import sys
 from pathlib import Path
 
 from ..pretraining.options import ARCHITECTURE_DEFAULTS, COMMAND_OPTIONS, PretrainingArguments
-from .common import add_dataclass_options
+from .common import OptionsHelpFormatter, add_dataclass_options
 
 HELP = "pretrain a biLM language model from text"
 DESCRIPTION = """Pretrain an ELMo biLM from scratch on a word-segmented corpus, on top of `transformers.Trainer`.
 
-    python -m hf_elmo.cli pretrain --train-file corpus.txt --dev-file dev.txt --output-dir runs/my-elmo \\
+    hf-elmo pretrain --train-file corpus.txt --dev-file dev.txt --output-dir runs/my-elmo \\
         --projection-dim 128 --cell-dim 512 --epochs 3
 
-Runs unchanged under ``torchrun --nproc_per_node N`` (DDP; gloo on CPU, NCCL on GPUs). Checkpoints go to
-``OUTPUT_DIR/checkpoint-*``; running the same command again resumes from the newest one. The final
-model (encoder + softmax, loadable by `ElmoModel.from_pretrained`, which drops the softmax) and the
-tokenizer are written to ``OUTPUT_DIR``, with ``pretraining_summary.json`` holding the exact dev perplexity.
+Runs unchanged under `torchrun --nproc_per_node N -m hf_elmo.cli pretrain ...` (DDP; gloo on CPU, NCCL on GPUs).
+Checkpoints go to OUTPUT_DIR/checkpoint-*; running the same command again resumes from the newest one. The final
+model (encoder + softmax, loadable by `ElmoModel.from_pretrained`, which drops the softmax) and the tokenizer are
+written to OUTPUT_DIR, with pretraining_summary.json holding the exact dev perplexity.
 The architecture options default to the values shown, or with --init-from to that model's (given ones must agree
 with it).
 """
 
 
-class HelpFormatter(argparse.RawDescriptionHelpFormatter, argparse.ArgumentDefaultsHelpFormatter):
-    """The description as written, and every option's default in its help (an architecture option's: the value it
-    takes without --init-from)."""
+class HelpFormatter(OptionsHelpFormatter):
+    """The options' defaults, an architecture option's being the value it takes without --init-from."""
 
     def _get_help_string(self, action):
         if action.dest in ARCHITECTURE_DEFAULTS:

@@ -291,7 +291,7 @@ class DataFiles:
     _argument_group_name = "data"
 
     train: str | None = _option(None, "training file: CoNLL-style (word<TAB>tag) or .jsonl; for train-classifier, "
-                                "label<TAB>text lines (required)")
+                                "label<TAB>text lines (this or --dataset is required)")
     dev: str | None = _option(None, "development file (model selection on it)")
     test: str | None = _option(None, "test file (scored once at the end)")
 

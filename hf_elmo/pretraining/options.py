@@ -103,7 +103,8 @@ class DataArguments:
         50, "longer sentences are cut into pieces of this many words (>= 1)")
     char_min_count: Annotated[int, Option(check=at_least(1), added_later=True)] = _option(
         2, "dictionary scheme: characters seen fewer times in the train files share the <oov> id (>= 1)")
-    segmenter: str = _option("auto", "tokenizer segmenter saved with the model")
+    segmenter: Literal["auto", "jieba", "chars", "whitespace"] = _option(  # text_elmo.SEGMENTERS
+        "auto", "tokenizer segmenter saved with the model")
     # The biLM Trainer's own grouping (pretraining.trainer), not TrainingArguments'.
     group_by_length: bool = _option(
         True, "batch sentences of similar length together (random groups of 50 batches, each sorted by length): the "

@@ -1,4 +1,4 @@
-"""file_io: atomic outputs, temporaries named for their process, and the removal of those left by killed runs."""
+"""utils/io.py: atomic outputs, temporaries named for their process, and the removal of those left by killed runs."""
 
 from __future__ import annotations
 

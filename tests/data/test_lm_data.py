@@ -1,4 +1,4 @@
-"""Corpus files and vocabularies for pretraining (lm_data.py): reading, cutting, counting, saving."""
+"""Corpus files and vocabularies for pretraining (pretraining/data.py): reading, cutting, counting, saving."""
 
 from __future__ import annotations
 

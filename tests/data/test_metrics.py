@@ -1,4 +1,4 @@
-"""Entity-level scores of a tagger (tag_metrics.py): seqeval_scores and the Trainer's compute_metrics."""
+"""Entity-level scores of a tagger (finetuning/metrics.py): seqeval_scores and the Trainer's compute_metrics."""
 
 import numpy as np
 import pytest

@@ -1,4 +1,4 @@
-"""From word tags to entity spans (tagging.py): split_tag, tag_spans, word_offsets, entities_from_tags."""
+"""From word tags to entity spans (finetuning/predict.py; the spans are text_elmo.py's): split_tag, tag_spans, word_offsets, entities_from_tags."""
 
 from hf_elmo.finetuning.predict import entities_from_tags, split_tag, tag_spans, word_offsets
 

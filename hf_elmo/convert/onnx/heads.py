@@ -1,4 +1,4 @@
-"""Task models in the ONNX graph: the biLM of onnx_graph.py, then what the head computes from its layers.
+"""Task models in the ONNX graph: the biLM of graph.py, then what the head computes from its layers.
 
 * `token-classification` (`ElmoForTokenClassification`) and `character-tagging` (`ElmoForCharacterTagging`): the
   head's learned mix [; its own word vectors x_k] [-> the S/B/M/E places of characters in their words] -> [BiLSTM]
@@ -7,7 +7,7 @@
   Viterbi as `ElmoCrf.viterbi_decode` does.
 * `sequence-classification` (`ElmoForSequenceClassification`): mix -> mean over the words -> [ReLU layer] ->
   linear: output `logits` (batch x labels).
-* `encoder` (`ElmoModel`): the layers and each learned mix (`mixes`, as `ElmoModelOutput.mixes`), onnx_graph.py.
+* `encoder` (`ElmoModel`): the layers and each learned mix (`mixes`, as `ElmoModelOutput.mixes`), graph.py.
 
 Every graph also outputs `layers`, so that any exported model gives word vectors. The builders read the state dict
 through `_ReadState`, which records what was read: a weight of the model that no builder read is a part the export
