@@ -10,9 +10,12 @@ stays checked against it (tests/commands/test_finetune_options.py): a field's me
 it holds `help`, `aliases` (the short spellings, the first one named in errors) and argparse keywords, nothing
 else; a dataclass's `_argument_group_name` is its --help section.
 
-- Range checks: each dataclass's `__post_init__`, so a `FinetuneOptions` out of range is never made; the error
-  (`OptionError`) names the command-line spelling.
-- Run identity (what a killed run must be resumed with): every option but `RunArguments`'.
+- Range checks: an `Option(check=...)` (`hf_elmo.utils.options`, shared with pretraining) in a field's `Annotated`
+  type, run by each dataclass's `__post_init__` with the checks of switches and choices, so a `FinetuneOptions`
+  out of range is never made; the error (`OptionError`) names the command-line spelling.
+- Run identity (what a killed run must be resumed with): every option but `RunArguments`'. A run-identity option
+  added since runs were first recorded says `Option(added_later=True)`: those runs had its default
+  (`OPTIONS_ADDED_LATER`), and still resume.
 - The training knobs are `transformers.TrainingArguments` fields of the same names and meaning, passed to it by
   name (`run._training_arguments`: every option that is a `TrainingArguments` field), the rest of
   `TrainingArguments` fixed by how hf-elmo fine-tunes. `TrainingOptions` declares only the knobs the command
@@ -25,11 +28,24 @@ This module imports neither torch nor transformers.
 
 from __future__ import annotations
 
-import math
 import os
 import typing
 from dataclasses import dataclass, field, fields
-from typing import Literal
+from typing import Annotated, Literal
+
+from ..utils.options import (
+    Option,
+    added_later,
+    is_int,
+    is_number,
+    must_be,
+    non_negative,
+    optional,
+    positive_integer,
+    positive_number,
+    problems,
+    spelling,
+)
 
 
 def _option(default, help: str, **metadata):
@@ -49,47 +65,41 @@ class OptionError(ValueError):
 
 def flag(name: str) -> str:
     """The command-line spelling of the option `name` (a field of `FinetuneOptions`)."""
-    aliases = FIELDS[name].metadata.get("aliases") if name in FIELDS else None
-    return aliases[0] if aliases else "--" + name.replace("_", "-")
-
-
-def _is_int(value) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool)
-
-
-def _is_number(value) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
-
-
-def _require(options, name: str, holds: bool, rule: str) -> None:
-    if not holds:
-        raise OptionError(f"{flag(name)} must be {rule}, got {getattr(options, name)}")
-
-
-def _positive_integers(options, *names: str, optional: bool = False) -> None:
-    for name in names:
-        value = getattr(options, name)
-        _require(options, name, (optional and value is None) or (_is_int(value) and value >= 1), "a positive integer")
+    return spelling(FIELDS[name]) if name in FIELDS else "--" + name.replace("_", "-")
 
 
 def check_batch_size(value, flag: str = "--batch-size") -> None:
     """`OptionError` unless `value` is a positive integer."""
-    if not _is_int(value) or value < 1:
-        raise OptionError(f"{flag} must be a positive integer, got {value}")
+    problem = positive_integer(value)
+    if problem:
+        raise OptionError(f"{flag} {problem}")
+
+
+_probability = must_be("a probability in [0, 1)", lambda value: is_number(value) and 0 <= value < 1)
+_hidden_size_or_zero = must_be("0 (a linear classifier) or a positive integer",
+                               lambda value: is_int(value) and value >= 0)
+_steps_or_epochs = must_be("a positive integer (or -1: train for --epochs)",
+                           lambda value: is_int(value) and (value >= 1 or value == -1))
+_seed = must_be("an integer in [0, 2**32)", lambda value: is_int(value) and 0 <= value < 2**32)
 
 
 class _Checked:
-    """The end of every options dataclass's `__post_init__` chain: switches are True or False (or None where that
-    means "decided from the data"), choices one of their `Literal`'s values."""
+    """Every options dataclass's `__post_init__`: the fields' range checks (`Option.check`), switches True or False
+    (or None where that means "decided from the data"), choices one of their `Literal`'s values; an `OptionError`
+    naming each option out of range."""
 
     def __post_init__(self):
+        found = problems(self)
         for name, hint in typing.get_type_hints(type(self)).items():
             value = getattr(self, name)
             if hint is bool or hint == bool | None:
-                _require(self, name, isinstance(value, bool) or (value is None and hint is not bool), "True or False")
-            elif typing.get_origin(hint) is Literal:
-                _require(self, name, value in typing.get_args(hint),
-                         " or ".join(repr(choice) for choice in typing.get_args(hint)))
+                if not (isinstance(value, bool) or (value is None and hint is not bool)):
+                    found.append(f"{flag(name)} must be True or False, got {value}")
+            elif typing.get_origin(hint) is Literal and value not in typing.get_args(hint):
+                choices = " or ".join(repr(choice) for choice in typing.get_args(hint))
+                found.append(f"{flag(name)} must be {choices}, got {value}")
+        if found:
+            raise OptionError("; ".join(found))
 
 
 @dataclass
@@ -107,18 +117,13 @@ class ModelArguments(_Checked):
     task_token_features: bool = _option(
         False, "give the head its own trainable word vectors x_k (a character CNN started from the biLM's layer 0) "
         "and feed it [x_k; ELMo_k], as the paper adds ELMo to a task model", aliases=["--token-features"])
-    dropout: float | None = _option(
+    dropout: Annotated[float | None, Option(check=optional(_probability))] = _option(
         None, "dropout on the ELMo mix and in the head (default: 0.3 for train, 0.5 for train-classifier)")
     # With a frozen biLM its layers are computed once for the training and dev data, so each epoch
     # trains only the head (the paper's setting; same numbers as running the biLM every step).
     precompute_elmo: bool = _option(
         True, "compute the frozen biLM's layers once (default; --no-precompute-elmo runs it at every step: less "
         "memory)")
-
-    def __post_init__(self):
-        value = self.dropout
-        _require(self, "dropout", value is None or (_is_number(value) and 0 <= value < 1), "a probability in [0, 1)")
-        super().__post_init__()
 
 
 @dataclass
@@ -128,7 +133,7 @@ class TaggerArguments(_Checked):
     _argument_group_name = "the tagger"
 
     task_encoder: Literal["linear", "bilstm"] = _option("bilstm", "the task encoder over the ELMo mix")
-    task_encoder_hidden_size: int | None = _option(
+    task_encoder_hidden_size: Annotated[int | None, Option(check=optional(positive_integer))] = _option(
         None, "task BiLSTM size per direction (default 200)", aliases=["--hidden-size"])
     use_crf: bool = _option(False, "CRF layer with Viterbi decoding")
     # Character-labelled data read as words by the biLM (config.label_characters); None: decided from the data.
@@ -144,10 +149,6 @@ class TaggerArguments(_Checked):
         "whenever both are", aliases=["--character-features"], **_SWITCH)
     unseen_label: Literal["error", "O"] = _option("error", "dev/test labels unseen in training")
 
-    def __post_init__(self):
-        _positive_integers(self, "task_encoder_hidden_size", optional=True)
-        super().__post_init__()
-
 
 @dataclass
 class ClassifierArguments(_Checked):
@@ -155,13 +156,8 @@ class ClassifierArguments(_Checked):
 
     _argument_group_name = "the sentence classifier"
 
-    classifier_hidden_size: int | None = _option(None, "MLP hidden size (0 = linear)")
-
-    def __post_init__(self):
-        value = self.classifier_hidden_size
-        _require(self, "classifier_hidden_size", value is None or (_is_int(value) and value >= 0),
-                 "0 (a linear classifier) or a positive integer")
-        super().__post_init__()
+    classifier_hidden_size: Annotated[int | None, Option(check=optional(_hidden_size_or_zero))] = _option(
+        None, "MLP hidden size (0 = linear)")
 
 
 @dataclass
@@ -170,11 +166,8 @@ class DataArguments(_Checked):
 
     _argument_group_name = "reading the examples"
 
-    max_words: int | None = _option(None, "cut training sentences to this many words")
-
-    def __post_init__(self):
-        _positive_integers(self, "max_words", optional=True)
-        super().__post_init__()
+    max_words: Annotated[int | None, Option(check=optional(positive_integer))] = _option(
+        None, "cut training sentences to this many words")
 
 
 @dataclass
@@ -183,34 +176,25 @@ class TrainingOptions(_Checked):
 
     _argument_group_name = "training"
 
-    num_train_epochs: float | None = _option(
+    num_train_epochs: Annotated[float | None, Option(check=optional(positive_number))] = _option(
         None, "passes over the training data (> 0; default: 10 for train, 3 for train-classifier)",
         aliases=["--epochs"])
-    max_steps: int = _option(-1, "stop after this many optimiser steps (overrides --epochs; -1, the default, = use "
-                                 "--epochs)")
-    learning_rate: float | None = _option(
+    max_steps: Annotated[int, Option(check=_steps_or_epochs)] = _option(
+        -1, "stop after this many optimiser steps (overrides --epochs; -1, the default, = use --epochs)")
+    learning_rate: Annotated[float | None, Option(check=optional(positive_number))] = _option(
         None, "learning rate (AdamW, linear decay; default: 5e-3 for train with the biLM frozen, otherwise 1e-3)",
         aliases=["--lr"])
-    weight_decay: float = _option(0.0, "AdamW weight decay")
-    per_device_train_batch_size: int = _option(32, "sentences per training step", aliases=["--batch-size"])
-    per_device_eval_batch_size: int = _option(64, "sentences per evaluation batch", aliases=["--eval-batch-size"])
-    gradient_accumulation_steps: int = _option(1, "gradient accumulation steps", aliases=["--grad-accum"])
-    seed: int = _option(42, "initialisation and data order")
+    weight_decay: Annotated[float, Option(check=non_negative)] = _option(0.0, "AdamW weight decay")
+    per_device_train_batch_size: Annotated[int, Option(check=positive_integer)] = _option(
+        32, "sentences per training step", aliases=["--batch-size"])
+    per_device_eval_batch_size: Annotated[int, Option(check=positive_integer)] = _option(
+        64, "sentences per evaluation batch", aliases=["--eval-batch-size"])
+    gradient_accumulation_steps: Annotated[int, Option(check=positive_integer)] = _option(
+        1, "gradient accumulation steps", aliases=["--grad-accum"])
+    seed: Annotated[int, Option(check=_seed)] = _option(42, "initialisation and data order")
     load_best_model_at_end: bool = _option(
         True, "keep the model of the best epoch on dev (default; --no-select-best keeps the last epoch's)",
         aliases=["--select-best"])
-
-    def __post_init__(self):
-        _positive_integers(self, "per_device_train_batch_size", "per_device_eval_batch_size",
-                           "gradient_accumulation_steps")
-        _require(self, "max_steps", _is_int(self.max_steps) and (self.max_steps >= 1 or self.max_steps == -1),
-                 "a positive integer (or -1: train for --epochs)")
-        for name in ("num_train_epochs", "learning_rate"):
-            value = getattr(self, name)
-            _require(self, name, value is None or (_is_number(value) and value > 0), "a positive number")
-        _require(self, "weight_decay", _is_number(self.weight_decay) and self.weight_decay >= 0, "a number >= 0")
-        _require(self, "seed", _is_int(self.seed) and 0 <= self.seed < 2**32, "an integer in [0, 2**32)")
-        super().__post_init__()
 
 
 @dataclass
@@ -223,13 +207,8 @@ class RunArguments(_Checked):
     output_dir: str | None = _option(None, "folder to write the fine-tuned model into", aliases=["--output"],
                                      required=True)
     overwrite: bool = _option(False, "replace an existing output folder")
-    threads: int | None = _option(None, "torch CPU threads")
-    logging_steps: int = _option(50, "log the loss every this many steps")
-
-    def __post_init__(self):
-        _positive_integers(self, "threads", optional=True)
-        _positive_integers(self, "logging_steps")
-        super().__post_init__()
+    threads: Annotated[int | None, Option(check=optional(positive_integer))] = _option(None, "torch CPU threads")
+    logging_steps: Annotated[int, Option(check=positive_integer)] = _option(50, "log the loss every this many steps")
 
 
 @dataclass
@@ -284,6 +263,11 @@ def run_identity_names() -> tuple[str, ...]:
     return tuple(name for name in FIELDS if name not in outside)
 
 
+# Run-identity options newer than some recorded runs, with the value those runs had (none yet: the record has held
+# the same options since it became one flat record of them).
+OPTIONS_ADDED_LATER = added_later(FinetuneOptions)
+
+
 @dataclass
 class DataFiles:
     """Where the examples come from (command line only: the library takes the examples themselves)."""
@@ -317,6 +301,6 @@ COMMAND_OPTIONS = {
 }
 
 
-__all__ = ["COMMAND_OPTIONS", "ClassifierArguments", "DataArguments", "DataFiles", "FinetuneOptions", "HubDataset",
-           "ModelArguments", "OptionError", "RunArguments", "TaggerArguments", "TrainingOptions", "check_batch_size",
-           "flag", "run_identity_names"]
+__all__ = ["COMMAND_OPTIONS", "OPTIONS_ADDED_LATER", "ClassifierArguments", "DataArguments", "DataFiles",
+           "FinetuneOptions", "HubDataset", "ModelArguments", "OptionError", "RunArguments", "TaggerArguments",
+           "TrainingOptions", "check_batch_size", "flag", "run_identity_names"]

@@ -75,6 +75,7 @@ from ..models.elmo.configuration_elmo import ElmoConfig
 from .character_words import character_labelled_decision
 from .collator import ElmoDataCollator
 from .options import (  # noqa: F401  (re-exported: the options are part of the fine-tuning API)
+    OPTIONS_ADDED_LATER,
     FinetuneOptions,
     OptionError,
     check_batch_size,
@@ -427,7 +428,7 @@ def _checkpoints(options: FinetuneOptions, identity: dict):
         if recorded is None:
             raise RunFolderError(f"{folder} holds checkpoints without the record of their run ({RUN_IDENTITY_FILE}): "
                                  "delete that folder to start over")
-        check_same_run(folder, recorded, identity, _spelled)
+        check_same_run(folder, recorded, identity, _spelled, OPTIONS_ADDED_LATER)
         resume = last_complete_checkpoint(folder)
         if resume:
             check_checkpoint_readable(resume, f"delete {resume} to resume from an earlier epoch, or {folder} to "

@@ -5,7 +5,8 @@ As in transformers' `run_ner.py` (and `hf_elmo.finetuning.options`), one datacla
 `hf_elmo.cli.common.add_dataclass_options`, which reads the fields as transformers' `HfArgumentParser` does: a
 field's metadata goes to `add_argument`, so it holds `help`, `aliases` (the spellings; the first one names the
 option in messages and in the run identity) and argparse keywords, nothing else. What a field says beyond argparse
-is an `Option` in its `Annotated` type, which both parsers read past:
+is an `Option` (`hf_elmo.utils.options`, shared with fine-tuning) in its `Annotated` type, which both parsers read
+past:
 - `check`: its range check, a function of the value returning what is wrong with it, or None (`problems`);
 - `architecture`: an architecture option, and its value when neither given nor read from `--init-from`'s config
   (None, or False for a switch, means "not given": a given one must agree with the `--init-from` model);
@@ -23,11 +24,14 @@ This module imports neither torch, numpy nor transformers: `hf-elmo pretrain --h
 """
 
 import json
-import math
 import os
 import typing
 from dataclasses import dataclass, field, fields
-from typing import Annotated, Any, Literal, NamedTuple
+from typing import Annotated, Literal, NamedTuple
+
+from ..utils.options import Option, above_zero, added_later, at_least, fraction, must_be, non_negative, options_of
+from ..utils.options import problems as _problems
+from ..utils.options import spelling
 
 
 class ConfigField(NamedTuple):
@@ -38,39 +42,13 @@ class ConfigField(NamedTuple):
     to_option: typing.Callable
 
 
-class Option(NamedTuple):
-    """What an option's field says beyond argparse (see the module's docstring)."""
-
-    check: typing.Callable | None = None
-    architecture: Any = None
-    config: ConfigField | None = None
-    path: bool = False
-    added_later: bool = False
-
-
 def _option(default, help: str, **metadata):
     """A dataclass field with its command-line description (`metadata` goes to `add_argument` as it is)."""
     return field(default=default, metadata={"help": help, **metadata})
 
 
-def at_least(minimum):
-    return lambda value: None if value is None or value >= minimum else f"must be at least {minimum}, got {value}"
-
-
-def above_zero(value):
-    return None if value is None or 0 < value < math.inf else f"must be above 0, got {value}"
-
-
-def non_negative(value):
-    return None if 0 <= value < math.inf else f"must be a number >= 0, got {value}"
-
-
-def fraction(value):
-    return None if 0 <= value < 1 else f"must be in [0, 1), got {value}"
-
-
-def _steps_or_epochs(value):  # -1, TrainingArguments' default: --epochs decides
-    return None if value == -1 or value >= 1 else f"must be at least 1, got {value}"
+# -1, TrainingArguments' default: --epochs decides.
+_steps_or_epochs = must_be("at least 1", lambda value: value == -1 or value >= 1)
 
 
 def _filters_from_json(text: str) -> list:
@@ -222,24 +200,16 @@ class PretrainingArguments(RunArguments, TrainingOptions, ModelArguments, Archit
 
     def problems(self) -> list[str]:
         """What is wrong with the values, one line each (the model options are ElmoConfig's to check)."""
-        found = []
-        for name, option in OPTIONS.items():
-            problem = option.check(getattr(self, name)) if option.check else None
-            if problem:
-                found.append(f"{flag(name)} {problem}")
-        return found
+        return _problems(self)
 
 
 FIELDS = {item.name: item for item in fields(PretrainingArguments)}
-OPTIONS = {name: next((extra for extra in getattr(hint, "__metadata__", ()) if isinstance(extra, Option)), Option())
-           for name, hint in typing.get_type_hints(PretrainingArguments, include_extras=True).items()
-           if name in FIELDS}
+OPTIONS = options_of(PretrainingArguments)
 
 
 def flag(name: str) -> str:
     """The option's spelling on the command line and in messages."""
-    aliases = FIELDS[name].metadata.get("aliases")
-    return aliases[0] if aliases else "--" + name.replace("_", "-")
+    return spelling(FIELDS[name])
 
 
 def option_name(name: str) -> str:
@@ -257,8 +227,8 @@ RUN_IDENTITY_OPTIONS = _names(DataArguments, ArchitectureArguments, ModelArgumen
 # The options' values when not given and no --init-from model gives them.
 ARCHITECTURE_DEFAULTS = {name: OPTIONS[name].architecture for name in ARCHITECTURE_OPTIONS}
 # Options newer than some recorded runs, with the value those runs had.
-OPTIONS_ADDED_LATER = {option_name(name): ARCHITECTURE_DEFAULTS.get(name, FIELDS[name].default)
-                       for name, option in OPTIONS.items() if option.added_later}
+OPTIONS_ADDED_LATER = added_later(PretrainingArguments, option_name,
+                                  lambda name: ARCHITECTURE_DEFAULTS.get(name, FIELDS[name].default))
 
 
 def config_field(name: str) -> ConfigField:

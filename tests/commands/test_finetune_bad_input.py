@@ -441,6 +441,23 @@ def test_a_damaged_or_code_running_checkpoint_file_is_refused_naming_it(folders,
     assert not checkpoints.exists()
 
 
+def test_a_run_recorded_before_a_newer_option_resumes(folders, tmp_path, monkeypatch, capsys):
+    """A run record lacking an option added since (`added_later`: the run had its default) is the same run."""
+    import hf_elmo.finetuning.run as finetune
+
+    argv, checkpoints = _interrupted_classifier_run(folders, tmp_path, monkeypatch)
+    record = checkpoints / "run_options.json"
+    recorded = json.loads(record.read_text())
+    del recorded["weight_decay"]  # as if the option were newer than the run
+    record.write_text(json.dumps(recorded))
+    capsys.readouterr()
+    assert "(--weight-decay None there, 0.0 now)" in fails(argv, capsys)  # not added_later: another run
+    monkeypatch.setattr(finetune, "OPTIONS_ADDED_LATER", {"weight_decay": 0.0})
+    assert main(argv) == 0
+    assert json.loads((tmp_path / "out" / "results.json").read_text())["resumed_from"].startswith("checkpoint-")
+    assert not checkpoints.exists()
+
+
 FIRST_RUN = """
 import sys, time
 from hf_elmo.utils.checkpoints import checkpoint_folder_for, create_run_folder

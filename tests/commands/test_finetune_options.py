@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+from typing import Annotated
 
 import pytest
 
@@ -13,6 +14,7 @@ from hf_elmo.cli.common import add_dataclass_options
 from hf_elmo.finetuning.options import (
     COMMAND_OPTIONS,
     FIELDS,
+    OPTIONS_ADDED_LATER,
     FinetuneOptions,
     OptionError,
     RunArguments,
@@ -20,6 +22,7 @@ from hf_elmo.finetuning.options import (
     flag,
     run_identity_names,
 )
+from hf_elmo.utils.options import Option, added_later, at_least, problems
 
 
 def parser_for(command: str) -> argparse.ArgumentParser:
@@ -182,3 +185,32 @@ def test_a_record_of_an_older_shape_is_refused_naming_what_differs(tmp_path):
 
     with pytest.raises(RunFolderError, match=r"other options \(--lr 0.01 there, 0.005 now; --options"):
         check_same_run(tmp_path, {"learning_rate": 0.01, "options": {}}, {"learning_rate": 0.005}, _spelled)
+
+
+# The run identity's names in run_options.json since it became one flat record of the options.
+RECORDED_NAMES = (
+    "model", "freeze", "random_init", "task_token_features", "dropout", "task_encoder", "task_encoder_hidden_size",
+    "use_crf", "label_characters", "task_character_features", "classifier_hidden_size", "precompute_elmo",
+    "head_config", "max_words", "unseen_label", "num_train_epochs", "max_steps", "learning_rate", "weight_decay",
+    "per_device_train_batch_size", "per_device_eval_batch_size", "gradient_accumulation_steps", "seed",
+    "load_best_model_at_end")
+
+
+def test_recorded_runs_still_resume():
+    """A run-identity option added since is `added_later` (a recorded run had its default), else no killed run
+    recorded before it could be resumed (tests/commands/test_finetune_bad_input.py resumes one)."""
+    names = set(run_identity_names())
+    assert set(RECORDED_NAMES) <= names
+    assert names - set(RECORDED_NAMES) <= set(OPTIONS_ADDED_LATER), "a new run-identity option needs added_later=True"
+
+
+@dataclasses.dataclass
+class SomeOptions:
+    old: Annotated[int, Option(check=at_least(1))] = dataclasses.field(default=1, metadata={"aliases": ["--o"]})
+    new: Annotated[int, Option(added_later=True)] = 3
+    new_dict: Annotated[dict, Option(added_later=True)] = dataclasses.field(default_factory=dict)
+
+
+def test_the_shared_option_helpers_read_the_annotated_option():
+    assert added_later(SomeOptions) == {"new": 3, "new_dict": {}}
+    assert problems(SomeOptions(old=0)) == ["--o must be at least 1, got 0"] and problems(SomeOptions()) == []
