@@ -12,6 +12,7 @@ import typing
 from collections.abc import Sequence
 
 from ..utils.io import read_input_bytes, split_text_lines
+from ..utils.options import default_of
 from .errors import CommandError, memory_for
 
 
@@ -216,7 +217,7 @@ def add_dataclass_options(parser: argparse.ArgumentParser, *dataclass_types) -> 
             value_type = hints[item.name]
             if typing.get_origin(value_type) in (typing.Union, types.UnionType):  # X | None
                 value_type = next(kind for kind in typing.get_args(value_type) if kind is not type(None))
-            default = item.default if item.default_factory is dataclasses.MISSING else item.default_factory()
+            default = default_of(item)
             keywords = {"dest": item.name, "type": value_type, "default": default}
             if value_type is bool:
                 keywords.update(type=_true_or_false, default=False if default is dataclasses.MISSING else default)
