@@ -13,12 +13,16 @@ import zipfile
 from pathlib import Path
 
 
+def _save_finished(checkpoint: Path) -> bool:
+    return (checkpoint / "trainer_state.json").is_file()  # the Trainer writes it last
+
+
 def remove_incomplete_checkpoints(folder: str | os.PathLike) -> list[str]:
     """Delete the Trainer checkpoints in `folder` whose save never finished (no trainer_state.json, which Trainer
     writes last); returns their names."""
     removed = []
     for checkpoint in sorted(Path(folder).glob("checkpoint-*")):
-        if checkpoint.is_dir() and not (checkpoint / "trainer_state.json").is_file():
+        if checkpoint.is_dir() and not _save_finished(checkpoint):
             shutil.rmtree(checkpoint, ignore_errors=True)
             removed.append(checkpoint.name)
     return removed
@@ -30,7 +34,7 @@ def last_complete_checkpoint(folder: str | os.PathLike) -> str | None:
     checkpoint whose save never finished, and importing it imports torch, which the line printed after a Ctrl-C
     (perhaps in the middle of torch's import, which then cannot be imported again) must not."""
     complete = [path for path in Path(folder).glob("checkpoint-*")
-                if path.name.split("-", 1)[1].isdigit() and (path / "trainer_state.json").is_file()]
+                if path.name.split("-", 1)[1].isdigit() and _save_finished(path)]
     return str(max(complete, key=checkpoint_step)) if complete else None
 
 
