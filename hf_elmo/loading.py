@@ -281,7 +281,6 @@ def load_model_and_tokenizer(model=None, model_class=None, user_dict=None):
         from .models.elmo.modeling_elmo import ElmoModel as model_class
     name = resolve_model_name(model)
     import torch
-
     from safetensors import SafetensorError
 
     hub_kwargs = check_model_location(name)

@@ -6,7 +6,6 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import os
-import sys
 import types
 import typing
 from collections.abc import Sequence
@@ -14,7 +13,6 @@ from collections.abc import Sequence
 from ..utils.io import read_input_bytes, split_text_lines
 from ..utils.options import default_of
 from .errors import CommandError, memory_for
-
 
 DEFAULT_MAX_LINE_BYTES = 1_000_000
 DEFAULT_MAX_WORDS_PER_LINE = 10_000
@@ -101,8 +99,8 @@ def check_output_apart(output: str, output_flag: str, models=(), files=()) -> No
     lies inside a model folder (`refuse_output_over_inputs`, the one check of every command that writes).
     `models`: (flag, name) pairs of the models read ('default' is the shipped model; Hub names pass);
     `files`: (flag, path) pairs of the input files read."""
-    from ..utils.io import refuse_output_over_inputs
     from ..loading import resolve_model_name
+    from ..utils.io import refuse_output_over_inputs
 
     inputs = [("the model folder", flag, resolve_model_name(name)) for flag, name in models if name is not None]
     inputs += [("the input folder" if os.path.isdir(path) else "the input file", flag, path)

@@ -14,7 +14,6 @@ from .common import (
 )
 from .errors import CommandError, memory_for
 
-
 HELP = "convert AllenNLP/bilm-tf or ELMoForManyLangs weights to an hf-elmo folder, or back"
 DESCRIPTION = """--from allennlp:         --options options.json --weights weights.hdf5 OUTPUT_DIR
 --from elmoformanylangs: --model-dir ZHS_MODEL_DIR [--config-path CNN_CONFIG.json] OUTPUT_DIR

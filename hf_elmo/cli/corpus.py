@@ -65,8 +65,13 @@ def run(args) -> int:
             count = segment_corpus_file(args.input, args.output, args.segmenter, overwrite=args.overwrite)
             print(f"wrote {count} lines to {args.output}")
             return 0
-        from ..pretraining.data import (SPECIAL_WORDS, build_vocabulary, check_corpus_file, check_vocabulary_limits,
-                                        save_vocabulary)
+        from ..pretraining.data import (
+            SPECIAL_WORDS,
+            build_vocabulary,
+            check_corpus_file,
+            check_vocabulary_limits,
+            save_vocabulary,
+        )
 
         check_output_path(args.output, args.overwrite)
         check_vocabulary_limits(args.min_count, args.max_size, ("--min-count", "--max-size"))

@@ -140,9 +140,9 @@ def _predict(args) -> None:
     import re
 
     from ..finetuning.conll import DataError, read_text_lines
+    from ..finetuning.predict import tag
     from ..finetuning.run import classify, load_finetuned
     from ..models.elmo.modeling_elmo import ElmoForSequenceClassification, ElmoForTokenClassification
-    from ..finetuning.predict import tag
 
     texts = list(args.text)
     if args.input:

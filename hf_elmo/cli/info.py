@@ -9,7 +9,6 @@ from pathlib import Path
 from ..utils.io import human_size
 from .common import add_model_arguments, check_model_folder, make_embedder
 
-
 HELP = "show a model's size, layers, dimensions and vocabulary"
 DESCRIPTION = "Show a model's size, parameters, layers, dimensions and vocabulary."
 

@@ -6,10 +6,18 @@ import heapq
 import json
 import sys
 
-from .common import add_model_arguments, add_text_arguments, batch_memory, check_input_file, check_model_folder
-from .common import check_user_dict, make_embedder, read_lines, split_lines
+from .common import (
+    add_model_arguments,
+    add_text_arguments,
+    batch_memory,
+    check_input_file,
+    check_model_folder,
+    check_user_dict,
+    make_embedder,
+    read_lines,
+    split_lines,
+)
 from .errors import CommandError
-
 
 HELP = "find the words in a corpus whose contextual vectors are nearest to a word in a sentence"
 DESCRIPTION = """Occurrence mode (--sentence): rank every word occurrence in --corpus by the cosine between its

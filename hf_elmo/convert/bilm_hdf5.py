@@ -12,17 +12,16 @@ import io
 import json
 import os
 from collections.abc import Callable
-from typing import Any
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import torch
 from transformers.utils import logging
 
 from ..models.elmo.configuration_elmo import ElmoConfig
-from ..utils.io import load_json_file
-from ..utils.io import AtomicDirectory
+from ..utils.io import AtomicDirectory, load_json_file
 
 logger = logging.get_logger(__name__)
 

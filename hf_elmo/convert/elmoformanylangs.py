@@ -30,9 +30,9 @@ from typing import Any
 
 import torch
 
+from ..models.elmo.configuration_elmo import ElmoConfig
 from ..utils.io import AtomicDirectory
 from .bilm_hdf5 import layout_problems, model_from_encoder_state
-from ..models.elmo.configuration_elmo import ElmoConfig
 
 CHAR_SPECIALS = ("<bos>", "<eos>", "<oov>", "<pad>", "<bow>", "<eow>")
 WORD_SPECIALS = ("<oov>", "<bos>", "<eos>", "<pad>")

@@ -7,7 +7,6 @@ padded with -100, sentence labels are stacked.
 from __future__ import annotations
 
 import numbers
-
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any

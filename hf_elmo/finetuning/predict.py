@@ -9,7 +9,14 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from ..models.elmo.pipeline_elmo import (  # noqa: F401  (re-exported: the spans and the predictor's steps are remote code)
-    best_tags, character_places, entities_from_tags, split_tag, tag_spans, tagged_mask, tagged_result, unit_offsets,
+    best_tags,
+    character_places,
+    entities_from_tags,
+    split_tag,
+    tag_spans,
+    tagged_mask,
+    tagged_result,
+    unit_offsets,
     word_offsets,
 )
 

@@ -46,7 +46,6 @@ import logging
 import os
 import re
 import shutil
-import sys
 import tempfile
 import time
 from collections.abc import Sequence
@@ -55,32 +54,13 @@ from pathlib import Path
 
 import torch
 
-from ..utils.io import AtomicDirectory, DiskFullError, output_lock
-from .conll import (  # noqa: F401  (re-exported: the data half of the fine-tuning API)
-    DataError,
-    TaggedSentence,
-    encode_tags,
-    label_list,
-    load_hub_dataset,
-    read_conll,
-    read_jsonl,
-    read_text_lines,
-    check_classification_labels,
-    check_tagging_labels,
-    read_classification_file,
-    sentences_from_dataset,
-    sentences_from_pairs,
-)
+from ..loading import ModelNotFoundError, check_model_location, load_tokenizer, resolve_model_name
 from ..models.elmo.configuration_elmo import ElmoConfig
-from .character_words import character_labelled_decision
-from .collator import ElmoDataCollator
-from .options import (  # noqa: F401  (re-exported: the options are part of the fine-tuning API)
-    OPTIONS_ADDED_LATER,
-    FinetuneOptions,
-    OptionError,
-    check_batch_size,
-    flag,
-    run_identity_names,
+from ..models.elmo.modeling_elmo import (
+    ElmoForCharacterTagging,
+    ElmoForSequenceClassification,
+    ElmoForTokenClassification,
+    weight_problems,
 )
 from ..utils.checkpoints import (  # noqa: F401  (checkpoint_folder_for: re-exported)
     RUN_IDENTITY_FILE,
@@ -93,11 +73,34 @@ from ..utils.checkpoints import (  # noqa: F401  (checkpoint_folder_for: re-expo
     last_complete_checkpoint,
     read_run_identity,
 )
-from ..loading import ModelNotFoundError, check_model_location, load_tokenizer, resolve_model_name
-from ..models.elmo.modeling_elmo import ElmoForSequenceClassification, ElmoForTokenClassification, weight_problems
-from ..models.elmo.modeling_elmo import ElmoForCharacterTagging
-from .precomputed_layers import precompute_elmo_layers  # noqa: F401  (re-exported)
+from ..utils.io import AtomicDirectory, DiskFullError, output_lock
+from .character_words import character_labelled_decision
+from .collator import ElmoDataCollator
+from .conll import (  # noqa: F401  (re-exported: the data half of the fine-tuning API)
+    DataError,
+    TaggedSentence,
+    check_classification_labels,
+    check_tagging_labels,
+    encode_tags,
+    label_list,
+    load_hub_dataset,
+    read_classification_file,
+    read_conll,
+    read_jsonl,
+    read_text_lines,
+    sentences_from_dataset,
+    sentences_from_pairs,
+)
 from .metrics import seqeval_scores, tag_metrics_function  # noqa: F401  (re-exported)
+from .options import (  # noqa: F401  (re-exported: the options are part of the fine-tuning API)
+    OPTIONS_ADDED_LATER,
+    FinetuneOptions,
+    OptionError,
+    check_batch_size,
+    flag,
+    run_identity_names,
+)
+from .precomputed_layers import precompute_elmo_layers  # noqa: F401  (re-exported)
 from .predict import character_example, tag, tagging_collator
 
 logger = logging.getLogger("hf_elmo.finetuning.run")

@@ -31,8 +31,8 @@ except ImportError:
     raise ImportError('hf_elmo.integrations.flair needs the flair package: pip install -e ".[flair]" (in a clone of '
                       "hf-elmo)") from None
 
-from .embedder import LAYER_CHOICES, Embedder, check_layers
 from ..loading import resolve_model_name
+from .embedder import LAYER_CHOICES, Embedder, check_layers
 
 INSTALL_HINT = 'pip install -e ".[flair]" (in a clone of hf-elmo)'
 

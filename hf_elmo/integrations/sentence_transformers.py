@@ -63,8 +63,8 @@ def save_sentence_transformer(model_path: str | os.PathLike, output_dir: str | o
     sentence_transformers = import_sentence_transformers()
     from sentence_transformers.sentence_transformer.modules import Pooling
 
-    from ..utils.io import AtomicDirectory
     from ..loading import load_model_and_tokenizer
+    from ..utils.io import AtomicDirectory
 
     if pooling not in POOLING_MODES:
         raise ValueError(f"pooling must be one of {POOLING_MODES}, got {pooling!r}")

@@ -23,7 +23,12 @@ import weakref
 
 import torch
 
-from ..models.elmo.modeling_elmo import ElmoKernelFunctions, ElmoKernelInterface, reference_bilstm, reference_character_encoder
+from ..models.elmo.modeling_elmo import (
+    ElmoKernelFunctions,
+    ElmoKernelInterface,
+    reference_bilstm,
+    reference_character_encoder,
+)
 from .bilstm import BiLstmRunner
 from .character_encoder import encode, encode_tokens
 from .token_cache import TokenCache

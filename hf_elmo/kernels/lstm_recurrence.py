@@ -18,7 +18,6 @@ import torch
 from .matrix_products import onednn_packed_linear, rows_times
 from .quantization import int8_linear
 
-
 # The fast path works on batch-major tensors with one row per (step, sentence): inputs (2, T * B, I), outputs
 # (2, T * B, P), so that each step's rows are one contiguous (B, features) block per direction and the products
 # over all steps (input products, weight gradients) are single matrix products over the T * B rows. Products go

@@ -15,8 +15,8 @@ import torch.nn.functional as F
 from torch import nn
 from transformers.utils import ModelOutput
 
-from ..models.elmo.configuration_elmo import ElmoConfig
 from ..kernels.sampled_softmax import sampled_softmax_losses as fast_sampled_softmax_losses
+from ..models.elmo.configuration_elmo import ElmoConfig
 from ..models.elmo.modeling_elmo import ElmoModel, ElmoPreTrainedModel, _refuse_unknown_arguments, init  # init: 4.x too
 
 

@@ -29,9 +29,18 @@ import typing
 from dataclasses import dataclass, field, fields
 from typing import Annotated, Literal, NamedTuple
 
-from ..utils.options import Option, above_zero, added_later, at_least, fraction, must_be, non_negative, options_of
+from ..utils.options import (
+    Option,
+    above_zero,
+    added_later,
+    at_least,
+    fraction,
+    must_be,
+    non_negative,
+    options_of,
+    spelling,
+)
 from ..utils.options import problems as _problems
-from ..utils.options import spelling
 
 
 class ConfigField(NamedTuple):

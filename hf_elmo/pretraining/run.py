@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import math
 import os
 import re
 import sys
@@ -17,23 +16,8 @@ from pathlib import Path
 
 import torch
 
-from ..models.elmo.configuration_elmo import ElmoConfig
-from ..utils.io import load_json_file
 from ..loading import resolve_model_name
-from ..utils.io import atomic_write_text, check_output_folder
-from .data import (
-    build_character_vocabulary,
-    SPECIAL_WORDS,
-    LanguageModelCollator,
-    LineDataset,
-    build_vocabulary,
-    check_corpus_file,
-    check_vocabulary_limits,
-    load_vocabulary,
-    read_corpus_lines,
-    save_vocabulary,
-)
-from .language_model import ElmoForPreTraining
+from ..models.elmo.configuration_elmo import ElmoConfig
 from ..models.elmo.tokenization_elmo import ElmoTokenizer
 from ..utils.checkpoints import (  # noqa: F401  (TRAIN_LOSS_FILE, check_checkpoint_readable, weight_names: public here too)
     RUN_IDENTITY_FILE,
@@ -49,6 +33,20 @@ from ..utils.checkpoints import (  # noqa: F401  (TRAIN_LOSS_FILE, check_checkpo
     write_run_identity,
 )
 from ..utils.interruption import SaveOnInterrupt, TrainingInterrupted, next_checkpoint_step
+from ..utils.io import atomic_write_text, check_output_folder, load_json_file
+from .data import (
+    SPECIAL_WORDS,
+    LanguageModelCollator,
+    LineDataset,
+    build_character_vocabulary,
+    build_vocabulary,
+    check_corpus_file,
+    check_vocabulary_limits,
+    load_vocabulary,
+    read_corpus_lines,
+    save_vocabulary,
+)
+from .language_model import ElmoForPreTraining
 from .options import (
     ARCHITECTURE_DEFAULTS,
     ARCHITECTURE_OPTIONS,
@@ -200,9 +198,8 @@ def initialize_from(model: ElmoForPreTraining, folder: str) -> str:
     if has_softmax and saved.get("lm_vocab") == model.config.lm_vocab:
         model.load_state_dict(ElmoForPreTraining.from_pretrained(folder).state_dict())
         return "encoder and softmax"
-    from ..models.elmo.modeling_elmo import ElmoModel
-
     from ..loading import from_pretrained_noting_heads
+    from ..models.elmo.modeling_elmo import ElmoModel
 
     encoder = from_pretrained_noting_heads(ElmoModel, folder).state_dict()
     # The layer mix is a downstream-task parameter, not part of what pretraining continues.

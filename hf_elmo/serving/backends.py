@@ -82,9 +82,9 @@ class TorchBackend:
         import torch
 
         from .. import register_auto_classes
-        from ..integrations.embedder import Embedder
         from ..convert.onnx.export import _architecture_class
         from ..convert.onnx.heads import KINDS
+        from ..integrations.embedder import Embedder
         from ..loading import load_model_and_tokenizer, resolve_model_name
 
         register_auto_classes()
@@ -114,8 +114,8 @@ class TorchBackend:
 
     def predict(self, texts: list[str]) -> list[dict]:
         if self.kind in TAGGER_KINDS:
-            from ..models.elmo.pipeline_elmo import word_offsets
             from ..finetuning.predict import tag
+            from ..models.elmo.pipeline_elmo import word_offsets
 
             results = tag(self.task_model, self.tokenizer, list(texts), batch_size=self.batch_size) if texts else []
             characters = self.kind == "character-tagging"

@@ -21,9 +21,23 @@ from collections.abc import Mapping
 import numpy as np
 from onnx import TensorProto, helper
 
-from .graph import (INPUT_IDS, LAYERS, WORD_IDS, _float_mask, _GraphBuilder, _inner_positions, _weight, boundary_mask,
-                    elmo_onnx_model, encode_characters, encoder_layers, finished_model, graph_inputs, layers_output,
-                    scalar_mix)
+from .graph import (
+    INPUT_IDS,
+    LAYERS,
+    WORD_IDS,
+    _float_mask,
+    _GraphBuilder,
+    _inner_positions,
+    _weight,
+    boundary_mask,
+    elmo_onnx_model,
+    encode_characters,
+    encoder_layers,
+    finished_model,
+    graph_inputs,
+    layers_output,
+    scalar_mix,
+)
 
 LOGITS = "logits"
 TOKEN_WORD_INDEX, TOKEN_POSITIONS, CHARACTER_INPUT_IDS = "token_word_index", "token_positions", "character_input_ids"
