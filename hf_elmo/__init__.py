@@ -36,9 +36,9 @@ _EXPORTS = {
     "ElmoForSequenceClassification": "models.elmo.modeling_elmo",
     "ElmoForTokenClassification": "models.elmo.modeling_elmo",
     "ElmoModel": "models.elmo.modeling_elmo",
-    "ElmoModelOutput": "models.elmo.modeling_elmo",
+    "ElmoModelOutput": "models.elmo.bilm_elmo",
     "ElmoPreTrainedModel": "models.elmo.modeling_elmo",
-    "ElmoScalarMix": "models.elmo.modeling_elmo",
+    "ElmoScalarMix": "models.elmo.bilm_elmo",
     "ElmoTokenClassifierOutput": "models.elmo.modeling_elmo",
     "ElmoTokenizer": "models.elmo.tokenization_elmo",
     "Embedder": "integrations.embedder",
@@ -47,14 +47,10 @@ _EXPORTS = {
 _registered: set[str] = set()
 
 
-def register_auto_classes(*, tagging: bool = True, pretraining: bool = True) -> None:
-    """Register the ELMo config, tokenizer, models and pipeline with transformers (idempotent).
-
-    `tagging=False` leaves out the tagging pipeline (models/elmo/pipeline_elmo.py imports transformers' pipelines): the
-    `elmo-token-classification` pipeline and the auto class written into the config.json of the character taggers
-    the process saves; `pretraining=False` leaves out the pretraining head of `AutoModelForPreTraining` (and its
-    sampled-softmax kernels). The `hf-elmo` commands that neither tag, save taggers nor pretrain register without
-    them."""
+def register_auto_classes(*, pretraining: bool = True) -> None:
+    """Register the ELMo config, tokenizer, models and the `elmo-token-classification` pipeline with transformers
+    (idempotent). `pretraining=False` leaves out the pretraining head of `AutoModelForPreTraining` (and its
+    sampled-softmax kernels), which the `hf-elmo` commands that do not pretrain do not import."""
     if "models" not in _registered:
         _register_models()
         _registered.add("models")
@@ -68,16 +64,6 @@ def register_auto_classes(*, tagging: bool = True, pretraining: bool = True) -> 
         # auto_map.
         transformers.AutoModelForPreTraining.register(ElmoConfig, ElmoForPreTraining, exist_ok=True)
         _registered.add("pretraining")
-    if tagging and "tagging" not in _registered:
-        from .models.elmo.modeling_elmo import ElmoForCharacterTagging
-        from .pipelines import register_pipeline
-
-        # Written into the auto_map of the character taggers it saves (in place of the word tagger), so that
-        # remote-code users load them with AutoModelForTokenClassification; the package itself picks the class from
-        # `architectures`.
-        ElmoForCharacterTagging.register_for_auto_class("AutoModelForTokenClassification")
-        register_pipeline()
-        _registered.add("tagging")
 
 
 def _register_models() -> None:
@@ -88,6 +74,7 @@ def _register_models() -> None:
     from .models.elmo import modeling_elmo
     from .models.elmo.configuration_elmo import ElmoConfig
     from .models.elmo.tokenization_elmo import ElmoTokenizer
+    from .pipelines import register_pipeline
     from .utils.transformers_versions import TRANSFORMERS_MAJOR
 
     AutoConfig.register(ElmoConfig.model_type, ElmoConfig, exist_ok=True)
@@ -104,6 +91,10 @@ def _register_models() -> None:
             continue
         getattr(transformers, auto_name).register(ElmoConfig, model_class, exist_ok=True)
         model_class.register_for_auto_class(auto_name)
+    # Written into the auto_map of the character taggers it saves (in place of the word tagger), so that remote-code
+    # users load them with AutoModelForTokenClassification; the package itself picks the class from `architectures`.
+    modeling_elmo.ElmoForCharacterTagging.register_for_auto_class("AutoModelForTokenClassification")
+    register_pipeline()
 
 
 def __getattr__(name):

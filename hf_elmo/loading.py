@@ -9,6 +9,7 @@ holds the model, and otherwise the error says so at once instead of after minute
 from __future__ import annotations
 
 import contextvars
+import json
 import logging
 import os
 import socket
@@ -179,14 +180,17 @@ def load_tokenizer(name: str, config, hub_kwargs: dict | None = None, user_dict:
 
 
 def _saved_tokenizer(name: str, config, hub_kwargs: dict | None = None, user_dict: str | os.PathLike | None = None):
-    from transformers import AutoTokenizer
-
     from .models.elmo.tokenization_elmo import ElmoTokenizer
 
     user_dict_kwargs = {} if user_dict is None else {"user_dict": os.fspath(user_dict)}
     if not os.path.isdir(name) or os.path.isfile(os.path.join(name, "tokenizer_config.json")):
+        # The class a folder names is the one AutoTokenizer would pick; reading it here spares the Auto classes.
+        if _saved_tokenizer_class(name) == "ElmoTokenizer":
+            tokenizer_class = ElmoTokenizer
+        else:
+            from transformers import AutoTokenizer as tokenizer_class
         try:
-            return AutoTokenizer.from_pretrained(name, **(hub_kwargs or {}), **user_dict_kwargs)
+            return tokenizer_class.from_pretrained(name, **(hub_kwargs or {}), **user_dict_kwargs)
         except (OSError, ValueError):
             if os.path.isdir(name):
                 raise
@@ -202,6 +206,16 @@ def _saved_tokenizer(name: str, config, hub_kwargs: dict | None = None, user_dic
         "save the tokenizer the model was trained with beside it to use that one", name
     )
     return ElmoTokenizer(max_characters_per_token=config.max_characters_per_token, **user_dict_kwargs)
+
+
+def _saved_tokenizer_class(folder: str) -> str | None:
+    """The `tokenizer_class` of a local folder's tokenizer_config.json (None for a Hub name or an unreadable file)."""
+    try:
+        with open(os.path.join(folder, "tokenizer_config.json"), encoding="utf-8") as handle:
+            saved = json.load(handle)
+    except (OSError, ValueError):
+        return None
+    return saved.get("tokenizer_class") if isinstance(saved, dict) else None
 
 
 def _dictionary_tokenizer(name: str, config, user_dict_kwargs: dict):
@@ -253,7 +267,7 @@ def from_pretrained_noting_heads(model_class, name: str, **kwargs):
         loaded, info = model_class.from_pretrained(name, output_loading_info=True, **kwargs)
     finally:
         report_logger.removeFilter(report)
-    from .models.elmo.modeling_elmo import weight_problems
+    from .models.elmo.bilm_elmo import weight_problems
 
     problem = weight_problems(loaded, info, name)  # what from_pretrained refuses when the caller does not inspect
     if problem:
@@ -263,23 +277,27 @@ def from_pretrained_noting_heads(model_class, name: str, **kwargs):
     unexpected = list(info.get("unexpected_keys") or [])
     only_a_head = unexpected and not any(info.get(key) for key in ("missing_keys", "mismatched_keys", "error_msgs"))
     if report.held and only_a_head:
-        heads = ", ".join(sorted({key.split(".")[0] for key in unexpected}))
-        saved = ", ".join(getattr(loaded.config, "architectures", None) or []) or "a task model"
-        logger.warning("%s holds %s: using its biLM as %s; its %s weights are left out", name, saved,
-                       model_class.__name__, heads)
+        _note_head_weights(name, loaded.config, unexpected, model_class.__name__)
     else:
         for record in report.held:
             report_logger.handle(record)
     return loaded
 
 
-def load_model_and_tokenizer(model=None, model_class=None, user_dict=None):
+def _note_head_weights(name: str, config, unexpected, model_name: str) -> None:
+    heads = ", ".join(sorted({key.split(".")[0] for key in unexpected}))
+    saved = ", ".join(getattr(config, "architectures", None) or []) or "a task model"
+    logger.warning("%s holds %s: using its biLM as %s; its %s weights are left out", name, saved, model_name, heads)
+
+
+def load_model_and_tokenizer(model=None, model_class=None, user_dict=None, bilm: bool = False):
     """Load `model_class` (default `ElmoModel`) and its tokenizer (with the jieba user dictionary `user_dict`, if
     given) from a folder, 'default' or a Hub id; returns (model, tokenizer, resolved name). Raises
-    `ModelNotFoundError` with a one-line explanation when nothing loadable is there."""
-    if model_class is None:
-        from .models.elmo.modeling_elmo import ElmoModel as model_class
+    `ModelNotFoundError` with a one-line explanation when nothing loadable is there. `bilm=True` loads the encoder
+    of a local folder as an `ElmoBiLm` (`load_bilm`), which starts faster, and of anything else as `ElmoModel`."""
     name = resolve_model_name(model)
+    if model_class is None and not (bilm and loads_as_bilm(name)):
+        from .models.elmo.modeling_elmo import ElmoModel as model_class
     import torch
     from safetensors import SafetensorError
 
@@ -287,7 +305,8 @@ def load_model_and_tokenizer(model=None, model_class=None, user_dict=None):
     try:
         # float32 whatever config.json's "dtype" says (transformers would load in that dtype): the commands
         # and `Embedder` compute in float32 unless asked for another dtype, which they cast to themselves.
-        loaded = from_pretrained_noting_heads(model_class, name, dtype=torch.float32, **hub_kwargs)
+        loaded = (load_bilm(name) if model_class is None else
+                  from_pretrained_noting_heads(model_class, name, dtype=torch.float32, **hub_kwargs))
     except SafetensorError as error:
         raise ModelNotFoundError(f"cannot load model {name!r}: its safetensors weights are damaged or incomplete "
                                  f"({error}); save, convert or download the model again") from None
@@ -295,6 +314,53 @@ def load_model_and_tokenizer(model=None, model_class=None, user_dict=None):
         first_line = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
         raise ModelNotFoundError(f"cannot load model {name!r}: {first_line}") from None
     return loaded, load_tokenizer(name, loaded.config, hub_kwargs, user_dict), name
+
+
+# Weights a biLM checkpoint may hold beside the encoder's: a pretraining run's language-model softmax, which
+# `ElmoModel` skips as well (`_keys_to_ignore_on_load_unexpected`).
+_SKIPPED_WEIGHTS = ("softmax.",)
+
+
+def loads_as_bilm(name: str) -> bool:
+    """Whether `load_bilm` takes `name`: a local folder with config.json and one model.safetensors."""
+    return os.path.isfile(os.path.join(name, "config.json")) and os.path.isfile(os.path.join(name, "model.safetensors"))
+
+
+def load_bilm(folder: str):
+    """The encoder of the model saved in `folder` (an encoder, a task model or a pretraining run) as an `ElmoBiLm`
+    in float32 on the CPU, on hf-elmo's kernels: the numbers and the refusals of `ElmoModel.from_pretrained`
+    (`weight_problems`), without importing transformers' model classes (most of a command's start-up). A task
+    model's own weights are left out, with the warning `from_pretrained_noting_heads` gives."""
+    import torch
+    from safetensors.torch import load_file
+
+    from . import kernels  # noqa: F401  (registers the kernels: "auto" becomes the model's default)
+    from .models.elmo.bilm_elmo import ElmoBiLm, weight_problems
+    from .models.elmo.configuration_elmo import ElmoConfig
+
+    config = ElmoConfig.from_pretrained(folder)
+    bilm = ElmoBiLm(config)  # (not on the meta device: initialising there imports torch's compiler, 1 s)
+    saved = load_file(os.path.join(folder, "model.safetensors"))
+    prefix = "elmo."  # a task model's or pretraining run's biLM (`base_model_prefix`)
+    own = {key.removeprefix(prefix): value for key, value in saved.items() if key.startswith(prefix)} or saved
+    expected = bilm.state_dict()
+    loading_info = {"missing_keys": [key for key in expected if key not in own],
+                    "unexpected_keys": [key for key in saved if key.removeprefix(prefix) not in expected
+                                        and not key.startswith(_SKIPPED_WEIGHTS)]}
+    mismatched = [f"{key}: {tuple(own[key].shape)} in the checkpoint, {tuple(value.shape)} in the model"
+                  for key, value in expected.items() if key in own and own[key].shape != value.shape]
+    if mismatched:
+        raise ValueError(f"the weights do not fit the model of its config.json ({'; '.join(mismatched[:2])})")
+    with torch.no_grad():
+        for key, value in expected.items():
+            value.copy_(own[key]) if key in own else value.zero_()  # a missing tensor is named, not read
+    problem = weight_problems(bilm, loading_info, folder)
+    if problem:
+        raise ValueError(problem)
+    if loading_info["unexpected_keys"]:
+        _note_head_weights(folder, bilm.config, loading_info["unexpected_keys"], "ElmoModel")
+    bilm.name_or_path = folder
+    return bilm.eval()
 
 
 __all__ = [
@@ -306,6 +372,8 @@ __all__ = [
     "check_tokenizer_fits",
     "from_pretrained_noting_heads",
     "hub_is_reachable",
+    "load_bilm",
+    "loads_as_bilm",
     "load_model_and_tokenizer",
     "load_tokenizer",
     "resolve_model_name",

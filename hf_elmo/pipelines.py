@@ -1,6 +1,6 @@
 """`pipeline("elmo-token-classification", model=...)`: raw text in, entity spans out.
 
-The pipeline class is remote code (`pipeline_elmo.py`, which saved taggers name in their config.json); the package
+The pipeline class is remote code (in `modeling_elmo.py`, which saved taggers name in their config.json); the package
 registers it under the task name, so that the call works without `trust_remote_code`. A pipeline asked for without a
 task for an hf-elmo folder is refused naming the tasks to pass (transformers would look the folder up on the Hub).
 """
@@ -14,7 +14,7 @@ import os
 from transformers import AutoModelForTokenClassification
 from transformers.pipelines import PIPELINE_REGISTRY
 
-from .models.elmo.pipeline_elmo import TASK, ElmoTokenClassificationPipeline
+from .models.elmo.modeling_elmo import TASK, ElmoTokenClassificationPipeline
 
 # The task of each hf-elmo architecture (config.json's "architectures"), for `pipeline(task, model=folder)`.
 TASKS = {

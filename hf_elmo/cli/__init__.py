@@ -26,9 +26,9 @@ from collections.abc import Sequence
 from .errors import CommandError
 
 COMMANDS = ("embed", "similar", "convert", "info", "corpus", "pretrain", "finetune", "export", "serve")
-# Short commands, which neither tag, save taggers nor train: they register the models without the tagging pipeline
-# and the pretraining head (`register_auto_classes`), whose imports they do not need, and the `hf-elmo` process ends
-# without the interpreter's teardown after them (`main`).
+# Short commands, which do not train: they register the models without the pretraining head
+# (`register_auto_classes`), or nothing where they load a local folder's encoder as an `ElmoBiLm` (embed, similar,
+# info: `common.make_embedder`), and the `hf-elmo` process ends without the interpreter's teardown after them (`main`).
 SHORT_COMMANDS = ("embed", "similar", "convert", "info")
 
 
@@ -81,9 +81,8 @@ def run_command(argv: Sequence[str] | None = None) -> int:
     try:
         if args.check is not None:
             args.check(args)
-        short = args.command in SHORT_COMMANDS
         if not args.registers_itself:  # `serve` of an ONNX export never imports torch
-            register_auto_classes(tagging=not short, pretraining=not short)
+            register_auto_classes(pretraining=args.command not in SHORT_COMMANDS)
         from .common import quiet_weight_bars
 
         previous_bar_hook = quiet_weight_bars()

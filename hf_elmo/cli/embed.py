@@ -38,6 +38,9 @@ from .errors import CommandError
 CHUNK_BATCHES = 16
 
 
+# `common.make_embedder` registers the ELMo Auto classes only for a Hub model: a local folder loads as an ElmoBiLm.
+REGISTERS_AUTO_CLASSES_ITSELF = True
+
 HELP = "embed a file of sentences (one per line) into hdf5 or .npy"
 DESCRIPTION = """Embed INPUT (UTF-8, one sentence per line, `-` for stdin) into OUTPUT.
 

@@ -9,6 +9,9 @@ from pathlib import Path
 from ..utils.io import human_size
 from .common import add_model_arguments, check_model_folder, make_embedder
 
+# `common.make_embedder` registers the ELMo Auto classes only for a Hub model: a local folder loads as an ElmoBiLm.
+REGISTERS_AUTO_CLASSES_ITSELF = True
+
 HELP = "show a model's size, layers, dimensions and vocabulary"
 DESCRIPTION = "Show a model's size, parameters, layers, dimensions and vocabulary."
 

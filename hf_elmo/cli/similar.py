@@ -19,6 +19,9 @@ from .common import (
 )
 from .errors import CommandError
 
+# `common.make_embedder` registers the ELMo Auto classes only for a Hub model: a local folder loads as an ElmoBiLm.
+REGISTERS_AUTO_CLASSES_ITSELF = True
+
 HELP = "find the words in a corpus whose contextual vectors are nearest to a word in a sentence"
 DESCRIPTION = """Occurrence mode (--sentence): rank every word occurrence in --corpus by the cosine between its
 contextual vector and that of --word in --sentence; --same-word keeps only occurrences of the

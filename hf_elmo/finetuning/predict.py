@@ -1,24 +1,23 @@
 """Tagging raw text or pre-split sentences with an ELMo tagger, in batches sorted by length.
 
 The steps every tagging path shares (from tags to entity spans, the best tags of a batch, one input's result) and
-the `elmo-token-classification` pipeline are remote code, in `pipeline_elmo.py`; they are imported here too.
+the `elmo-token-classification` pipeline are remote code, in `modeling_elmo.py` (beside the taggers); they are imported
+here too.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 
-from ..models.elmo.pipeline_elmo import (  # noqa: F401  (re-exported: the spans and the predictor's steps are remote code)
+from ..models.elmo.modeling_elmo import (  # noqa: F401  (re-exported: the spans and the predictor's steps are remote code)
     best_tags,
-    character_places,
     entities_from_tags,
-    split_tag,
-    tag_spans,
     tagged_mask,
     tagged_result,
     unit_offsets,
     word_offsets,
 )
+from ..models.elmo.text_elmo import character_places, split_tag, tag_spans  # noqa: F401  (re-exported)
 
 
 def tagging_collator(model, tokenizer, max_words: int | None = None):
@@ -39,7 +38,7 @@ def character_example(example: dict, config) -> dict:
 
 
 # The one tagging predictor: `tag`, `hf_elmo.finetuning.run.predict_tags` and the elmo-token-classification pipeline are
-# these steps: what each input labels, the model's inputs for them, `best_tags`, `tagged_result` (pipeline_elmo.py).
+# these steps: what each input labels, the model's inputs for them, `best_tags`, `tagged_result` (modeling_elmo.py).
 
 
 def tagging_example(model, tokenizer, item: str | Sequence[str], is_split_into_words: bool = False):

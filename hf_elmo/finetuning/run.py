@@ -55,12 +55,12 @@ from pathlib import Path
 import torch
 
 from ..loading import ModelNotFoundError, check_model_location, load_tokenizer, resolve_model_name
+from ..models.elmo.bilm_elmo import weight_problems
 from ..models.elmo.configuration_elmo import ElmoConfig
 from ..models.elmo.modeling_elmo import (
     ElmoForCharacterTagging,
     ElmoForSequenceClassification,
     ElmoForTokenClassification,
-    weight_problems,
 )
 from ..utils.checkpoints import (  # noqa: F401  (checkpoint_folder_for: re-exported)
     RUN_IDENTITY_FILE,

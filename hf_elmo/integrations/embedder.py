@@ -23,7 +23,7 @@ import numpy as np
 import torch
 
 from ..loading import ModelNotFoundError, load_model_and_tokenizer
-from ..models.elmo.modeling_elmo import ElmoModel, ElmoModelOutput
+from ..models.elmo.bilm_elmo import ElmoBiLmMixin, ElmoModelOutput
 from ..models.elmo.tokenization_elmo import ElmoTokenizer
 
 #: What `Embedder.embed` and friends take: one raw sentence, raw sentences, or sentences split into words.
@@ -82,9 +82,9 @@ class Embedder:
     """Embed sentences with an ELMo model.
 
     Args:
-        model (`str`, `os.PathLike`, [`ElmoModel`] or `None`):
+        model (`str`, `os.PathLike`, [`ElmoModel`] / [`ElmoBiLm`] or `None`):
             Model folder or Hub id; `None` or `"default"` loads `hf_elmo.DEFAULT_MODEL` (the shipped Chinese
-            model). An `ElmoModel` instance is used itself, not a copy: the embedder puts it in eval mode and
+            model). A model instance is used itself, not a copy: the embedder puts it in eval mode and
             moves / casts it to `device` / `dtype` when given.
         tokenizer ([`ElmoTokenizer`], *optional*): overrides the tokenizer saved with the model.
         device (`str` or `torch.device`, *optional*): defaults to CUDA when available, else CPU.
@@ -97,15 +97,15 @@ class Embedder:
 
     def __init__(
         self,
-        model: str | os.PathLike | ElmoModel | None = None,
+        model: str | os.PathLike | ElmoBiLmMixin | None = None,
         tokenizer: ElmoTokenizer | None = None,
         device: str | torch.device | None = None,
         dtype: torch.dtype | str | None = None,
         batch_size: int = 64,
         progress: bool | None = None,
     ):
-        if isinstance(model, ElmoModel):
-            elmo, self.name = model, getattr(model, "name_or_path", "") or "<ElmoModel>"
+        if isinstance(model, ElmoBiLmMixin):  # an `ElmoModel`, or the `ElmoBiLm` the commands load
+            elmo, self.name = model, getattr(model, "name_or_path", "") or f"<{type(model).__name__}>"
             default_tokenizer = None
         else:
             elmo, default_tokenizer, self.name = load_model_and_tokenizer(model)
@@ -305,7 +305,7 @@ class Embedder:
 _PROBE_WORDS = ["the", "cat", "7", "小米", "粥", "。"]
 
 
-def refuse_non_finite_outputs(model: ElmoModel, tokenizer, source: str = "") -> None:
+def refuse_non_finite_outputs(model: torch.nn.Module, tokenizer, source: str = "") -> None:
     """ValueError, before anything is written, when the model's layers for a probe sentence hold values that are
     not finite (NaN or infinity; e.g. weights that are finite but so large that their products overflow float32),
     with the count: an export of such a model would serve NaN vectors. The weights' own check covers only the

@@ -56,7 +56,7 @@ class ElmoTokenEmbeddings(TokenEmbeddings):
             concatenated, (L + 1) x 2P values, as flair's `ELMoEmbeddings` did), `"top"`, `"average"` (the mean of the
             L + 1 layers), `"mix"` (the model's learned scalar mix) or a layer index (0 = character CNN).
         batch_size: sentences per forward pass of the ELMo model.
-        lstm_implementation: how the model computes (`hf_elmo.models.elmo.modeling_elmo.LSTM_IMPLEMENTATIONS`; "auto" runs
+        lstm_implementation: how the model computes (a name in `hf_elmo.models.elmo.bilm_elmo.ElmoKernelInterface`; "auto" runs
             hf-elmo's CPU kernels). Not a property of the vectors beyond float32 rounding, and saved with the tagger.
         name: the key of the vectors in each token's embeddings (default `elmo-<model>-<layers>`).
 

@@ -1,6 +1,6 @@
-"""hf-elmo's fast kernels for the plain PyTorch model of `modeling_elmo.py` (package only, never remote code).
+"""hf-elmo's fast kernels for the plain PyTorch biLM of `bilm_elmo.py` (package only, never remote code).
 
-Importing this package registers them in `modeling_elmo.ElmoKernelInterface` as "auto" (the default of every
+Importing this package registers them in `bilm_elmo.ElmoKernelInterface` as "auto" (the default of every
 model hf-elmo loads), "fast" and "int8": functions with the signatures of the reference functions, which a model
 looks up by its `lstm_implementation` when it runs (never while torch.compile / torch.export trace it).
 
@@ -23,7 +23,7 @@ import weakref
 
 import torch
 
-from ..models.elmo.modeling_elmo import (
+from ..models.elmo.bilm_elmo import (
     ElmoKernelFunctions,
     ElmoKernelInterface,
     reference_bilstm,

@@ -1,4 +1,4 @@
-"""The biLSTM on hf-elmo's fast kernels: the layer stack of `modeling_elmo.ElmoBiLstm` computed with
+"""The biLSTM on hf-elmo's fast kernels: the layer stack of `bilm_elmo.ElmoBiLstm` computed with
 
 - "fast": one row per (step, sentence), every step's products on contiguous blocks of rows (oneDNN's on CPU
   float32, torch's elsewhere), and a hand-written backpropagation through time (lstm_recurrence.py);
@@ -6,7 +6,7 @@
   build has them;
 - "int8": inference with int8 weights (quantization.py).
 
-All of them give the plain loop's numbers (modeling_elmo.py) up to float32 rounding (int8: up to its
+All of them give the plain loop's numbers (bilm_elmo.py) up to float32 rounding (int8: up to its
 quantisation). Rows are sorted by decreasing length so that the rows still running at step t are a prefix,
 which needs the lengths on the host.
 """

@@ -1,4 +1,4 @@
-"""ELMo layer 0 on hf-elmo's kernels: `modeling_elmo.ElmoCharacterEncoder`'s numbers, computed faster.
+"""ELMo layer 0 on hf-elmo's kernels: `bilm_elmo.ElmoCharacterEncoder`'s numbers, computed faster.
 
 - Each distinct token of a call is encoded once: every sentence's `<S>` and `</S>` and every repeated word share
   one row of the CNN and highway work.

@@ -1,4 +1,4 @@
-"""The fast kernels of the ELMo biLSTM (bilstm.py chooses among them; `modeling_elmo.reference_lstm_step` defines
+"""The fast kernels of the ELMo biLSTM (bilstm.py chooses among them; `bilm_elmo.reference_lstm_step` defines
 the numbers).
 
 - `_lstm_recurrence` / `_lstm_forward` / `_LstmLayerFunction`: the fast path, batch-major, in place, with

@@ -115,7 +115,7 @@ class TorchBackend:
     def predict(self, texts: list[str]) -> list[dict]:
         if self.kind in TAGGER_KINDS:
             from ..finetuning.predict import tag
-            from ..models.elmo.pipeline_elmo import word_offsets
+            from ..models.elmo.modeling_elmo import word_offsets
 
             results = tag(self.task_model, self.tokenizer, list(texts), batch_size=self.batch_size) if texts else []
             characters = self.kind == "character-tagging"

@@ -1,7 +1,8 @@
 """Issue 45: the `hf-elmo` command imports only what a command needs and ends without the interpreter's teardown.
 
-The times are benchmarks/bench_startup.py's; these tests check the causes: what a one-line `hf-elmo embed` imports,
-and that ending the process early keeps what an ordinary exit does (exit handlers, flushed output, exit status).
+The times are benchmarks/bench_startup.py's; these tests check the causes: what a one-line `hf-elmo embed`, `similar`
+and `info` import (a local folder's encoder loads as an `ElmoBiLm`: no transformers model classes, no pipelines), and
+that ending the process early keeps what an ordinary exit does (exit handlers, flushed output, exit status).
 """
 
 from __future__ import annotations
@@ -22,8 +23,8 @@ AS_THE_CONSOLE_SCRIPT = """
 import atexit
 import sys
 
-NOT_NEEDED = ("transformers.pipelines", "hf_elmo.pipelines", "hf_elmo.pretraining.language_model",
-              "hf_elmo.kernels.sampled_softmax")
+NOT_NEEDED = ("transformers.modeling_utils", "transformers.pipelines", "hf_elmo.models.elmo.modeling_elmo",
+              "hf_elmo.pipelines", "hf_elmo.pretraining.language_model", "hf_elmo.kernels.sampled_softmax")
 atexit.register(lambda: print("at exit:", sorted(name for name in NOT_NEEDED if name in sys.modules)))
 
 
@@ -44,7 +45,7 @@ def run(*argv) -> subprocess.CompletedProcess:
                           text=True, cwd=REPO_ROOT, timeout=600)
 
 
-def test_embed_imports_neither_the_pipelines_nor_the_pretraining_head_and_exits_as_usual(tmp_path):
+def test_embed_imports_no_transformers_model_class_nor_pipelines_and_exits_as_usual(tmp_path):
     (tmp_path / "one.txt").write_text("妈妈用小米和红枣煮了一锅粥。\n", encoding="utf-8")
     result = run("embed", tmp_path / "one.txt", tmp_path / "one.hdf5", "--model", hf_elmo.DEFAULT_MODEL)
     assert result.returncode == 0, result.stderr[-2000:]
@@ -53,6 +54,14 @@ def test_embed_imports_neither_the_pipelines_nor_the_pretraining_head_and_exits_
     assert "wrote " in result.stderr
     with h5py.File(tmp_path / "one.hdf5", "r") as handle:
         assert handle["0"].shape[1] == len(handle["words"]["0"])
+
+
+def test_similar_imports_no_transformers_model_class_nor_pipelines(tmp_path):
+    (tmp_path / "corpus.txt").write_text("我喜欢吃小米。\n小米手机挺好用。\n", encoding="utf-8")
+    result = run("similar", "--corpus", tmp_path / "corpus.txt", "--word", "小米", "--sentence", "妈妈用小米煮粥。",
+                 "--model", hf_elmo.DEFAULT_MODEL)
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert "【小米】 手机" in result.stdout and result.stdout.splitlines()[-1] == "at exit: []"
 
 
 def test_info_output_and_error_status_are_those_of_an_ordinary_exit(tmp_path):

@@ -27,7 +27,7 @@ from hf_elmo.convert.bilm_hdf5 import load_model_from_bilm, write_bilm_files  # 
 from hf_elmo.cli import main as cli_main  # noqa: E402
 from hf_elmo.convert.onnx import export_onnx  # noqa: E402
 from hf_elmo.convert.onnx.graph import _lstm_step, elmo_onnx_model  # noqa: E402
-from hf_elmo.models.elmo.modeling_elmo import reference_lstm_step  # noqa: E402
+from hf_elmo.models.elmo.bilm_elmo import reference_lstm_step  # noqa: E402
 from numerics import bilm_tolerance  # noqa: E402
 from paths import FIXTURES, REPO_ROOT  # noqa: E402
 

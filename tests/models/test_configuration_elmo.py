@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 import hf_elmo
-import hf_elmo.models.elmo.modeling_elmo as modeling_elmo
+import hf_elmo.models.elmo.bilm_elmo as bilm_elmo
 from hf_elmo import ElmoConfig, ElmoForTokenClassification, ElmoModel
 from hf_elmo.convert.bilm_hdf5 import allennlp_options, config_from_allennlp_options
 from hf_elmo.models.elmo.configuration_elmo import HEAD_FIELDS
@@ -247,7 +247,7 @@ def no_module_is_built(monkeypatch):
         raise AssertionError("a module was built before the configuration was refused")
 
     for name in ("ElmoCharacterEncoder", "ElmoBiLstm", "ElmoScalarMix"):
-        monkeypatch.setattr(getattr(modeling_elmo, name), "__init__", refuse)
+        monkeypatch.setattr(getattr(bilm_elmo, name), "__init__", refuse)
 
 
 @pytest.mark.parametrize("field", sorted(HUGE))
@@ -262,8 +262,9 @@ def test_huge_sizes_are_refused_before_any_module_is_built(field, tmp_path, no_m
     with pytest.raises(ValueError, match="Invalid ElmoConfig"):
         ElmoModel.from_pretrained(tmp_path)
     setattr(config, field, HUGE[field])
-    with pytest.raises(ValueError, match="Invalid ElmoConfig"):
-        ElmoModel(config)
+    for model_class in (ElmoModel, bilm_elmo.ElmoBiLm):
+        with pytest.raises(ValueError, match="Invalid ElmoConfig"):
+            model_class(config)
 
 
 def test_the_largest_allowed_sizes_are_accepted():

@@ -18,7 +18,7 @@ import hf_elmo.kernels.lstm_recurrence as lstm_recurrence
 import paths
 from hf_elmo.convert.bilm_hdf5 import load_model_from_bilm
 from hf_elmo.kernels.matrix_products import onednn_available
-from hf_elmo.models.elmo.modeling_elmo import ALL_LSTM_FUNCTIONS, reference_lstm_step
+from hf_elmo.models.elmo.bilm_elmo import ALL_LSTM_FUNCTIONS, reference_lstm_step
 from hf_elmo.models.elmo.tokenization_elmo import ElmoTokenizer
 from numerics import bilm_tolerance, lstm_tolerance
 from small_models import CELL_CLIP, PROJ_CLIP, max_diff, small_model

@@ -11,7 +11,7 @@ import torch
 import torch.nn.functional as F
 
 import hf_elmo.kernels.character_encoder as kernel_encoder
-from hf_elmo.models.elmo.modeling_elmo import ElmoCharacterEncoder, ElmoHighway
+from hf_elmo.models.elmo.bilm_elmo import ElmoCharacterEncoder, ElmoHighway
 from hf_elmo.models.elmo.tokenization_elmo import ElmoTokenizer
 from numerics import char_encoder_tolerance, float32_tolerance, magnitude
 from small_models import count_cnn_tokens, max_diff, small_model, tiny_config

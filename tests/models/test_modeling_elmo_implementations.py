@@ -17,7 +17,7 @@ from hf_elmo import ElmoForPreTraining, ElmoForTokenClassification, ElmoModel
 import hf_elmo.kernels as kernels
 from hf_elmo.kernels import build_token_cache
 from hf_elmo.kernels import token_cache_of
-from hf_elmo.models.elmo.modeling_elmo import ALL_LSTM_FUNCTIONS, ElmoKernelFunctions, ElmoKernelInterface
+from hf_elmo.models.elmo.bilm_elmo import ALL_LSTM_FUNCTIONS, ElmoKernelFunctions, ElmoKernelInterface
 
 LSTM_IMPLEMENTATIONS = ("auto", "reference", "fast", "int8")
 from hf_elmo.models.elmo.tokenization_elmo import ElmoTokenizer

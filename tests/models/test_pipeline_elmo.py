@@ -1,4 +1,4 @@
-"""Tagging characters over a biLM of words (`ElmoForCharacterTagging`, hf_elmo/models/elmo/pipeline_elmo.py):
+"""Tagging characters over a biLM of words (`ElmoForCharacterTagging`, hf_elmo/models/elmo/modeling_elmo.py):
 each character gets its word's vectors and its S/B/M/E position; the collator makes those inputs."""
 
 import json
@@ -230,8 +230,8 @@ def test_a_character_tagger_saves_its_own_module_and_auto_map_and_reloads(tmp_pa
     assert config["auto_map"]["AutoModelForTokenClassification"] == (
         "modeling_elmo.ElmoForCharacterTagging"
     )
-    saved = (tmp_path / "tagger" / "pipeline_elmo.py").read_bytes()
-    assert saved == (Path(hf_elmo.__file__).parent / "models" / "elmo" / "pipeline_elmo.py").read_bytes()
+    saved = (tmp_path / "tagger" / "modeling_elmo.py").read_bytes()  # where the tagging pipeline is
+    assert saved == (Path(hf_elmo.__file__).parent / "models" / "elmo" / "modeling_elmo.py").read_bytes()
     # The head's non-default fields stay in its config.json (an encoder's would leave them out).
     assert (config["task_token_features"], config["task_character_features"], config["use_crf"]) == (True, True, True)
     assert "freeze_elmo" not in config  # the default
@@ -273,9 +273,9 @@ def test_each_entity_start_and_end_give_its_words_in_the_text(tmp_path, capsys, 
     offsets: searching the words in the text went wrong after a lowercase of another length (İ -> i̇)."""
     from transformers import pipeline
 
-    import hf_elmo.models.elmo.pipeline_elmo
     import hf_elmo.finetuning.predict
-    from hf_elmo.models.elmo.pipeline_elmo import TASK
+    import hf_elmo.models.elmo.modeling_elmo
+    from hf_elmo.models.elmo.modeling_elmo import TASK
     from hf_elmo.cli import main as hf_elmo_main
 
     def main(argv):
@@ -288,11 +288,11 @@ def test_each_entity_start_and_end_give_its_words_in_the_text(tmp_path, capsys, 
     tokenizer.save_pretrained(tmp_path)
 
     def cycling_tags(model, batch, with_scores=True):  # entities of one and of several units, every few units
-        positions = torch.arange(hf_elmo.models.elmo.pipeline_elmo.tagged_mask(model, batch).shape[1]).expand(len(batch["input_ids"]), -1)
+        positions = torch.arange(hf_elmo.models.elmo.modeling_elmo.tagged_mask(model, batch).shape[1]).expand(len(batch["input_ids"]), -1)
         best = torch.tensor([0, 1, 1, 2, 3, 0, 2])[positions % 7]
         return best, torch.ones(best.shape) if with_scores else None
 
-    for module in (hf_elmo.models.elmo.pipeline_elmo, hf_elmo.finetuning.predict):
+    for module in (hf_elmo.models.elmo.modeling_elmo, hf_elmo.finetuning.predict):
         monkeypatch.setattr(module, "best_tags", cycling_tags)
     results = [hf_elmo.finetuning.predict.tag(model, tokenizer, SPANS_TEXT)[0],
                pipeline(TASK, model=model, tokenizer=tokenizer)(SPANS_TEXT, return_tags=True)]

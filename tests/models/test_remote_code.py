@@ -208,7 +208,7 @@ def test_saved_taggers_tag_text_through_their_pipeline_without_the_package(hub, 
         tokenizer.save_pretrained(tmp_path / name)
         saved = json.loads((tmp_path / name / "config.json").read_text())
         assert saved["custom_pipelines"] == {"elmo-token-classification": {
-            "impl": "pipeline_elmo.ElmoTokenClassificationPipeline", "pt": ["AutoModelForTokenClassification"],
+            "impl": "modeling_elmo.ElmoTokenClassificationPipeline", "pt": ["AutoModelForTokenClassification"],
             "type": "text"}}
         expected[name] = [{key: result[key] for key in ("words", "tags", "entities")}
                           for result in tag(model, tokenizer, TAGGING_TEXTS)]
@@ -239,7 +239,7 @@ def test_saved_taggers_tag_text_through_their_pipeline_without_the_package(hub, 
     found = last_json(stdout)
     for name, model_class in (("words", "ElmoForTokenClassification"), ("characters", "ElmoForCharacterTagging")):
         module, pipeline_class, loaded_class = found[name]["classes"]
-        assert module.startswith("transformers_modules.") and module.endswith(".pipeline_elmo")
+        assert module.startswith("transformers_modules.") and module.endswith(".modeling_elmo")
         assert (pipeline_class, loaded_class) == ("ElmoTokenClassificationPipeline", model_class)
         assert found[name]["spans"] == found[name]["one"][0]["entities"]
         for results in (found[name]["batched"], found[name]["one"]):

@@ -24,7 +24,7 @@ def _with_relative_imports(names) -> tuple[str, ...]:
 
 
 #: What `save_pretrained` of any model and its tokenizer writes beside the weights (modeling_elmo.py imports
-#: pipeline_elmo.py, the character tagger and the tagging pipeline, where a tagger saves itself).
+#: bilm_elmo.py, the biLM's plain PyTorch, which the commands load without transformers' model classes).
 CODE_FILES = _with_relative_imports(_ENTRY_FILES)
 #: Issue 34: at most this many modelling files of at most this many lines together in any saved folder (issue 43:
 #: +44 for the transformers 4.x shims at the top of configuration_elmo.py, modeling_elmo.py, tokenization_elmo.py).
@@ -33,4 +33,7 @@ MAX_CODE_FILES = 5
 # each word's offsets in its text and entity spans from them, the unknown-characters warning, the file checks.
 # Issue 42 (+8, and the one line left: 9 net): the LSTM step as a function of its own (`reference_lstm_step`), whose
 # arguments the int8 kernel's and the ONNX graph's steps take, so that a change to the arithmetic starts in one place.
-MAX_CODE_LINES = 2481 + 44 + 8
+# Issue 45 #8 (+41): the biLM in a file of its own (bilm_elmo.py: its docstring and imports) with `ElmoBiLm`, which
+# the commands run without importing transformers' model classes; the tagging pipeline joined modeling_elmo.py, so the
+# files stay five.
+MAX_CODE_LINES = 2481 + 44 + 8 + 41

@@ -458,7 +458,7 @@ def _texts(texts) -> list[str]:
 
 def _units(words: list[Word], text: str) -> tuple[list[str], list[tuple[int, int]]]:
     """The characters a character tagger labels and each one's span: its own, or its word's where lowercasing or a
-    dropped surrogate changed the word's length (as `pipeline_elmo.unit_offsets`)."""
+    dropped surrogate changed the word's length (as `modeling_elmo.unit_offsets`)."""
     units, offsets = [], []
     for word, start, end in words:
         own = end - start == len(word)
