@@ -11,9 +11,10 @@ round so that a machine's drift over minutes reaches both alike), fresh processe
 * a one-line ``hf-elmo embed`` (``python -m hf_elmo.cli embed one.txt out.hdf5``, the shipped model, one Chinese
   sentence) and a one-line ``hf-elmo similar`` (a one-line corpus, the same sentence, the word 小米), each from process
   start to process end;
-* for scale, ``import torch`` and ``import transformers.modeling_utils``, which every command that runs a model
-  imports today (the same on both sides: `ElmoModel` is a `PreTrainedModel`), and what a command that ran the model
-  without transformers' model utilities would still import (torch, the config and tokenizer bases, jieba).
+* for scale, ``import torch`` and ``import transformers.modeling_utils`` (what `ElmoModel`, a `PreTrainedModel`,
+  needs; `ElmoBiLm`, which the commands load a local folder's encoder into, does without it), and what a command
+  that runs the model without transformers' model utilities still imports (torch, the config and tokenizer bases,
+  jieba).
 
 A first round on each side is not timed (it compiles the worktree's bytecode and warms the file cache); it also
 counts the modules each side's ``hf-elmo embed`` imports and checks that both sides write the same vectors and

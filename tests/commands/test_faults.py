@@ -341,7 +341,8 @@ TORCH_OUT_OF_MEMORY = ("[enforce fail at alloc_cpu.cpp:127] err == 0. DefaultCPU
 
 
 def test_a_failed_allocation_is_one_line_naming_what_was_built(tmp_path, model_dir, monkeypatch, capsys):
-    from hf_elmo import ElmoModel
+    import hf_elmo.loading
+    from hf_elmo.models.elmo.bilm_elmo import ElmoBiLmMixin  # the forward of ElmoModel and of the commands' ElmoBiLm
 
     text = tmp_path / "in.txt"
     text.write_text("小米 粥\n", encoding="utf-8")
@@ -350,7 +351,7 @@ def test_a_failed_allocation_is_one_line_naming_what_was_built(tmp_path, model_d
         raise RuntimeError(TORCH_OUT_OF_MEMORY)
 
     with monkeypatch.context() as patch:
-        patch.setattr(ElmoModel, "forward", no_memory)
+        patch.setattr(ElmoBiLmMixin, "forward", no_memory)
         assert run("embed", text, tmp_path / "out.hdf5", "--model", model_dir, "--batch-size", 8) == 2
         last = capsys.readouterr().err.strip().splitlines()[-1]
         assert last.startswith("hf-elmo: error: not enough memory for the vectors of a batch of 8 sentence(s)")
@@ -361,7 +362,7 @@ def test_a_failed_allocation_is_one_line_naming_what_was_built(tmp_path, model_d
     def numpy_out_of_memory(*args, **kwargs):
         raise MemoryError("Unable to allocate 37.3 GiB for an array with shape (100000, 100000) and data type float32")
 
-    monkeypatch.setattr(ElmoModel, "from_pretrained", numpy_out_of_memory)
+    monkeypatch.setattr(hf_elmo.loading, "load_bilm", numpy_out_of_memory)  # a local folder's encoder
     assert run("info", "--model", model_dir) == 2
     last = capsys.readouterr().err.strip().splitlines()[-1]
     assert last.startswith(f"hf-elmo: error: not enough memory for the model {model_dir}") and "37.3 GiB" in last
