@@ -6,7 +6,7 @@ backward of the biLSTM, three ways on the same inputs and weights, in one proces
 - autograd, same forward: the fast path's forward written out of place (`autograd_recurrence` below: the same
   batch-major layout, the input products of all steps as one product, every product oneDNN's through
   `matrix_products.linear` forward and backward), differentiated by autograd. Only the backward differs;
-- reference: autograd through modeling_elmo.py's per-step loop (`set_lstm_implementation("reference")`).
+- reference: autograd through bilm_elmo.py's per-step loop (`set_lstm_implementation("reference")`).
 
     python benchmarks/bench_lstm_backward.py [--cell-dim 512 --projection-dim 128 --batch 32 --words 20
         --threads 1 2 --repeats 15]

@@ -2,7 +2,7 @@
 """Training speed of the biLSTM, forward + backward, three ways on the same inputs and weights:
 
 - ours: the fast path (hand-written backpropagation through time, `set_lstm_implementation("fast")`);
-- ours, autograd loop: autograd through the straightforward per-step loop of modeling_elmo.py (`set_lstm_implementation("reference")`), which
+- ours, autograd loop: autograd through the straightforward per-step loop of bilm_elmo.py (`set_lstm_implementation("reference")`), which
   already steps both directions together and computes the input products of all steps at once;
 - AllenNLP (with `--allennlp-python`): `allennlp.modules.elmo_lstm.ElmoLstm`, the per-step Python loop of
   small matrix products, one cell per direction and layer, loaded with our weights through the bilm-tf

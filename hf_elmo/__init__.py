@@ -27,6 +27,7 @@ AUTO_MODEL_CLASSES = {
 
 # Public name -> the module that defines it; imported on first use.
 _EXPORTS = {
+    "ElmoBiLm": "models.elmo.bilm_elmo",
     "ElmoConfig": "models.elmo.configuration_elmo",
     "ElmoCharacterTaggingCollator": "finetuning.collator",
     "ElmoCrf": "models.elmo.modeling_elmo",

@@ -189,6 +189,10 @@ def _saved_tokenizer(name: str, config, hub_kwargs: dict | None = None, user_dic
             tokenizer_class = ElmoTokenizer
         else:
             from transformers import AutoTokenizer as tokenizer_class
+
+            from . import register_auto_classes
+
+            register_auto_classes(pretraining=False)  # (the commands that load an ElmoBiLm register nothing)
         try:
             return tokenizer_class.from_pretrained(name, **(hub_kwargs or {}), **user_dict_kwargs)
         except (OSError, ValueError):
@@ -296,7 +300,8 @@ def load_model_and_tokenizer(model=None, model_class=None, user_dict=None, bilm:
     `ModelNotFoundError` with a one-line explanation when nothing loadable is there. `bilm=True` loads the encoder
     of a local folder as an `ElmoBiLm` (`load_bilm`), which starts faster, and of anything else as `ElmoModel`."""
     name = resolve_model_name(model)
-    if model_class is None and not (bilm and loads_as_bilm(name)):
+    as_bilm = bilm and model_class is None and loads_as_bilm(name)
+    if model_class is None and not as_bilm:
         from .models.elmo.modeling_elmo import ElmoModel as model_class
     import torch
     from safetensors import SafetensorError
@@ -305,7 +310,7 @@ def load_model_and_tokenizer(model=None, model_class=None, user_dict=None, bilm:
     try:
         # float32 whatever config.json's "dtype" says (transformers would load in that dtype): the commands
         # and `Embedder` compute in float32 unless asked for another dtype, which they cast to themselves.
-        loaded = (load_bilm(name) if model_class is None else
+        loaded = (load_bilm(name) if as_bilm else
                   from_pretrained_noting_heads(model_class, name, dtype=torch.float32, **hub_kwargs))
     except SafetensorError as error:
         raise ModelNotFoundError(f"cannot load model {name!r}: its safetensors weights are damaged or incomplete "
@@ -329,31 +334,37 @@ def loads_as_bilm(name: str) -> bool:
 def load_bilm(folder: str):
     """The encoder of the model saved in `folder` (an encoder, a task model or a pretraining run) as an `ElmoBiLm`
     in float32 on the CPU, on hf-elmo's kernels: the numbers and the refusals of `ElmoModel.from_pretrained`
-    (`weight_problems`), without importing transformers' model classes (most of a command's start-up). A task
-    model's own weights are left out, with the warning `from_pretrained_noting_heads` gives."""
+    (`weight_problems`), without importing transformers' model classes (most of a command's start-up). Only the
+    biLM's tensors are read; a task model's own weights are left out, with the warning `from_pretrained_noting_heads`
+    gives (naming `ElmoModel`, as there: the same encoder)."""
     import torch
-    from safetensors.torch import load_file
+    from safetensors import safe_open
 
     from . import kernels  # noqa: F401  (registers the kernels: "auto" becomes the model's default)
     from .models.elmo.bilm_elmo import ElmoBiLm, weight_problems
     from .models.elmo.configuration_elmo import ElmoConfig
 
-    config = ElmoConfig.from_pretrained(folder)
-    bilm = ElmoBiLm(config)  # (not on the meta device: initialising there imports torch's compiler, 1 s)
-    saved = load_file(os.path.join(folder, "model.safetensors"))
-    prefix = "elmo."  # a task model's or pretraining run's biLM (`base_model_prefix`)
-    own = {key.removeprefix(prefix): value for key, value in saved.items() if key.startswith(prefix)} or saved
+    bilm = ElmoBiLm(ElmoConfig.from_pretrained(folder))  # (initialising on the meta device imports torch's compiler)
     expected = bilm.state_dict()
-    loading_info = {"missing_keys": [key for key in expected if key not in own],
-                    "unexpected_keys": [key for key in saved if key.removeprefix(prefix) not in expected
-                                        and not key.startswith(_SKIPPED_WEIGHTS)]}
-    mismatched = [f"{key}: {tuple(own[key].shape)} in the checkpoint, {tuple(value.shape)} in the model"
-                  for key, value in expected.items() if key in own and own[key].shape != value.shape]
-    if mismatched:
-        raise ValueError(f"the weights do not fit the model of its config.json ({'; '.join(mismatched[:2])})")
-    with torch.no_grad():
-        for key, value in expected.items():
-            value.copy_(own[key]) if key in own else value.zero_()  # a missing tensor is named, not read
+    with safe_open(os.path.join(folder, "model.safetensors"), framework="pt") as weights:
+        # As transformers loads a base model from a task model's weights: the prefix dropped where a key has it.
+        prefix = "elmo."  # `base_model_prefix`
+        keys = sorted(weights.keys(), key=lambda key: key.startswith(prefix))  # a prefixed key wins over its twin
+        source = {key.removeprefix(prefix): key for key in keys}
+        loading_info = {"missing_keys": [name for name in expected if name not in source],
+                        "unexpected_keys": [key for name, key in source.items()
+                                            if name not in expected and not key.startswith(_SKIPPED_WEIGHTS)]}
+        mismatched = [f"{source[name]}: {tuple(weights.get_slice(source[name]).get_shape())} in the checkpoint, "
+                      f"{tuple(value.shape)} in the model" for name, value in expected.items()
+                      if name in source and tuple(weights.get_slice(source[name]).get_shape()) != tuple(value.shape)]
+        if mismatched:
+            raise ValueError(f"the weights do not fit the model of its config.json ({'; '.join(mismatched[:2])})")
+        with torch.no_grad():
+            for name, value in expected.items():
+                if name in source:
+                    value.copy_(weights.get_tensor(source[name]))
+                elif not name.startswith("scalar_mixes."):  # a mix starts as ElmoModel starts one (w 0, gamma 1)
+                    value.zero_()  # refused below: zeros keep the check of the values to the tensors that were there
     problem = weight_problems(bilm, loading_info, folder)
     if problem:
         raise ValueError(problem)

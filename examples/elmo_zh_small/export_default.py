@@ -12,12 +12,10 @@ from pathlib import Path
 
 import torch
 
-import hf_elmo
-from hf_elmo import ElmoModel, ElmoTokenizer
-from hf_elmo.utils.io import AtomicDirectory
+from hf_elmo import ElmoForPreTraining, ElmoModel, ElmoTokenizer
 from hf_elmo.pretraining.data import LanguageModelCollator, LineDataset
-from hf_elmo.models.elmo.modeling_elmo import ElmoForPreTraining
 from hf_elmo.pretraining.run import exact_perplexity
+from hf_elmo.utils.io import AtomicDirectory
 
 REPO = Path(__file__).resolve().parents[2]
 DETAILS = REPO / "model_cards" / "results" / "elmo-zh-small.details.json"
@@ -37,20 +35,15 @@ def previous_stage(details: dict) -> dict:
     }
 
 
-def link_remote_code(folder: Path) -> None:
-    """Let the folder load with `trust_remote_code=True` where hf-elmo is not installed (e.g. copied elsewhere):
-    its modelling files become links to the package's own modules (never stale copies; wheels and
-    `shutil.copytree` turn them into files), and config.json / tokenizer_config.json keep the auto_map that
-    `save_pretrained` wrote."""
-    from transformers.dynamic_module_utils import get_relative_import_files
-
-    package = Path(hf_elmo.__file__).resolve().parent
-    names = {"configuration_elmo.py", "modeling_elmo.py", "tokenization_elmo.py"}
-    for name in list(names):
-        names.update(Path(path).name for path in get_relative_import_files(str(package / name)))
-    for name in sorted(names):
-        (folder / name).unlink(missing_ok=True)
-        (folder / name).symlink_to(Path("..") / ".." / name)
+def without_remote_code(folder: Path) -> None:
+    """Issue 34: the shipped folder holds weights, config and tokenizer files, no code; `save_pretrained` of a copy
+    writes the remote-code files (and their auto_map) where they are needed."""
+    for code in folder.glob("*.py"):
+        code.unlink()
+    for name in ("config.json", "tokenizer_config.json"):
+        saved = json.loads((folder / name).read_text(encoding="utf-8"))
+        saved.pop("auto_map", None)
+        (folder / name).write_text(json.dumps(saved, indent=2, sort_keys=True, ensure_ascii=False) + "\n", encoding="utf-8")
 
 
 def newest_trainer_state(run: Path) -> dict:
@@ -84,7 +77,7 @@ def main() -> None:
     with AtomicDirectory(args.output, overwrite=args.overwrite) as folder:
         encoder.save_pretrained(folder)
         tokenizer.save_pretrained(folder)
-        link_remote_code(folder)
+        without_remote_code(folder)
 
     # A run continued from another (`--init-from`) is one stage of the model's training: list them all.
     # A run continued from the previously shipped default ('default') inherits that model's stages,

@@ -77,8 +77,8 @@ def _bilstm(implementation: str):
 
 
 def release(model) -> None:
-    """Drop the inference copies, buffers and token cache of `model` (an `ElmoModel`): its weights are about to
-    change. `ElmoModel.train()` calls it."""
+    """Drop the inference copies, buffers and token cache of `model` (an `ElmoModel` or `ElmoBiLm`): its weights are
+    about to change. Their `train()` (`ElmoBiLmMixin.train`) calls it."""
     _runners.pop(model.bilstm, None)
     _token_caches.pop(model.char_encoder, None)
 

@@ -4,8 +4,8 @@ Negatives are drawn from a log-uniform (Zipf) distribution over the frequency-so
 are corrected by log(K q(w)) and accidental hits (a negative equal to the row's target) removed, so that the
 sampled normaliser is an unbiased estimate of the full one.
 
-`modeling_elmo.sampled_softmax_losses` is the plain formula in torch operations, the reference the tests compare
-with. `sampled_softmax_losses` computes the same numbers with a hand-written backward: the (rows, K)
+`pretraining.language_model.sampled_softmax_losses` is the plain formula in torch operations, the reference the
+tests compare with. `sampled_softmax_losses` computes the same numbers with a hand-written backward: the (rows, K)
 logits become exp(logit - row max) in place and then, in the backward, the softmax weights times the upstream
 gradient in place again, where autograd's logsumexp keeps several (rows, K) temporaries alive and passes over
 them more often (`benchmarks/bench_sampled_softmax.py`, figures in benchmarks/RESULTS.md).
@@ -70,7 +70,7 @@ class _SampledSoftmaxLoss(torch.autograd.Function):
 
 
 def sampled_softmax_losses(hidden, weight, bias, targets, samples, log_expected) -> torch.Tensor:
-    """`modeling_elmo.sampled_softmax_losses`' losses, with the hand-written backward."""
+    """`pretraining.language_model.sampled_softmax_losses`' losses, with the hand-written backward."""
     return _SampledSoftmaxLoss.apply(hidden, weight, bias, targets, samples, log_expected)
 
 

@@ -8,6 +8,7 @@ that ending the process early keeps what an ordinary exit does (exit handlers, f
 from __future__ import annotations
 
 import json
+import shutil
 import subprocess
 import sys
 
@@ -62,6 +63,19 @@ def test_similar_imports_no_transformers_model_class_nor_pipelines(tmp_path):
                  "--model", hf_elmo.DEFAULT_MODEL)
     assert result.returncode == 0, result.stderr[-2000:]
     assert "【小米】 手机" in result.stdout and result.stdout.splitlines()[-1] == "at exit: []"
+
+
+def test_a_folder_whose_tokenizer_config_names_no_class_loads_through_the_auto_classes(tmp_path):
+    """The commands read the class a folder's tokenizer_config.json names; one that names none is AutoTokenizer's,
+    which then needs the ELMo classes registered."""
+    model = tmp_path / "model"
+    shutil.copytree(hf_elmo.DEFAULT_MODEL, model)
+    config = json.loads((model / "tokenizer_config.json").read_text(encoding="utf-8"))
+    del config["tokenizer_class"]
+    (model / "tokenizer_config.json").write_text(json.dumps(config), encoding="utf-8")
+    (tmp_path / "one.txt").write_text("妈妈用小米和红枣煮了一锅粥。\n", encoding="utf-8")
+    result = run("embed", tmp_path / "one.txt", tmp_path / "one.npy", "--model", model, "--layers", "top")
+    assert result.returncode == 0, result.stderr[-2000:]
 
 
 def test_info_output_and_error_status_are_those_of_an_ordinary_exit(tmp_path):

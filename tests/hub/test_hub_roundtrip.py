@@ -30,6 +30,7 @@ from hub_helpers import (
     tiny_tokenizer,
 )
 import paths
+from remote_code_files import CODE_FILES
 
 FIXTURES = paths.FIXTURES / "allennlp_elmo"
 
@@ -74,7 +75,7 @@ def test_push_then_pull_main_pinned_revision_and_offline(hub, tmp_path):
     files = hub.files("org/elmo-zh")
     assert {"config.json", "model.safetensors", "tokenizer_config.json"} <= set(files)
     package = Path(hf_elmo.__file__).resolve().parent / "models" / "elmo"
-    for name in ("configuration_elmo.py", "modeling_elmo.py", "tokenization_elmo.py"):  # remote code travels along
+    for name in CODE_FILES:  # remote code travels along
         assert files[name] == (package / name).read_bytes(), name
     assert files["model.safetensors"] == (tmp_path / "v2" / "model.safetensors").read_bytes()
     assert hub.files("org/elmo-zh", commits["v1"])["model.safetensors"] == (tmp_path / "v1" / "model.safetensors").read_bytes()

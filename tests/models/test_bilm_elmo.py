@@ -4,6 +4,7 @@ numbers of `ElmoModel.from_pretrained` for the same folder, and the same refusal
 
 from __future__ import annotations
 
+import json
 import logging
 import shutil
 import subprocess
@@ -16,7 +17,7 @@ from safetensors.torch import load_file, save_file
 from small_models import tiny_config
 
 from hf_elmo import ElmoForPreTraining, ElmoForTokenClassification, ElmoModel, ElmoTokenizer
-from hf_elmo.loading import ModelNotFoundError, load_bilm, load_model_and_tokenizer, loads_as_bilm
+from hf_elmo.loading import ModelNotFoundError, load_model_and_tokenizer, loads_as_bilm
 from hf_elmo.models.elmo.bilm_elmo import ElmoBiLm
 
 SENTENCES = [["我", "喜欢", "吃", "小米"], ["小米", "手机", "挺", "好用", "。"], ["ok"]]
@@ -74,7 +75,35 @@ def test_a_saved_folder_loads_as_a_bilm_that_computes_what_elmo_model_computes(k
     with torch.no_grad():
         for options in ({}, {"keep_sentence_boundaries": True}, {"return_state": True}):
             assert_equal_outputs(bilm(**inputs, **options), model(**inputs, **options))
-        assert torch.equal(bilm.token_embeddings(inputs["input_ids"][0]), model.token_embeddings(inputs["input_ids"][0]))
+        words = inputs["input_ids"][0]
+        assert torch.equal(bilm.token_embeddings(words), model.token_embeddings(words))
+
+
+def test_a_mix_the_weights_lack_starts_as_elmo_models_does(tmp_path):
+    """A config.json asking for one more learned mix than the weights hold: ElmoModel starts it at w = 0, gamma = 1
+    (a head's layers may be missing); the ElmoBiLm too, not at zeros."""
+    folder = save_model("encoder", tmp_path)
+    config = json.loads((tmp_path / "config.json").read_text())
+    (tmp_path / "config.json").write_text(json.dumps({**config, "num_output_representations": 3}))
+    bilm, tokenizer, _ = load_model_and_tokenizer(folder, bilm=True)
+    model = load_model_and_tokenizer(folder)[0]
+    assert bilm.scalar_mixes[2].gamma.item() == 1.0 and not bilm.scalar_mixes[2].scalar_parameters.any()
+    inputs = tokenizer(SENTENCES, is_split_into_words=True, padding=True, return_tensors="pt")
+    with torch.no_grad():
+        assert_equal_outputs(bilm(**inputs), model(**inputs))
+
+
+def test_weights_saved_in_bfloat16_load_in_float32_as_for_elmo_model(tmp_path):
+    torch.manual_seed(0)
+    ElmoModel(tiny_config()).to(torch.bfloat16).save_pretrained(tmp_path)
+    ElmoTokenizer(segmenter="whitespace").save_pretrained(tmp_path)
+    assert {tensor.dtype for tensor in load_file(tmp_path / "model.safetensors").values()} == {torch.bfloat16}
+    bilm, tokenizer, _ = load_model_and_tokenizer(str(tmp_path), bilm=True)
+    model = load_model_and_tokenizer(str(tmp_path))[0]
+    assert bilm.dtype == model.dtype == torch.float32
+    inputs = tokenizer(SENTENCES, is_split_into_words=True, padding=True, return_tensors="pt")
+    with torch.no_grad():
+        assert_equal_outputs(bilm(**inputs), model(**inputs))
 
 
 def test_what_load_bilm_does_not_take_loads_as_elmo_model(tmp_path):

@@ -1,5 +1,5 @@
 """The biLSTM on hf-elmo's kernels (hf_elmo/kernels/bilstm.py, lstm_recurrence.py) against the plain loop that
-defines the numbers (modeling_elmo.ElmoBiLstm): "fast" (batch-major, hand-written backward) and "auto" (oneDNN's
+defines the numbers (bilm_elmo.ElmoBiLstm): "fast" (batch-major, hand-written backward) and "auto" (oneDNN's
 packed per-step products for CPU float32 inference), within the derived float32 tolerances of tests/utils/numerics.py.
 
 Speed is measured by benchmarks/bench_inference.py, never here; these tests check numbers only.

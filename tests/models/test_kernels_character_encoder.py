@@ -1,4 +1,4 @@
-"""ELMo layer 0, character CNN -> highway -> projection: the plain `modeling_elmo.ElmoCharacterEncoder` and hf-elmo's
+"""ELMo layer 0, character CNN -> highway -> projection: the plain `bilm_elmo.ElmoCharacterEncoder` and hf-elmo's
 kernels for it (hf_elmo/kernels/character_encoder.py) against the obvious Conv1d computation, and the highway layers
 against a hand computation."""
 

@@ -1,5 +1,5 @@
 """The importance-sampled softmax: the kernels' loss with its hand-written backward (hf_elmo/kernels/sampled_softmax.py)
-against the plain formula of modeling_elmo.py, and the sampling itself."""
+against the plain formula of pretraining/language_model.py, and the sampling itself."""
 
 import math
 

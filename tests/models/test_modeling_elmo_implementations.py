@@ -1,4 +1,4 @@
-"""How a model computes: the plain PyTorch of modeling_elmo.py ("reference") or hf-elmo's kernels ("auto", "fast",
+"""How a model computes: the plain PyTorch of bilm_elmo.py ("reference") or hf-elmo's kernels ("auto", "fast",
 "int8"; hf_elmo/kernels/), chosen by `from_pretrained(..., lstm_implementation=...)` / `set_lstm_implementation()` and
 never saved. The kernels give the plain path's outputs and gradients within the derived tolerances of
 tests/utils/numerics.py, and their caches (inference copies of the weights, the token cache) never outlive the

@@ -1,4 +1,4 @@
-"""ElmoScalarMix (modeling_elmo.py): the paper's equation 1, and AllenNLP's layer-normalised variant."""
+"""ElmoScalarMix (bilm_elmo.py): the paper's equation 1, and AllenNLP's layer-normalised variant."""
 
 import math
 

@@ -1,5 +1,5 @@
 """Parity with the reference implementations' own numbers (AllenNLP and bilm-tf fixtures), for the plain PyTorch
-of modeling_elmo.py ("reference") and for the package's default path on hf-elmo's kernels ("auto")."""
+of bilm_elmo.py ("reference") and for the package's default path on hf-elmo's kernels ("auto")."""
 
 import h5py
 import numpy as np

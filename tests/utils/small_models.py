@@ -30,7 +30,7 @@ def tiny_config(**overrides) -> ElmoConfig:
 
 def small_model(skip: bool = True, clip: bool = True, layers: int = 2, dtype=torch.float32, seed: int = 0,
                 implementation: str = "auto") -> ElmoModel:
-    """A small random ElmoModel in eval mode running on `implementation` ("reference": modeling_elmo.py alone)."""
+    """A small random ElmoModel in eval mode running on `implementation` ("reference": bilm_elmo.py's PyTorch)."""
     torch.manual_seed(seed)
     config = ElmoConfig(
         char_embedding_dim=4, char_cnn_filters=[[1, 4], [2, 8], [3, 8]], num_highway_layers=1, projection_dim=8,

@@ -44,8 +44,8 @@ def reference_bilstm(bilstm: ElmoBiLstm, inputs: torch.Tensor, lengths: torch.Te
 
 class ElmoKernelFunctions(NamedTuple):
     """One implementation: functions with the signatures of `reference_character_encoder` and `reference_bilstm`,
-    and optionally `release(model)`, called when an `ElmoModel` goes back to training, to drop what the functions
-    keep for it (copies of weights that are about to change)."""
+    and optionally `release(model)`, called when an `ElmoModel` or `ElmoBiLm` goes back to training, to drop what
+    the functions keep for it (copies of weights that are about to change)."""
 
     character_encoder: Callable
     bilstm: Callable
@@ -246,7 +246,8 @@ def _masked_layer_norm(layer: torch.Tensor, mask: torch.Tensor, eps: float = 1e-
 @dataclass
 class ElmoModelOutput(ModelOutput):
     """
-    Output of [`ElmoModel`]; `num_words` excludes the `<S>`/`</S>` positions unless `keep_sentence_boundaries=True`.
+    Output of [`ElmoModel`] and `ElmoBiLm`; `num_words` excludes the `<S>`/`</S>` positions unless
+    `keep_sentence_boundaries=True`.
 
     Args:
         last_hidden_state (`torch.FloatTensor` of shape `(batch_size, num_words, 2 * projection_dim)`):
@@ -324,6 +325,15 @@ class ElmoBiLmMixin:
         self.scalar_mixes = nn.ModuleList([ElmoScalarMix(config.num_lstm_layers + 1, config.scalar_mix_layer_norm)
                                            for _ in range(config.num_output_representations)])
         self._lstm_implementation = _check_implementation(None)
+
+    def set_lstm_implementation(self, implementation: str | None = None) -> None:
+        """Choose how the model computes from now on: a name in `ElmoKernelInterface` (None: "auto" where it is
+        registered, else "reference"); not saved in config.json."""
+        self._lstm_implementation = _check_implementation(implementation)
+
+    @property
+    def lstm_implementation(self) -> str:
+        return self._lstm_implementation
 
     def train(self, mode: bool = True):
         release = ALL_LSTM_FUNCTIONS[self._lstm_implementation].release

@@ -1,6 +1,6 @@
 """PyTorch ELMo (Peters et al., 2018) as transformers models, top-down in the order data flows through them:
 
-1-4. the biLM                `ElmoCharacterEncoder` -> `ElmoBiLstm` -> `ElmoScalarMix`, and what the encoder computes
+1-3. the biLM                `ElmoCharacterEncoder` -> `ElmoBiLstm` -> `ElmoScalarMix`, and what the encoder computes
                              (`ElmoBiLmMixin`): bilm_elmo.py, plain PyTorch
 4. `ElmoModel`               the encoder users load: the biLM as a transformers `PreTrainedModel`
 5. heads                     `ElmoForTokenClassification` (+ `ElmoCrf`), `ElmoForCharacterTagging`,
@@ -86,13 +86,12 @@ class ElmoPreTrainedModel(PreTrainedModel):
         return result
 
     def set_lstm_implementation(self, implementation: str | None = None) -> None:
-        """Choose how the model computes from now on: a name in `ElmoKernelInterface` (None: "auto" where it is
-        registered, else "reference"); not saved in config.json."""
-        self.base_model._lstm_implementation = _check_implementation(implementation)
+        """Choose how the biLM computes from now on (`ElmoBiLmMixin.set_lstm_implementation`)."""
+        self.base_model.set_lstm_implementation(implementation)
 
     @property
     def lstm_implementation(self) -> str:
-        return self.base_model._lstm_implementation
+        return self.base_model.lstm_implementation
 
     @torch.no_grad()
     def _init_weights(self, module):
