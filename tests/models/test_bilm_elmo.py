@@ -16,9 +16,15 @@ from remote_code_files import CODE_FILES, PACKAGE
 from safetensors.torch import load_file, save_file
 from small_models import tiny_config
 
-from hf_elmo import ElmoForPreTraining, ElmoForTokenClassification, ElmoModel, ElmoTokenizer
+from hf_elmo import (
+    ElmoForPreTraining,
+    ElmoForTokenClassification,
+    ElmoModel,
+    ElmoTokenizer,
+)
 from hf_elmo.loading import ModelNotFoundError, load_model_and_tokenizer, loads_as_bilm
 from hf_elmo.models.elmo.bilm_elmo import ElmoBiLm
+from hf_elmo.utils.transformers_versions import TRANSFORMERS_MAJOR
 
 SENTENCES = [["我", "喜欢", "吃", "小米"], ["小米", "手机", "挺", "好用", "。"], ["ok"]]
 LM_VOCAB = ["<S>", "</S>", "<UNK>", "a", "b"]
@@ -66,8 +72,10 @@ def test_a_saved_folder_loads_as_a_bilm_that_computes_what_elmo_model_computes(k
         model, _, _ = load_model_and_tokenizer(folder)
         model_notes = [record.getMessage() for record in caplog.records]
     assert (type(bilm), type(model), type(tokenizer)) == (ElmoBiLm, ElmoModel, ElmoTokenizer)
-    # A tagger's own weights are left out with the same one line; an encoder and a pretraining run say nothing.
-    assert bilm_notes == model_notes and len(bilm_notes) == (kind == "tagger"), bilm_notes
+    # A tagger's own weights are left out with one line, ElmoModel's (transformers 4.x prints its own report there,
+    # which the package does not replace); an encoder and a pretraining run say nothing.
+    assert len(bilm_notes) == (kind == "tagger"), bilm_notes
+    assert bilm_notes == model_notes or TRANSFORMERS_MAJOR < 5 and not model_notes, (bilm_notes, model_notes)
     assert bilm.state_dict().keys() == model.state_dict().keys()
     assert all(torch.equal(value, model.state_dict()[name]) for name, value in bilm.state_dict().items())
     assert not bilm.training and bilm._lstm_implementation == model.lstm_implementation == "auto"  # the kernels

@@ -33,7 +33,7 @@ MAX_CODE_FILES = 5
 # each word's offsets in its text and entity spans from them, the unknown-characters warning, the file checks.
 # Issue 42 (+8, and the one line left: 9 net): the LSTM step as a function of its own (`reference_lstm_step`), whose
 # arguments the int8 kernel's and the ONNX graph's steps take, so that a change to the arithmetic starts in one place.
-# Issue 45 #8 (+41): the biLM in a file of its own (bilm_elmo.py: its docstring and imports) with `ElmoBiLm`, which
+# Issue 45 #8 (+50): the biLM in a file of its own (bilm_elmo.py: its docstring and imports) with `ElmoBiLm`, which
 # the commands run without importing transformers' model classes; the tagging pipeline joined modeling_elmo.py, so the
 # files stay five.
-MAX_CODE_LINES = 2481 + 44 + 8 + 41
+MAX_CODE_LINES = 2481 + 44 + 8 + 50
