@@ -154,12 +154,6 @@ class BiLstmRunner:
             return self._onednn_layers
         return self._fast_layers
 
-    def _forget_bias_offset(self, like: torch.Tensor) -> torch.Tensor:
-        cell_dim = self.config.lstm_cell_dim
-        offset = torch.zeros(4 * cell_dim, dtype=like.dtype, device=like.device)
-        offset[cell_dim : 2 * cell_dim] = self.config.lstm_forget_bias
-        return offset
-
     def _can_use_onednn(self, inputs: torch.Tensor, state: tuple[torch.Tensor, torch.Tensor] = ()) -> bool:
         if not (inputs.is_cpu and inputs.dtype == torch.float32):
             return False
@@ -240,7 +234,7 @@ class BiLstmRunner:
         layer_input = torch.stack([forward_inputs, backward_inputs])  # (2, T, B, P)
         final_h, final_c, layer_outputs = [], [], []
         for index, layer in enumerate(self.layers):
-            bias = layer.bias + self._forget_bias_offset(layer.bias)
+            bias = layer.gate_bias(self.config.lstm_forget_bias)
             output, (layer_h, layer_c) = run_layer(layer, layer_input, bias, (h[index], c[index]))
             final_h.append(layer_h)
             final_c.append(layer_c)

@@ -35,5 +35,6 @@ MAX_CODE_FILES = 5
 # arguments the int8 kernel's and the ONNX graph's steps take, so that a change to the arithmetic starts in one place.
 # Issue 45 #8 (+50): the biLM in a file of its own (bilm_elmo.py: its docstring and imports) with `ElmoBiLm`, which
 # the commands run without importing transformers' model classes; the tagging pipeline joined modeling_elmo.py, so the
-# files stay five.
-MAX_CODE_LINES = 2481 + 44 + 8 + 50
+# files stay five. (+4): the forget-gate constant added in one place, `ElmoBiLstmLayer.gate_bias`, which the kernels
+# call too.
+MAX_CODE_LINES = 2481 + 44 + 8 + 50 + 4

@@ -151,13 +151,17 @@ class ElmoBiLstmLayer(nn.Module):
         self.bias = nn.Parameter(torch.empty(2, 4 * cell_dim))
         self.projection_weight = nn.Parameter(torch.empty(2, projection_dim, cell_dim))
 
+    def gate_bias(self, forget_bias: float) -> torch.Tensor:
+        """(2, 4C): the stored bias plus the forget-gate constant, which TensorFlow's LSTM adds at run time."""
+        offset = torch.zeros_like(self.bias[0])
+        offset[self.cell_dim : 2 * self.cell_dim] = forget_bias
+        return self.bias + offset
+
     def forward(self, inputs, running, state, config: ElmoConfig):
         """inputs (2, B, T, I) with the backward direction already reversed per row, running (B, T) bool, state
         (h (2, B, P), c (2, B, C)) -> outputs (2, B, T, P), zero where a row is not running, and the final (h, c):
         a row's state stops changing after its last step."""
-        forget_bias = torch.zeros_like(self.bias[0])
-        forget_bias[self.cell_dim : 2 * self.cell_dim] = config.lstm_forget_bias  # TensorFlow adds it at run time
-        bias = (self.bias + forget_bias).unsqueeze(1)
+        bias = self.gate_bias(config.lstm_forget_bias).unsqueeze(1)
         input_gates = torch.baddbmm(bias, inputs.flatten(1, 2), self.input_weight.transpose(1, 2))
         h, c = state
         outputs = []
