@@ -12,6 +12,7 @@ import contextvars
 import json
 import logging
 import os
+import re
 import socket
 from urllib.parse import urlsplit
 
@@ -306,6 +307,8 @@ def load_model_and_tokenizer(model=None, model_class=None, user_dict=None, bilm:
     import torch
     from safetensors import SafetensorError
 
+    from . import kernels  # noqa: F401  (registers the kernels, where no registration has: "auto" is the default)
+
     hub_kwargs = check_model_location(name)
     try:
         # float32 whatever config.json's "dtype" says (transformers would load in that dtype): the commands
@@ -319,11 +322,6 @@ def load_model_and_tokenizer(model=None, model_class=None, user_dict=None, bilm:
         first_line = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
         raise ModelNotFoundError(f"cannot load model {name!r}: {first_line}") from None
     return loaded, load_tokenizer(name, loaded.config, hub_kwargs, user_dict), name
-
-
-# Weights a biLM checkpoint may hold beside the encoder's: a pretraining run's language-model softmax, which
-# `ElmoModel` skips as well (`_keys_to_ignore_on_load_unexpected`).
-_SKIPPED_WEIGHTS = ("softmax.",)
 
 
 def loads_as_bilm(name: str) -> bool:
@@ -351,12 +349,13 @@ def load_bilm(folder: str):
         prefix = "elmo."  # `base_model_prefix`
         keys = sorted(weights.keys(), key=lambda key: key.startswith(prefix))  # a prefixed key wins over its twin
         source = {key.removeprefix(prefix): key for key in keys}
+        skipped = ElmoBiLm._keys_to_ignore_on_load_unexpected  # ElmoModel's too
         loading_info = {"missing_keys": [name for name in expected if name not in source],
-                        "unexpected_keys": [key for name, key in source.items()
-                                            if name not in expected and not key.startswith(_SKIPPED_WEIGHTS)]}
-        mismatched = [f"{source[name]}: {tuple(weights.get_slice(source[name]).get_shape())} in the checkpoint, "
-                      f"{tuple(value.shape)} in the model" for name, value in expected.items()
-                      if name in source and tuple(weights.get_slice(source[name]).get_shape()) != tuple(value.shape)]
+                        "unexpected_keys": [key for name, key in source.items() if name not in expected
+                                            and not any(re.search(pattern, key) for pattern in skipped)]}
+        shapes = {name: tuple(weights.get_slice(key).get_shape()) for name, key in source.items() if name in expected}
+        mismatched = [f"{source[name]}: {shapes[name]} in the checkpoint, {tuple(value.shape)} in the model"
+                      for name, value in expected.items() if name in shapes and shapes[name] != tuple(value.shape)]
         if mismatched:
             raise ValueError(f"the weights do not fit the model of its config.json ({'; '.join(mismatched[:2])})")
         with torch.no_grad():

@@ -28,7 +28,8 @@ from .errors import CommandError
 COMMANDS = ("embed", "similar", "convert", "info", "corpus", "pretrain", "finetune", "export", "serve")
 # Short commands, which do not train: they register the models without the pretraining head
 # (`register_auto_classes`), or nothing where they load a local folder's encoder as an `ElmoBiLm` (embed, similar,
-# info: `common.make_embedder`), and the `hf-elmo` process ends without the interpreter's teardown after them (`main`).
+# info: `common.make_embedder`; the loading registers what a Hub model needs), and the `hf-elmo` process ends
+# without the interpreter's teardown after them (`main`).
 SHORT_COMMANDS = ("embed", "similar", "convert", "info")
 
 

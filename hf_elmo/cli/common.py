@@ -130,16 +130,13 @@ def check_model_folder(model: str | None) -> None:
 
 def make_embedder(args, distributed=None):
     """The `Embedder` of --model: a local folder's encoder as an `ElmoBiLm` (`load_bilm`, which spares the import of
-    transformers' model classes, most of the start-up), a Hub model's as an `ElmoModel`, with the Auto classes."""
+    transformers' model classes, most of the start-up), a Hub model's as an `ElmoModel`."""
     import torch
     from transformers.utils import logging as hf_logging
 
-    from .. import register_auto_classes
     from ..integrations.embedder import Embedder
-    from ..loading import load_model_and_tokenizer, loads_as_bilm, resolve_model_name
+    from ..loading import load_model_and_tokenizer
 
-    if not loads_as_bilm(resolve_model_name(args.model)):
-        register_auto_classes(pretraining=False)
     hf_logging.disable_progress_bar()
     device = args.device
     if device is None and torch.cuda.is_available():

@@ -38,7 +38,8 @@ from .errors import CommandError
 CHUNK_BATCHES = 16
 
 
-# `common.make_embedder` registers the ELMo Auto classes only for a Hub model: a local folder loads as an ElmoBiLm.
+# A local folder's encoder loads as an ElmoBiLm (`common.make_embedder`); the loading registers the ELMo Auto classes
+# only where AutoTokenizer is needed (`loading.load_tokenizer`).
 REGISTERS_AUTO_CLASSES_ITSELF = True
 
 HELP = "embed a file of sentences (one per line) into hdf5 or .npy"

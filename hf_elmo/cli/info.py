@@ -9,7 +9,8 @@ from pathlib import Path
 from ..utils.io import human_size
 from .common import add_model_arguments, check_model_folder, make_embedder
 
-# `common.make_embedder` registers the ELMo Auto classes only for a Hub model: a local folder loads as an ElmoBiLm.
+# A local folder's encoder loads as an ElmoBiLm (`common.make_embedder`); the loading registers the ELMo Auto classes
+# only where AutoTokenizer is needed (`loading.load_tokenizer`).
 REGISTERS_AUTO_CLASSES_ITSELF = True
 
 HELP = "show a model's size, layers, dimensions and vocabulary"

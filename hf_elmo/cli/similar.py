@@ -19,7 +19,8 @@ from .common import (
 )
 from .errors import CommandError
 
-# `common.make_embedder` registers the ELMo Auto classes only for a Hub model: a local folder loads as an ElmoBiLm.
+# A local folder's encoder loads as an ElmoBiLm (`common.make_embedder`); the loading registers the ELMo Auto classes
+# only where AutoTokenizer is needed (`loading.load_tokenizer`).
 REGISTERS_AUTO_CLASSES_ITSELF = True
 
 HELP = "find the words in a corpus whose contextual vectors are nearest to a word in a sentence"

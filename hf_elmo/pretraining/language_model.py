@@ -16,8 +16,8 @@ from torch import nn
 from transformers.utils import ModelOutput
 
 from ..kernels.sampled_softmax import sampled_softmax_losses as fast_sampled_softmax_losses
-from ..models.elmo.configuration_elmo import ElmoConfig
 from ..models.elmo.bilm_elmo import _refuse_unknown_arguments
+from ..models.elmo.configuration_elmo import ElmoConfig
 from ..models.elmo.modeling_elmo import ElmoModel, ElmoPreTrainedModel, init  # init: 4.x too
 
 

@@ -132,6 +132,31 @@ def test_convert_allennlp_push_to_hub_uploads_folder_with_model_card(hub, tmp_pa
     assert_same_outputs(encoder_outputs(pulled, tokenizer), encoder_outputs(reference, tokenizer))
 
 
+def test_embed_of_a_hub_model_is_embed_of_its_local_folder(hub, tmp_path):
+    """`hf-elmo embed --model org/name` loads `ElmoModel` from the Hub (AutoTokenizer: the loading registers the Auto
+    classes), a local folder an `ElmoBiLm`: the same vectors, bit for bit (both on the kernels)."""
+    import numpy as np
+
+    folder = tmp_path / "local"
+    tiny_model(seed=3).save_pretrained(folder)
+    tiny_tokenizer().save_pretrained(folder)
+    run_python(
+        f"""
+        from hf_elmo import ElmoModel, ElmoTokenizer
+        ElmoModel.from_pretrained({str(folder)!r}).push_to_hub("org/elmo-embed")
+        ElmoTokenizer.from_pretrained({str(folder)!r}).push_to_hub("org/elmo-embed")
+        """,
+        hub_env(hub, tmp_path / "home"), cwd=tmp_path,
+    )
+    (tmp_path / "in.txt").write_text("小米粥很香。\n他买了小米手机。\n", encoding="utf-8")
+    for model, output in (("org/elmo-embed", "hub.npy"), (str(folder), "local.npy")):
+        run_command(["-m", "hf_elmo.cli", "embed", "in.txt", output, "--model", model, "--layers", "top"],
+                    hub_env(hub, tmp_path / "home"), cwd=tmp_path)
+    hub_vectors = np.load(tmp_path / "hub.npy", allow_pickle=False)
+    assert np.array_equal(hub_vectors, np.load(tmp_path / "local.npy", allow_pickle=False))
+    assert hub_vectors.shape[0] == 2 and np.abs(hub_vectors).max() > 0
+
+
 def test_convert_elmoformanylangs_push_to_hub_uploads_the_folder(hub, tmp_path):
     """`hf-elmo convert --from elmoformanylangs --push-to-hub` (also the conversion script) uploads exactly the
     converted folder, dictionaries and modelling code included, in one commit."""

@@ -323,6 +323,9 @@ class ElmoBiLmMixin:
     and bilm-tf do. `forward` checks shapes only; `validate_inputs` checks the values too. The class using it is an
     `nn.Module` with a `config` (`ElmoConfig`) and `device`, and calls `_add_bilm_modules` from its `__init__`."""
 
+    # A pretraining checkpoint also holds the language-model softmax; the encoder does not need it (`re.search`ed).
+    _keys_to_ignore_on_load_unexpected = [r"softmax\."]
+
     def _add_bilm_modules(self, config: ElmoConfig) -> None:
         self.char_encoder = ElmoCharacterEncoder(config)
         self.bilstm = ElmoBiLstm(config)

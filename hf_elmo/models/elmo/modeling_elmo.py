@@ -147,9 +147,6 @@ class ElmoModel(ElmoBiLmMixin, ElmoPreTrainedModel):
     starts from a zero LSTM state, so its vectors depend neither on the batch it is in nor on earlier calls; pass
     `initial_state` / `return_state=True` to carry state between calls as AllenNLP and bilm-tf do."""
 
-    # A pretraining checkpoint also holds the language-model softmax; the encoder does not need it.
-    _keys_to_ignore_on_load_unexpected = [r"softmax\."]
-
     def __init__(self, config: ElmoConfig):
         super().__init__(config)
         self._add_bilm_modules(config)
