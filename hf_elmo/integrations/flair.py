@@ -56,8 +56,8 @@ class ElmoTokenEmbeddings(TokenEmbeddings):
             concatenated, (L + 1) x 2P values, as flair's `ELMoEmbeddings` did), `"top"`, `"average"` (the mean of the
             L + 1 layers), `"mix"` (the model's learned scalar mix) or a layer index (0 = character CNN).
         batch_size: sentences per forward pass of the ELMo model.
-        lstm_implementation: how the model computes (a name in `hf_elmo.models.elmo.bilm_elmo.ElmoKernelInterface`; "auto" runs
-            hf-elmo's CPU kernels). Not a property of the vectors beyond float32 rounding, and saved with the tagger.
+        lstm_implementation: how the model computes (a name in `hf_elmo.models.elmo.bilm_elmo.ElmoKernelInterface`;
+            "auto" runs hf-elmo's CPU kernels). Not a property of the vectors beyond float32 rounding, and saved with the tagger.
         name: the key of the vectors in each token's embeddings (default `elmo-<model>-<layers>`).
 
     The model runs on `flair.device`; its weights are neither trained nor saved in the tagger's file.
