@@ -12,6 +12,7 @@ from collections.abc import Sequence
 
 from ..utils.io import read_input_bytes, split_text_lines
 from ..utils.options import default_of
+from ..utils.options import spellings as option_spellings
 from .errors import CommandError, memory_for
 
 DEFAULT_MAX_LINE_BYTES = 1_000_000
@@ -231,8 +232,8 @@ def add_dataclass_options(parser: argparse.ArgumentParser, *dataclass_types) -> 
                 keywords.update(choices=list(names.values()), type=lambda text, names=names: names.get(text, text))
             elif typing.get_origin(value_type) is list:
                 keywords.update(type=typing.get_args(value_type)[0], nargs="+")
-            metadata = dict(item.metadata)
-            spellings = list(dict.fromkeys([*metadata.pop("aliases", []), "--" + item.name.replace("_", "-")]))
+            metadata = {key: value for key, value in item.metadata.items() if key != "aliases"}
+            spellings = option_spellings(item)
             if "choices" not in keywords:  # the value's name in --help: of the spelling shown first
                 keywords["metavar"] = "true|false" if value_type is bool else spellings[0][2:].replace("-", "_").upper()
             section.add_argument(*spellings, **{**keywords, **metadata})

@@ -70,10 +70,14 @@ def options_of(dataclass_type) -> dict[str, Option]:
             for item in dataclasses.fields(dataclass_type)}
 
 
+def spellings(item: dataclasses.Field) -> list[str]:
+    """The option's flags: its `aliases`, then `--field-name` (HfArgumentParser's spellings, less `--field_name`)."""
+    return list(dict.fromkeys([*item.metadata.get("aliases", []), "--" + item.name.replace("_", "-")]))
+
+
 def spelling(item: dataclasses.Field) -> str:
     """The option's flag on the command line and in messages: its first alias, else `--field-name`."""
-    aliases = item.metadata.get("aliases")
-    return aliases[0] if aliases else "--" + item.name.replace("_", "-")
+    return spellings(item)[0]
 
 
 def problems(options) -> list[str]:
