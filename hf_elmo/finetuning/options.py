@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import os
 import typing
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, fields
 from typing import Annotated, Literal
 
 from ..utils.options import (
@@ -40,20 +40,13 @@ from ..utils.options import (
     is_number,
     must_be,
     non_negative,
+    option_field,
     optional,
     positive_integer,
     positive_number,
     problems,
     spelling,
 )
-
-
-def _option(default, help: str, **metadata):
-    """A dataclass field with its command-line description (`metadata` goes to `add_argument` as it is)."""
-    if isinstance(default, dict):
-        return field(default_factory=dict, metadata={"help": help, **metadata})
-    return field(default=default, metadata={"help": help, **metadata})
-
 
 # A switch whose default None means "decided from the data": `--x` alone turns it on (`--no-x` off).
 _SWITCH = {"nargs": "?", "const": True}
@@ -108,20 +101,20 @@ class ModelArguments(_Checked):
 
     _argument_group_name = "the biLM and the head"
 
-    model: str = _option(
+    model: str = option_field(
         "default", "pretrained ELMo folder or Hub name; 'default' (the default) is the Chinese model shipped with "
         "hf-elmo")
-    freeze: bool = _option(True, "keep the biLM fixed (default; --no-freeze fine-tunes it too)")
-    random_init: bool = _option(False, "same architecture, biLM randomly initialised (a baseline)")
+    freeze: bool = option_field(True, "keep the biLM fixed (default; --no-freeze fine-tunes it too)")
+    random_init: bool = option_field(False, "same architecture, biLM randomly initialised (a baseline)")
     # The head's own trainable word vectors x_k beside the ELMo mix (the paper's [x_k; ELMo_k]).
-    task_token_features: bool = _option(
+    task_token_features: bool = option_field(
         False, "give the head its own trainable word vectors x_k (a character CNN started from the biLM's layer 0) "
         "and feed it [x_k; ELMo_k], as the paper adds ELMo to a task model", aliases=["--token-features"])
-    dropout: Annotated[float | None, Option(check=optional(_probability))] = _option(
+    dropout: Annotated[float | None, Option(check=optional(_probability))] = option_field(
         None, "dropout on the ELMo mix and in the head (default: 0.3 for train, 0.5 for train-classifier)")
     # With a frozen biLM its layers are computed once for the training and dev data, so each epoch
     # trains only the head (the paper's setting; same numbers as running the biLM every step).
-    precompute_elmo: bool = _option(
+    precompute_elmo: bool = option_field(
         True, "compute the frozen biLM's layers once (default; --no-precompute-elmo runs it at every step: less "
         "memory)")
 
@@ -132,22 +125,22 @@ class TaggerArguments(_Checked):
 
     _argument_group_name = "the tagger"
 
-    task_encoder: Literal["linear", "bilstm"] = _option("bilstm", "the task encoder over the ELMo mix")
-    task_encoder_hidden_size: Annotated[int | None, Option(check=optional(positive_integer))] = _option(
+    task_encoder: Literal["linear", "bilstm"] = option_field("bilstm", "the task encoder over the ELMo mix")
+    task_encoder_hidden_size: Annotated[int | None, Option(check=optional(positive_integer))] = option_field(
         None, "task BiLSTM size per direction (default 200)", aliases=["--hidden-size"])
-    use_crf: bool = _option(False, "CRF layer with Viterbi decoding")
+    use_crf: bool = option_field(False, "CRF layer with Viterbi decoding")
     # Character-labelled data read as words by the biLM (config.label_characters); None: decided from the data.
-    label_characters: bool | None = _option(
+    label_characters: bool | None = option_field(
         None, "the file labels single characters (MSRA, most Chinese NER sets): the biLM reads the jieba words they "
         "form and each character gets its word's vectors plus its place in the word (S/B/M/E); tags stay per "
         "character. Default: on when 90%% of the training tokens are one character each (of any script: letters, "
         "digits, punctuation and emoji count) and the model reads jieba words", **_SWITCH)
     # With label_characters and task_token_features: x_k of each character alone too; None: on whenever both are.
-    task_character_features: bool | None = _option(
+    task_character_features: bool | None = option_field(
         None, "with --label-characters and --token-features: each character also gets the head's own vector x_k of "
         "the character alone (the characters of one jieba word otherwise share the word's vectors). Default: on "
         "whenever both are", aliases=["--character-features"], **_SWITCH)
-    unseen_label: Literal["error", "O"] = _option("error", "dev/test labels unseen in training")
+    unseen_label: Literal["error", "O"] = option_field("error", "dev/test labels unseen in training")
 
 
 @dataclass
@@ -156,7 +149,7 @@ class ClassifierArguments(_Checked):
 
     _argument_group_name = "the sentence classifier"
 
-    classifier_hidden_size: Annotated[int | None, Option(check=optional(_hidden_size_or_zero))] = _option(
+    classifier_hidden_size: Annotated[int | None, Option(check=optional(_hidden_size_or_zero))] = option_field(
         None, "MLP hidden size (0 = linear)")
 
 
@@ -166,7 +159,7 @@ class DataArguments(_Checked):
 
     _argument_group_name = "reading the examples"
 
-    max_words: Annotated[int | None, Option(check=optional(positive_integer))] = _option(
+    max_words: Annotated[int | None, Option(check=optional(positive_integer))] = option_field(
         None, "cut training sentences to this many words")
 
 
@@ -176,23 +169,23 @@ class TrainingOptions(_Checked):
 
     _argument_group_name = "training"
 
-    num_train_epochs: Annotated[float | None, Option(check=optional(positive_number))] = _option(
+    num_train_epochs: Annotated[float | None, Option(check=optional(positive_number))] = option_field(
         None, "passes over the training data (> 0; default: 10 for train, 3 for train-classifier)",
         aliases=["--epochs"])
-    max_steps: Annotated[int, Option(check=_steps_or_epochs)] = _option(
+    max_steps: Annotated[int, Option(check=_steps_or_epochs)] = option_field(
         -1, "stop after this many optimiser steps (overrides --epochs; -1, the default, = use --epochs)")
-    learning_rate: Annotated[float | None, Option(check=optional(positive_number))] = _option(
+    learning_rate: Annotated[float | None, Option(check=optional(positive_number))] = option_field(
         None, "learning rate (AdamW, linear decay; default: 5e-3 for train with the biLM frozen, otherwise 1e-3)",
         aliases=["--lr"])
-    weight_decay: Annotated[float, Option(check=non_negative)] = _option(0.0, "AdamW weight decay")
-    per_device_train_batch_size: Annotated[int, Option(check=positive_integer)] = _option(
+    weight_decay: Annotated[float, Option(check=non_negative)] = option_field(0.0, "AdamW weight decay")
+    per_device_train_batch_size: Annotated[int, Option(check=positive_integer)] = option_field(
         32, "sentences per training step", aliases=["--batch-size"])
-    per_device_eval_batch_size: Annotated[int, Option(check=positive_integer)] = _option(
+    per_device_eval_batch_size: Annotated[int, Option(check=positive_integer)] = option_field(
         64, "sentences per evaluation batch", aliases=["--eval-batch-size"])
-    gradient_accumulation_steps: Annotated[int, Option(check=positive_integer)] = _option(
+    gradient_accumulation_steps: Annotated[int, Option(check=positive_integer)] = option_field(
         1, "gradient accumulation steps", aliases=["--grad-accum"])
-    seed: Annotated[int, Option(check=_seed)] = _option(42, "initialisation and data order")
-    load_best_model_at_end: bool = _option(
+    seed: Annotated[int, Option(check=_seed)] = option_field(42, "initialisation and data order")
+    load_best_model_at_end: bool = option_field(
         True, "keep the model of the best epoch on dev (default; --no-select-best keeps the last epoch's)",
         aliases=["--select-best"])
 
@@ -204,11 +197,12 @@ class RunArguments(_Checked):
     _argument_group_name = "output"
 
     # None (the library only): the model is kept in memory, nothing is written.
-    output_dir: str | None = _option(None, "folder to write the fine-tuned model into", aliases=["--output"],
-                                     required=True)
-    overwrite: bool = _option(False, "replace an existing output folder")
-    threads: Annotated[int | None, Option(check=optional(positive_integer))] = _option(None, "torch CPU threads")
-    logging_steps: Annotated[int, Option(check=positive_integer)] = _option(50, "log the loss every this many steps")
+    output_dir: str | None = option_field(None, "folder to write the fine-tuned model into", aliases=["--output"],
+                                          required=True)
+    overwrite: bool = option_field(False, "replace an existing output folder")
+    threads: Annotated[int | None, Option(check=optional(positive_integer))] = option_field(None, "torch CPU threads")
+    logging_steps: Annotated[int, Option(check=positive_integer)] = option_field(
+        50, "log the loss every this many steps")
 
 
 @dataclass
@@ -217,7 +211,7 @@ class FinetuneOptions(RunArguments, TrainingOptions, DataArguments, ClassifierAr
     """Options of `train_tagger` / `train_classifier`: every role's options in one object (a role's options the
     task does not use keep their defaults)."""
 
-    head_config: dict = _option({}, "further config values of the head (Python only)")
+    head_config: dict = option_field({}, "further config values of the head (Python only)")
 
     def __post_init__(self):
         super().__post_init__()
@@ -274,10 +268,10 @@ class DataFiles:
 
     _argument_group_name = "data"
 
-    train: str | None = _option(None, "training file: CoNLL-style (word<TAB>tag) or .jsonl; for train-classifier, "
-                                "label<TAB>text lines (this or --dataset is required)")
-    dev: str | None = _option(None, "development file (model selection on it)")
-    test: str | None = _option(None, "test file (scored once at the end)")
+    train: str | None = option_field(None, "training file: CoNLL-style (word<TAB>tag) or .jsonl; for "
+                                     "train-classifier, label<TAB>text lines (this or --dataset is required)")
+    dev: str | None = option_field(None, "development file (model selection on it)")
+    test: str | None = option_field(None, "test file (scored once at the end)")
 
 
 @dataclass
@@ -286,11 +280,11 @@ class HubDataset:
 
     _argument_group_name = "a datasets dataset instead of files"
 
-    dataset: str | None = _option(None, "a `datasets` dataset (local path or cached name) with train/validation/test, "
-                                  "instead of --train")
-    dataset_config: str | None = _option(None, "the --dataset's configuration name")
-    words_column: str = _option("tokens", "the --dataset's column of words")
-    tags_column: str = _option("ner_tags", "the --dataset's column of tags")
+    dataset: str | None = option_field(None, "a `datasets` dataset (local path or cached name) with "
+                                       "train/validation/test, instead of --train")
+    dataset_config: str | None = option_field(None, "the --dataset's configuration name")
+    words_column: str = option_field("tokens", "the --dataset's column of words")
+    tags_column: str = option_field("ner_tags", "the --dataset's column of tags")
 
 
 # The options of each sub-command, in the order --help lists them.

@@ -26,7 +26,7 @@ This module imports neither torch, numpy nor transformers: `hf-elmo pretrain --h
 import json
 import os
 import typing
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, fields
 from typing import Annotated, Literal, NamedTuple
 
 from ..utils.options import (
@@ -37,6 +37,7 @@ from ..utils.options import (
     fraction,
     must_be,
     non_negative,
+    option_field,
     options_of,
     spelling,
 )
@@ -49,11 +50,6 @@ class ConfigField(NamedTuple):
     name: str
     from_option: typing.Callable
     to_option: typing.Callable
-
-
-def _option(default, help: str, **metadata):
-    """A dataclass field with its command-line description (`metadata` goes to `add_argument` as it is)."""
-    return field(default=default, metadata={"help": help, **metadata})
 
 
 # -1, TrainingArguments' default: --epochs decides.
@@ -77,23 +73,23 @@ class DataArguments:
 
     _argument_group_name = "data"
 
-    train_file: Annotated[list[str] | None, Option(path=True)] = _option(
+    train_file: Annotated[list[str] | None, Option(path=True)] = option_field(
         None, "corpus files: one sentence a line, words split by spaces", required=True)
-    dev_file: Annotated[str | None, Option(path=True)] = _option(None, "held-out corpus for perplexity")
-    vocab: Annotated[str | None, Option(path=True)] = _option(
+    dev_file: Annotated[str | None, Option(path=True)] = option_field(None, "held-out corpus for perplexity")
+    vocab: Annotated[str | None, Option(path=True)] = option_field(
         None, "vocabulary file (<S>, </S>, <UNK>, then by frequency); built from the train files if omitted")
     # The vocabulary limits are the vocabulary builder's own check (pretraining.data.check_vocabulary_limits).
-    min_count: int = _option(3, "min word count (>= 1) when building the vocabulary")
-    max_vocab: int | None = _option(
+    min_count: int = option_field(3, "min word count (>= 1) when building the vocabulary")
+    max_vocab: int | None = option_field(
         None, "max vocabulary size when building it, the three specials <S>, </S>, <UNK> included (>= 4)")
-    max_words: Annotated[int, Option(check=at_least(1))] = _option(
+    max_words: Annotated[int, Option(check=at_least(1))] = option_field(
         50, "longer sentences are cut into pieces of this many words (>= 1)")
-    char_min_count: Annotated[int, Option(check=at_least(1), added_later=True)] = _option(
+    char_min_count: Annotated[int, Option(check=at_least(1), added_later=True)] = option_field(
         2, "dictionary scheme: characters seen fewer times in the train files share the <oov> id (>= 1)")
-    segmenter: Literal["auto", "jieba", "chars", "whitespace"] = _option(  # text_elmo.SEGMENTERS
+    segmenter: Literal["auto", "jieba", "chars", "whitespace"] = option_field(  # text_elmo.SEGMENTERS
         "auto", "tokenizer segmenter saved with the model")
     # The biLM Trainer's own grouping (pretraining.trainer), not TrainingArguments'.
-    group_by_length: bool = _option(
+    group_by_length: bool = option_field(
         True, "batch sentences of similar length together (random groups of 50 batches, each sorted by length): the "
         "biLSTM runs as many steps as a batch's longest sentence, so mixed lengths waste most of its work")
 
@@ -105,29 +101,29 @@ class ArchitectureArguments:
 
     _argument_group_name = "architecture"
 
-    projection_dim: Annotated[int | None, Option(architecture=128)] = _option(
+    projection_dim: Annotated[int | None, Option(architecture=128)] = option_field(
         None, "LSTM output (projection) size P; layers are 2P wide")
-    lstm_cell_dim: Annotated[int | None, Option(architecture=512)] = _option(
+    lstm_cell_dim: Annotated[int | None, Option(architecture=512)] = option_field(
         None, "LSTM cell size", aliases=["--cell-dim"])
-    num_lstm_layers: Annotated[int | None, Option(architecture=2)] = _option(
+    num_lstm_layers: Annotated[int | None, Option(architecture=2)] = option_field(
         None, "biLSTM layers", aliases=["--layers"])
-    char_embedding_dim: Annotated[int | None, Option(architecture=16)] = _option(
+    char_embedding_dim: Annotated[int | None, Option(architecture=16)] = option_field(
         None, "character embedding size", aliases=["--char-dim"])
     char_cnn_filters: Annotated[str | None, Option(
         architecture="[[1,32],[2,32],[3,64],[4,128],[5,256]]",
-        config=ConfigField("char_cnn_filters", _filters_from_json, _filters_to_json))] = _option(
+        config=ConfigField("char_cnn_filters", _filters_from_json, _filters_to_json))] = option_field(
         None, "JSON [[width, count], ...]", aliases=["--filters"])
-    num_highway_layers: Annotated[int | None, Option(architecture=1)] = _option(
+    num_highway_layers: Annotated[int | None, Option(architecture=1)] = option_field(
         None, "highway layers after the character CNN", aliases=["--highway"])
-    max_characters_per_token: Annotated[int | None, Option(architecture=50)] = _option(
+    max_characters_per_token: Annotated[int | None, Option(architecture=50)] = option_field(
         None, "character ids per word (bilm-tf: 50)", aliases=["--max-characters"])
     char_scheme: Annotated[Literal["bytes", "dictionary"] | None, Option(architecture="bytes", added_later=True)] = \
-        _option(None, "how words become character ids: UTF-8 bytes (AllenNLP, bilm-tf; any text) or one id per "
-                "character from a character vocabulary built from the train files (ELMoForManyLangs; with "
-                "--init-from, that model's vocabulary), saved as char_vocab.json")
+        option_field(None, "how words become character ids: UTF-8 bytes (AllenNLP, bilm-tf; any text) or one id "
+                     "per character from a character vocabulary built from the train files (ELMoForManyLangs; with "
+                     "--init-from, that model's vocabulary), saved as char_vocab.json")
     no_skip_connections: Annotated[bool, Option(
         architecture=False, config=ConfigField("use_skip_connections", lambda value: not value,
-                                               lambda value: not value))] = _option(
+                                               lambda value: not value))] = option_field(
         False, "no residual connection around layers >= 2")
 
 
@@ -137,12 +133,12 @@ class ModelArguments:
 
     _argument_group_name = "model"
 
-    cell_clip: float = _option(3.0, "clip LSTM cell values to [-x, x]")
-    proj_clip: float = _option(3.0, "clip LSTM outputs to [-x, x]")
-    lm_softmax: Literal["full", "sampled"] = _option(
+    cell_clip: float = option_field(3.0, "clip LSTM cell values to [-x, x]")
+    proj_clip: float = option_field(3.0, "clip LSTM outputs to [-x, x]")
+    lm_softmax: Literal["full", "sampled"] = option_field(
         "full", "full softmax over the vocabulary, or sampled (cheaper for large vocabularies)", aliases=["--softmax"])
-    lm_num_sampled: int = _option(8192, "negatives per batch (sampled softmax)", aliases=["--num-sampled"])
-    lm_dropout: Annotated[float, Option(check=fraction)] = _option(
+    lm_num_sampled: int = option_field(8192, "negatives per batch (sampled softmax)", aliases=["--num-sampled"])
+    lm_dropout: Annotated[float, Option(check=fraction)] = option_field(
         0.1, "dropout on the biLSTM outputs", aliases=["--dropout"])
 
 
@@ -152,17 +148,19 @@ class TrainingOptions:
 
     _argument_group_name = "training"
 
-    per_device_train_batch_size: Annotated[int, Option(check=at_least(1))] = _option(
+    per_device_train_batch_size: Annotated[int, Option(check=at_least(1))] = option_field(
         64, "sentences per device", aliases=["--batch-size"])
-    gradient_accumulation_steps: Annotated[int, Option(check=at_least(1))] = _option(1, "batches per optimiser step")
-    learning_rate: Annotated[float, Option(check=non_negative)] = _option(
+    gradient_accumulation_steps: Annotated[int, Option(check=at_least(1))] = option_field(
+        1, "batches per optimiser step")
+    learning_rate: Annotated[float, Option(check=non_negative)] = option_field(
         2e-3, "peak learning rate (AdamW, linear decay)", aliases=["--lr"])
     # TrainingArguments' name for it depends on its version (utils.transformers_versions.warmup_arguments).
-    warmup_ratio: Annotated[float, Option(check=fraction)] = _option(0.02, "fraction of the steps spent warming up")
-    weight_decay: Annotated[float, Option(check=non_negative)] = _option(0.0, "AdamW weight decay")
-    max_grad_norm: Annotated[float, Option(check=non_negative)] = _option(1.0, "clip the gradient norm to this")
-    seed: int = _option(42, "initialisation and data order")
-    init_from: Annotated[str | None, Option(path=True)] = _option(
+    warmup_ratio: Annotated[float, Option(check=fraction)] = option_field(
+        0.02, "fraction of the steps spent warming up")
+    weight_decay: Annotated[float, Option(check=non_negative)] = option_field(0.0, "AdamW weight decay")
+    max_grad_norm: Annotated[float, Option(check=non_negative)] = option_field(1.0, "clip the gradient norm to this")
+    seed: int = option_field(42, "initialisation and data order")
+    init_from: Annotated[str | None, Option(path=True)] = option_field(
         None, "start from the weights of a model of the same architecture, with a fresh optimiser and schedule "
         "(continued or domain-adaptive pretraining): a finished pretraining run, or an encoder-only folder such as "
         "the shipped default (pass 'default') or a converted AllenNLP model, whose softmax then starts fresh; the "
@@ -176,22 +174,22 @@ class RunArguments:
 
     _argument_group_name = "the run"
 
-    output_dir: str | None = _option(
+    output_dir: str | None = option_field(
         None, "run folder: checkpoints, then the model, vocabulary and summary", aliases=["--output-dir", "--output"],
         required=True)
-    num_train_epochs: Annotated[float, Option(check=above_zero)] = _option(
+    num_train_epochs: Annotated[float, Option(check=above_zero)] = option_field(
         1.0, "passes over the training data (> 0)", aliases=["--epochs"])
-    max_steps: Annotated[int, Option(check=_steps_or_epochs)] = _option(
+    max_steps: Annotated[int, Option(check=_steps_or_epochs)] = option_field(
         -1, "optimiser steps (>= 1); when given it overrides --epochs")
-    eval_steps: Annotated[int, Option(check=at_least(1))] = _option(500, "dev perplexity every this many steps")
-    save_steps: Annotated[int, Option(check=at_least(1))] = _option(500, "checkpoint every this many steps")
-    save_total_limit: int = _option(2, "checkpoints kept")
-    logging_steps: Annotated[int, Option(check=at_least(1))] = _option(50, "log the loss every this many steps")
-    threads: Annotated[int | None, Option(check=at_least(1))] = _option(None, "torch CPU threads per process")
-    no_resume: bool = _option(False, "start over even if checkpoints exist")
-    time_budget_minutes: Annotated[float | None, Option(check=above_zero)] = _option(
+    eval_steps: Annotated[int, Option(check=at_least(1))] = option_field(500, "dev perplexity every this many steps")
+    save_steps: Annotated[int, Option(check=at_least(1))] = option_field(500, "checkpoint every this many steps")
+    save_total_limit: int = option_field(2, "checkpoints kept")
+    logging_steps: Annotated[int, Option(check=at_least(1))] = option_field(50, "log the loss every this many steps")
+    threads: Annotated[int | None, Option(check=at_least(1))] = option_field(None, "torch CPU threads per process")
+    no_resume: bool = option_field(False, "start over even if checkpoints exist")
+    time_budget_minutes: Annotated[float | None, Option(check=above_zero)] = option_field(
         None, "stop (with a checkpoint) once this much training time (> 0 minutes) has passed in this run")
-    disable_tqdm: bool = _option(False, "no progress bar", aliases=["--no-progress"])
+    disable_tqdm: bool = option_field(False, "no progress bar", aliases=["--no-progress"])
 
 
 # The options of `hf-elmo pretrain`, in the order --help lists them.

@@ -30,6 +30,14 @@ class Option(NamedTuple):
     added_later: bool = False
 
 
+def option_field(default, help: str, **metadata):
+    """A dataclass field with its command-line description (`metadata` goes to `add_argument` as it is); a dict
+    default is a fresh one for each object."""
+    if isinstance(default, dict):
+        return dataclasses.field(default_factory=dict, metadata={"help": help, **metadata})
+    return dataclasses.field(default=default, metadata={"help": help, **metadata})
+
+
 def must_be(rule: str, holds: typing.Callable) -> typing.Callable:
     """A range check: None when `holds(value)`, else "must be `rule`, got value"."""
     return lambda value: None if holds(value) else f"must be {rule}, got {value}"
